@@ -1,0 +1,191 @@
+"""The design space as xarray coordinates.
+
+Hardware knobs and parallel-layout choices are dimensions. A :class:`Space` holds the
+layout coordinates; hardware grids are plain mappings knob → values (see
+:func:`hardware_grid`). Invalid layout combinations are *masked* (the ``valid``
+variable of :func:`simcore.evaluate`), never dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .specs import HW_KNOBS, Hardware
+
+__all__ = [
+    "PARALLEL_DIMS",
+    "CHOICES",
+    "Space",
+    "reduced_space",
+    "full_space",
+    "get_space",
+    "hardware_grid",
+    "layout_table",
+]
+
+#: Layout dims in canonical (C-order) order.
+PARALLEL_DIMS: tuple[str, ...] = (
+    "cp", "tp", "pp", "dp", "kv_shard_mode",
+    "ffn_shard_scope", "tp_placement", "cp_placement", "cp_ring_variant",
+)
+
+#: Allowed values of the categorical layout dims (index = integer code in kernels).
+CHOICES: dict[str, tuple[str, ...]] = {
+    # head: KV heads over TP ranks, duplicated when tp > n_kv_heads;
+    # seq: every rank keeps all KV heads for 1/tp of the sequence (split-K combine);
+    # head_seq: heads over n_kv_heads groups, sequence within each group
+    #           (needs tp a multiple of n_kv_heads, tp > n_kv_heads).
+    "kv_shard_mode": ("head", "seq", "head_seq"),
+    # which group shards the FFN weights
+    "ffn_shard_scope": ("TP", "TP+CP"),
+    # TP innermost (stride 1) or outside CP
+    "tp_placement": ("inner", "outer"),
+    # CP inside PP/DP, or outermost
+    "cp_placement": ("inner", "outer"),
+    # ring attention passes KV blocks, or Q, O and softmax stats (m, l)
+    "cp_ring_variant": ("kv", "qoml"),
+}
+
+_LATENCY_FRIENDLY = {
+    "ffn_shard_scope": "TP",
+    "tp_placement": "inner",
+    "cp_placement": "inner",
+}
+
+
+@dataclass(frozen=True)
+class Space:
+    """Layout coordinates: a mapping dim → tuple of values, in :data:`PARALLEL_DIMS` order."""
+
+    coords: tuple[tuple[str, tuple[Any, ...]], ...]
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        d = dict(self.coords)
+        if list(d) != list(PARALLEL_DIMS):
+            raise ValueError(f"Space needs exactly the dims {list(PARALLEL_DIMS)} in order")
+        for dim in ("cp", "tp", "pp", "dp"):
+            vals = d[dim]
+            if not vals or any(int(v) != v or v < 1 for v in vals):
+                raise ValueError(f"Space.{dim} must be positive integers, got {vals!r}")
+        for dim, allowed in CHOICES.items():
+            bad = [v for v in d[dim] if v not in allowed]
+            if bad or not d[dim]:
+                raise ValueError(f"Space.{dim} values {bad} unknown; pass some of {list(allowed)}")
+
+    @property
+    def dict(self) -> dict[str, tuple[Any, ...]]:
+        return dict(self.coords)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(v) for _, v in self.coords)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    def with_(self, **values: Sequence[Any]) -> Space:
+        """A copy with some dims replaced."""
+        unknown = set(values) - set(PARALLEL_DIMS)
+        if unknown:
+            raise ValueError(f"unknown layout dims {sorted(unknown)}; known: {list(PARALLEL_DIMS)}")
+        d = self.dict
+        d.update({k: tuple(v) for k, v in values.items()})
+        return Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name=self.name + "*")
+
+
+def reduced_space(
+    *,
+    cp: Sequence[int] = (1, 2, 4, 8, 16),
+    tp: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
+    pp: Sequence[int] = (1, 2, 4, 8),
+    dp: Sequence[int] = (1, 2, 4, 8),
+) -> Space:
+    """CP×TP×PP×DP×kv_shard_mode (1,920 points); other knobs at latency-friendly defaults."""
+    d: dict[str, tuple[Any, ...]] = {
+        "cp": tuple(cp), "tp": tuple(tp), "pp": tuple(pp), "dp": tuple(dp),
+        "kv_shard_mode": CHOICES["kv_shard_mode"],
+    }
+    d.update({k: (v,) for k, v in _LATENCY_FRIENDLY.items()})
+    d["cp_ring_variant"] = ("qoml",)
+    return Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name="reduced")
+
+
+def full_space(**kw: Sequence[int]) -> Space:
+    """All nine layout dims (30,720 points with the default integer grids)."""
+    base = reduced_space(**kw).dict
+    base.update(CHOICES)
+    return Space(tuple((k, tuple(base[k])) for k in PARALLEL_DIMS), name="full")
+
+
+def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str = "decode") -> Space:
+    """Resolve ``"reduced"``, ``"full"``, a :class:`Space` or a mapping of overrides.
+
+    For the reduced space the ring variant follows the mode: ``"kv"`` for prefill and
+    training, ``"qoml"`` for decode (DESIGN.md).
+    """
+    if space is None or space == "reduced":
+        s = reduced_space()
+        return s.with_(cp_ring_variant=("qoml",) if mode == "decode" else ("kv",))
+    if space == "full":
+        return full_space()
+    if isinstance(space, Space):
+        return space
+    if isinstance(space, Mapping):
+        return full_space().with_(**space)
+    raise ValueError(f"space must be 'reduced', 'full', a Space or a mapping; got {space!r}")
+
+
+def layout_table(space: Space) -> np.ndarray:
+    """Every layout as integer rows (C order over :data:`PARALLEL_DIMS`).
+
+    Integer dims hold their value; categorical dims hold their index in :data:`CHOICES`.
+    """
+    cols = []
+    for dim, vals in space.coords:
+        if dim in CHOICES:
+            cols.append([CHOICES[dim].index(v) for v in vals])
+        else:
+            cols.append([int(v) for v in vals])
+    rows = list(itertools.product(*cols))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
+
+
+def hardware_grid(
+    hardware: Hardware | Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
+    """Normalise hardware input to knob → 1-D float array (one value per knob for a point).
+
+    A mapping may give some knobs; the others come from the default :class:`Hardware`.
+    Non-positive or non-finite values raise ``ValueError`` naming the knob.
+    """
+    if hardware is None:
+        hardware = Hardware()
+    if isinstance(hardware, Hardware):
+        return {k: np.array([v]) for k, v in hardware.as_dict().items()}
+    if not isinstance(hardware, Mapping):
+        raise ValueError(
+            f"hardware must be a Hardware or a mapping knob -> values, got {type(hardware).__name__}"
+        )
+    unknown = set(hardware) - set(HW_KNOBS)
+    if unknown:
+        raise ValueError(f"unknown hardware knobs {sorted(unknown)}; known: {list(HW_KNOBS)}")
+    default = Hardware().as_dict()
+    out: dict[str, np.ndarray] = {}
+    for k in HW_KNOBS:
+        vals = np.atleast_1d(np.asarray(hardware.get(k, default[k]), dtype=float))
+        if vals.ndim != 1 or vals.size == 0:
+            raise ValueError(f"hardware knob {k!r} needs a 1-D list of values, got {vals!r}")
+        if not np.all(np.isfinite(vals)) or np.any(vals <= 0):
+            raise ValueError(
+                f"hardware knob {k!r} must be > 0 and finite, got {vals.tolist()}; "
+                "pass positive values (e.g. GB/s for bandwidths)"
+            )
+        out[k] = vals
+    return out
