@@ -1,0 +1,426 @@
+"""Experiments, trials and tuning results; the optimal-config writers.
+
+Every selection here goes through :mod:`simcore.metrics` (:func:`select_best`,
+:func:`metric_value`); a trial that failed, or has no value for the metric, never wins.
+
+Examples
+--------
+>>> t = Trial("z1_gas1_tmbspg2", stage=1, micro_batch=2, grad_accum=1, status="ok",
+...           metrics={"latency": 8.0})
+>>> t.value("latency")
+8.0
+>>> Trial("x", stage=1, micro_batch=2, grad_accum=1, status="failed",
+...       metrics={"latency": 1.0}).value("latency") is None
+True
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from ..metrics import get_metric, metric_value, select_best
+
+__all__ = [
+    "Experiment",
+    "NoResultError",
+    "Trial",
+    "TuneResult",
+    "atomic_write_text",
+    "experiment_name",
+    "optimal_ds_config",
+    "summary_table",
+]
+
+#: Short names of ZeRO knobs in experiment names (DeepSpeed-style acronyms).
+_ACRONYMS = {
+    "overlap_comm": "oc",
+    "reduce_bucket_size": "rbs",
+    "allgather_bucket_size": "abs",
+    "stage3_prefetch_bucket_size": "pbs",
+    "reduce_scatter": "rs",
+    "contiguous_gradients": "cg",
+}
+
+
+class NoResultError(RuntimeError):
+    """No successful trial with a value for the metric, so there is nothing to write."""
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(int(v))
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, int) and v >= 10_000:
+        return f"{v:.0e}".replace("+0", "").replace("+", "")
+    return str(v).replace(" ", "")
+
+
+def experiment_name(stage: int, micro_batch: int, grad_accum: int,
+                    knobs: Mapping[str, Any] | None = None) -> str:
+    """DeepSpeed-style experiment name, e.g. ``z2_gas1_tmbspg4`` (+ tuned knobs).
+
+    Examples
+    --------
+    >>> experiment_name(2, 4, 1, {"overlap_comm": True, "reduce_bucket_size": 5e8})
+    'z2_gas1_tmbspg4_oc1_rbs5e8'
+    """
+    parts = [f"z{stage}", f"gas{grad_accum}", f"tmbspg{micro_batch}"]
+    for k in sorted(knobs or {}):
+        parts.append(f"{_ACRONYMS.get(k, k)}{_fmt_value(knobs[k])}")  # type: ignore[index]
+    return "_".join(parts)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One configuration to run.
+
+    ``ds_config`` is the full DeepSpeed config for the run (no ``autotuning``
+    section); ``knobs`` the tuned ``zero_optimization`` keys (beyond ``stage``).
+    """
+
+    name: str
+    stage: int
+    micro_batch: int
+    grad_accum: int
+    ds_config: Mapping[str, Any]
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    n_gpus: int = 1
+    phase: str = "tune"
+
+    @property
+    def zero(self) -> dict[str, Any]:
+        """The ``zero_optimization`` section of the run."""
+        return dict(self.ds_config.get("zero_optimization", {}))
+
+
+@dataclass(frozen=True)
+class Trial:
+    """The outcome of one experiment.
+
+    Attributes
+    ----------
+    status : {"ok", "failed"}
+        ``"failed"`` for a crash, an out-of-memory run, a timeout, missing or malformed
+        metrics. A failed trial's ``metrics`` (if any) are kept for the record but
+        :meth:`value` is ``None``, so it never wins.
+    error : str
+        Why it failed (the last stderr line, the timeout, ...).
+    phase : str
+        ``"probe"`` (micro-batch limit search), ``"tune"`` or ``"recorded"``.
+    """
+
+    name: str
+    stage: int
+    micro_batch: int
+    grad_accum: int
+    status: Literal["ok", "failed"]
+    metrics: Mapping[str, Any] | None = None
+    error: str = ""
+    ds_config: Mapping[str, Any] = field(default_factory=dict)
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    phase: str = "tune"
+    duration_s: float = 0.0
+    result_dir: str | None = None
+    command: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in ("ok", "failed"):
+            raise ValueError(f"Trial.status must be 'ok' or 'failed', got {self.status!r}")
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def value(self, metric: str) -> float | None:
+        """``metric`` from this trial's metrics (exact key first, then aliases); ``None``
+        if the trial failed or has no such value."""
+        return metric_value(self.metrics, metric) if self.ok else None
+
+    @classmethod
+    def from_experiment(cls, experiment: Experiment, **kw: Any) -> Trial:
+        """A trial carrying the experiment's identity."""
+        return cls(name=experiment.name, stage=experiment.stage,
+                   micro_batch=experiment.micro_batch, grad_accum=experiment.grad_accum,
+                   ds_config=experiment.ds_config, knobs=dict(experiment.knobs),
+                   phase=experiment.phase, **kw)
+
+
+def optimal_ds_config(
+    user_config: Mapping[str, Any],
+    *,
+    trial: Trial,
+    n_gpus: int | None = None,
+    mp: int = 1,
+) -> dict[str, Any]:
+    """The user's DeepSpeed config merged with a trial's tuned settings.
+
+    The ``autotuning`` section is removed; the user's ``zero_optimization`` keys are
+    kept and the tuned ``stage`` and knobs set on top;
+    ``train_micro_batch_size_per_gpu`` and ``gradient_accumulation_steps`` come from
+    the trial. ``train_batch_size`` is kept consistent (``mbs · gas · n_gpus / mp``)
+    when the user set it and ``n_gpus`` is known.
+
+    Examples
+    --------
+    >>> user = {"zero_optimization": {"stage": "all", "offload_optimizer": {"device": "cpu"}},
+    ...         "autotuning": {"enabled": True}, "fp16": {"enabled": True}}
+    >>> t = Trial("z2_gas1_tmbspg4", stage=2, micro_batch=4, grad_accum=1, status="ok")
+    >>> cfg = optimal_ds_config(user, trial=t)
+    >>> cfg["zero_optimization"], cfg["train_micro_batch_size_per_gpu"], "autotuning" in cfg
+    ({'stage': 2, 'offload_optimizer': {'device': 'cpu'}}, 4, False)
+    """
+    cfg = copy.deepcopy(dict(user_config))
+    cfg.pop("autotuning", None)
+    zero = dict(cfg.get("zero_optimization") or {})
+    zero.pop("stage", None)
+    zero = {"stage": int(trial.stage), **zero, **copy.deepcopy(dict(trial.knobs))}
+    cfg["zero_optimization"] = zero
+    cfg["train_micro_batch_size_per_gpu"] = int(trial.micro_batch)
+    cfg["gradient_accumulation_steps"] = int(trial.grad_accum)
+    if "train_batch_size" in cfg and n_gpus is not None:
+        cfg["train_batch_size"] = int(trial.micro_batch * trial.grad_accum * (n_gpus // mp))
+    return cfg
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     p = atomic_write_text(os.path.join(d, "a.txt"), "hi\\n")
+    ...     p.read_text()
+    'hi\\n'
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return target
+
+
+def _num(v: float | None, unit_scale: float = 1.0) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    x = v / unit_scale
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-2):
+        return f"{x:.3e}"
+    return f"{x:,.2f}"
+
+
+def summary_table(trials: Sequence[Trial], *, metric: str, best: Trial | None = None) -> str:
+    """A plain-text table of trials; the best one is marked ``*``.
+
+    Examples
+    --------
+    >>> ts = [Trial("a", stage=1, micro_batch=1, grad_accum=1, status="ok",
+    ...             metrics={"latency": 30.0}),
+    ...       Trial("b", stage=1, micro_batch=2, grad_accum=1, status="failed", error="OOM")]
+    >>> print(summary_table(ts, metric="latency", best=ts[0]).splitlines()[2])
+    * a     1    1    1  ok        30.00  -           -              -
+    """
+    headers = ["", "experiment", "stage", "mbs", "gas", "status", metric,
+               "latency_us", "throughput", "FLOPS_per_gpu", "note"]
+    rows = []
+    for t in trials:
+        m = t.metrics or {}
+        rows.append([
+            "*" if best is not None and t is best else "",
+            t.name, str(t.stage), str(t.micro_batch), str(t.grad_accum), t.status,
+            _num(t.value(metric)),
+            _num(metric_value(m, "latency")),
+            _num(metric_value(m, "throughput")),
+            _num(metric_value(m, "FLOPS_per_gpu")),
+            t.error.splitlines()[-1][:60] if t.error else ("" if t.phase == "tune" else t.phase),
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    numeric = {2, 3, 4, 6, 7, 8, 9}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(widths[i]) if i in numeric else c.ljust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :meth:`Autotuner.tune` (or :func:`rank`) found; returned on every path.
+
+    Attributes
+    ----------
+    metric : str
+        The metric as the user named it.
+    best : Trial or None
+        The winning trial (``None`` if no trial succeeded with a value).
+    value : float or None
+        Its metric value.
+    trials : tuple of Trial
+        Every trial, in the order run (probes included).
+    stage_values : mapping int -> float or None
+        Best value per considered stage; ``None`` (never 0) when a stage has no result.
+    skipped : mapping int -> str
+        Why a stage has no result or was not tried.
+    notes : tuple of str
+        Early stops and other events.
+    """
+
+    metric: str
+    best: Trial | None
+    value: float | None
+    trials: tuple[Trial, ...]
+    stage_values: Mapping[int, float | None]
+    skipped: Mapping[int, str]
+    base_config: Mapping[str, Any] = field(default_factory=dict)
+    n_gpus: int | None = None
+    mp: int = 1
+    notes: tuple[str, ...] = ()
+    command: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage_values", MappingProxyType(dict(self.stage_values)))
+        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
+
+    @classmethod
+    def from_trials(cls, trials: Sequence[Trial], *, metric: str, **kw: Any) -> TuneResult:
+        """Pick the best trial with :func:`simcore.metrics.select_best`."""
+        get_metric(metric)
+        best, value = select_best(trials, metric, value=lambda t: t.value(metric))
+        return cls(metric=metric, best=best, value=value, trials=tuple(trials), **kw)
+
+    @property
+    def found(self) -> bool:
+        return self.best is not None
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        """``ds_config_optimal.json`` contents, or ``None`` without a winner."""
+        if self.best is None:
+            return None
+        return optimal_ds_config(self.base_config, trial=self.best, n_gpus=self.n_gpus,
+                                 mp=self.mp)
+
+    def describe(self) -> str:
+        """One line: the choice and its value, or why there is none."""
+        if self.best is None:
+            reasons = "; ".join(f"stage {s}: {r}" for s, r in sorted(self.skipped.items()))
+            return f"no successful trial for metric {self.metric!r}" + (
+                f" ({reasons})" if reasons else "")
+        m = get_metric(self.metric)
+        b = self.best
+        word = "lowest" if m.direction == "min" else "highest"
+        knobs = "".join(f", {k}={v}" for k, v in sorted(b.knobs.items()))
+        return (f"best: ZeRO stage {b.stage}, micro-batch {b.micro_batch}, "
+                f"gradient accumulation {b.grad_accum}{knobs} -> {self.metric} "
+                f"{_num(self.value)} ({word} of {sum(t.ok for t in self.trials)} successful "
+                f"trials)")
+
+    def summary(self) -> str:
+        """Plain-text report: per-stage results, the trial table, the choice."""
+        lines = [f"metric: {self.metric} ({get_metric(self.metric).direction})"]
+        for s in sorted(set(self.stage_values) | set(self.skipped)):
+            v = self.stage_values.get(s)
+            why = self.skipped.get(s, "")
+            lines.append(f"  stage {s}: " + (f"best {_num(v)}" if v is not None else "no result")
+                         + (f" - {why}" if why else ""))
+        lines.extend(f"  note: {n}" for n in self.notes)
+        lines.append(summary_table(self.trials, metric=self.metric, best=self.best))
+        lines.append(self.describe())
+        return "\n".join(lines)
+
+    def optimal_command(self, ds_config_path: str | os.PathLike[str]) -> str:
+        """The training command with ``ds_config_path`` as its DeepSpeed config."""
+        return render_command(self.command, ds_config=os.fspath(ds_config_path),
+                              n_gpus=self.n_gpus)
+
+    def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+        """Write ``ds_config_optimal.json`` and ``cmd_optimal.txt`` atomically.
+
+        Raises
+        ------
+        NoResultError
+            When no trial succeeded; nothing is written.
+        """
+        cfg = self.best_config
+        if cfg is None:
+            raise NoResultError(
+                f"nothing to write to {os.fspath(out_dir)!r}: {self.describe()}; widen the "
+                "search (stages, micro-batch range) or check the failed trials' errors"
+            )
+        out = Path(out_dir)
+        cfg_path = atomic_write_text(out / "ds_config_optimal.json",
+                                     json.dumps(cfg, indent=2, sort_keys=False) + "\n")
+        cmd_path = atomic_write_text(out / "cmd_optimal.txt",
+                                     self.optimal_command(cfg_path.resolve()) + "\n")
+        return {"ds_config": cfg_path, "cmd": cmd_path}
+
+
+_CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config")
+
+
+def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None = None) -> str:
+    """A shell line for ``command`` pointing at ``ds_config``.
+
+    ``{ds_config}`` placeholders are filled; otherwise the value after a
+    ``--deepspeed_config`` flag is replaced, or the flag is appended. An empty command
+    gives a generic ``deepspeed`` launcher line.
+
+    Examples
+    --------
+    >>> render_command(["deepspeed", "train.py", "--deepspeed_config", "old.json"],
+    ...                ds_config="new.json")
+    'deepspeed train.py --deepspeed_config new.json'
+    >>> render_command([], ds_config="c.json", n_gpus=8)
+    'deepspeed --num_gpus 8 train.py --deepspeed_config c.json'
+    """
+    args = list(command)
+    if not args:
+        args = ["deepspeed", *(["--num_gpus", str(n_gpus)] if n_gpus else []), "train.py"]
+    if any("{ds_config}" in a for a in args):
+        args = [a.replace("{ds_config}", ds_config) for a in args]
+        return shlex.join(args)
+    out: list[str] = []
+    replaced = False
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in _CONFIG_FLAGS and i + 1 < len(args):
+            out += [a, ds_config]
+            replaced = True
+            i += 2
+            continue
+        flag = a.split("=", 1)[0]
+        if "=" in a and flag in _CONFIG_FLAGS:
+            out.append(f"{flag}={ds_config}")
+            replaced = True
+        else:
+            out.append(a)
+        i += 1
+    if not replaced:
+        out += ["--deepspeed_config", ds_config]
+    return shlex.join(out)

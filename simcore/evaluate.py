@@ -1,0 +1,355 @@
+"""The labelled layer: names ↔ axes, then the kernels. No numerics live here.
+
+:func:`evaluate` returns the full (hardware × layout) tensor as an ``xr.Dataset``
+(numpy, or dask-chunked along the hardware dims). :func:`evaluate_best` is the fused
+path: the kernel reduces inside its loop, streaming hardware chunks, and returns the
+best layout per hardware point without materialising the tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .metrics import Metric, get_metric
+from .presets import get_family, get_model
+from .space import CHOICES, PARALLEL_DIMS, Space, get_space, hardware_grid, layout_table
+from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
+
+__all__ = ["evaluate", "evaluate_best", "prepare", "Prepared", "UNITS"]
+
+UNITS = {
+    "latency_ns": "ns",
+    "throughput_tok_s": "tokens/s",
+    "flops_per_device": "FLOP/s",
+    "compute_ns": "ns",
+    "memory_ns": "ns",
+    "comm_ns": "ns",
+    "mem_bytes": "B",
+    "n_devices": "1",
+    "pe_hbm_gb": "GB",
+    "bw_hbm_gbs": "GB/s",
+    "peak_tflops_f16": "TFLOP/s",
+    "bw_intra_gbs": "GB/s",
+    "bw_inter_gbs": "GB/s",
+    "bw_intersip_gbs": "GB/s",
+}
+
+_DESCRIPTIONS = {
+    "latency_ns": "TTFT (prefill) or time per output token (decode)",
+    "throughput_tok_s": "tokens produced per second by the whole system",
+    "flops_per_device": "achieved model FLOP/s per device",
+    "compute_ns": "time in compute-bound ops",
+    "memory_ns": "time in HBM-bound ops",
+    "comm_ns": "exposed communication time",
+    "fits": "valid layout whose per-device memory fits usable HBM",
+    "valid": "layout is a legal combination for this model and system",
+    "mem_bytes": "memory per device: weights, KV cache, activations",
+    "n_devices": "devices the layout occupies",
+}
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything the kernels need, packed once."""
+
+    model: Model
+    workload: Workload
+    space: Space
+    topology: Topology
+    efficiency: Efficiency
+    family: str
+    knobs: dict[str, np.ndarray]
+    layouts: np.ndarray
+    coeffs: np.ndarray
+    eff: np.ndarray
+
+    @property
+    def hw_shape(self) -> tuple[int, ...]:
+        return tuple(len(self.knobs[k]) for k in HW_KNOBS)
+
+    @property
+    def n_hw(self) -> int:
+        return int(np.prod(self.hw_shape))
+
+    def layout_coords(self) -> dict[str, Any]:
+        return {d: np.asarray(v, dtype=object if d in CHOICES else np.int64)
+                for d, v in self.space.coords}
+
+    def hw_coords(self) -> dict[str, np.ndarray]:
+        return {k: self.knobs[k] for k in HW_KNOBS}
+
+    def attrs(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "model": self.model.name,
+            "mode": w.mode,
+            "batch": w.batch,
+            "s_q": w.s_q,
+            "s_kv": w.s_kv,
+            "family": self.family,
+            "space": self.space.name,
+            "n_system_devices": self.topology.n_devices,
+            **{f"efficiency_{k}": v for k, v in vars(self.efficiency).items()},
+        }
+
+    def hw_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of the flattened (C-order) hardware grid, shape (n, 6)."""
+        idx = np.unravel_index(np.arange(start, stop), self.hw_shape)
+        return np.stack([self.knobs[k][i] for k, i in zip(HW_KNOBS, idx, strict=True)], axis=1)
+
+
+def prepare(
+    model: Model | str,
+    workload: Workload,
+    *,
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
+    hardware: Hardware | Mapping[str, Any] | None = None,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+) -> Prepared:
+    """Validate inputs and compute the per-layout coefficients (cheap, eager)."""
+    from .kernels import inference as k
+
+    model = get_model(model)
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a simcore.Workload, got {type(workload).__name__}")
+    fam = get_family(family)
+    if hardware is None:
+        hardware = fam.hardware
+    knobs = hardware_grid(hardware)
+    sp = get_space(space, workload.mode)
+    eff = efficiency or Efficiency()
+    layouts = layout_table(sp)
+    coeffs = k.layout_coeffs(layouts, k.pack_model(model), k.pack_workload(workload),
+                             k.pack_topology(fam.topology))
+    return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
+                    k.pack_efficiency(eff))
+
+
+def _grid_block(coeffs: np.ndarray, eff: np.ndarray, layout_shape: tuple[int, ...],
+                *knob_blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+    from .kernels import inference as k
+
+    arrs = np.broadcast_arrays(*knob_blocks)
+    shape = arrs[0].shape
+    hw = np.stack([np.ascontiguousarray(a).ravel() for a in arrs], axis=1).astype(np.float64)
+    outs = k.evaluate_grid(coeffs, hw, eff)
+    return tuple(o.reshape(shape + layout_shape) for o in outs)
+
+
+def evaluate(
+    model: Model | str,
+    workload: Workload,
+    *,
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
+    hardware: Hardware | Mapping[str, Any] | None = None,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+    chunks: Mapping[str, int] | int | None = None,
+) -> xr.Dataset:
+    """Latency, memory fit and breakdown over every (hardware, layout) point.
+
+    Parameters
+    ----------
+    model : Model or str
+        A :class:`~simcore.specs.Model` or a preset name (``"Llama 3.1 70B"``).
+    workload : Workload
+        Mode (``"prefill"`` | ``"decode"``), batch, ``s_q``, ``s_kv``.
+    space : {"reduced", "full"}, Space or mapping
+        Layout coordinates (a mapping overrides dims of the full space).
+    hardware : Hardware or mapping knob -> values, optional
+        One point, or a grid (each knob a dimension). Default: the family's hardware.
+    family : str or HardwareFamily, optional
+        Topology (tier sizes, link latencies); default ``"SiP"``.
+    efficiency : Efficiency, optional
+        Achievable fractions of peak.
+    chunks : int or mapping knob -> chunk size, optional
+        Chunk the hardware dims with dask (lazy result; ``.compute()`` to run).
+        An int chunks the first knob with more than one value.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dims: the six knobs then the nine layout dims. Variables ``latency_ns``,
+        ``throughput_tok_s``, ``flops_per_device``, ``compute_ns``, ``memory_ns``,
+        ``comm_ns``, ``fits`` over all dims; ``mem_bytes``, ``valid``, ``n_devices``
+        over the layout dims. Units in each variable's ``attrs["units"]``.
+
+    Examples
+    --------
+    >>> import simcore
+    >>> ds = simcore.evaluate("Llama 3.1 8B", simcore.Workload("decode", s_kv=8192))
+    >>> int(ds.sizes["tp"]), bool(ds.fits.any())
+    (8, True)
+    """
+    from .kernels import inference as k
+
+    p = prepare(model, workload, space=space, hardware=hardware, family=family,
+                efficiency=efficiency)
+    layout_shape = p.space.shape
+    knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
+    dask_mode = "forbidden"
+    if chunks is not None:
+        if isinstance(chunks, int):
+            first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
+            chunks = {first: chunks}
+        unknown = set(chunks) - set(HW_KNOBS)
+        if unknown:
+            raise ValueError(
+                f"chunks may only split hardware knobs {list(HW_KNOBS)}, got {sorted(unknown)}"
+            )
+        knob_das = [da.chunk({da.dims[0]: chunks.get(da.dims[0], -1)}) for da in knob_das]
+        dask_mode = "parallelized"
+    outs = _apply(p, knob_das, dask_mode)
+    ds = xr.Dataset(dict(zip(k.OUTPUTS, outs, strict=True)))
+    lay = {
+        "mem_bytes": p.coeffs[:, k.C_MEM].reshape(layout_shape),
+        "valid": (p.coeffs[:, k.C_VALID] == 1.0).reshape(layout_shape),
+        "n_devices": p.coeffs[:, k.C_NDEV].astype(np.int64).reshape(layout_shape),
+    }
+    for name, arr in lay.items():
+        ds[name] = (PARALLEL_DIMS, arr)
+    ds["mem_bytes"] = ds.mem_bytes.where(ds.valid)
+    ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
+    for name in ds.variables:
+        if name in UNITS:
+            ds[name].attrs["units"] = UNITS[name]
+        if name in _DESCRIPTIONS:
+            ds[name].attrs["description"] = _DESCRIPTIONS[name]
+    ds.attrs.update(p.attrs())
+    return ds
+
+
+def _apply(p: Prepared, knob_das: list[xr.DataArray], dask_mode: str) -> tuple[xr.DataArray, ...]:
+    from functools import partial
+
+    from .kernels import inference as k
+
+    n_out = len(k.OUTPUTS)
+    layout_shape = p.space.shape
+    func = partial(_grid_block, p.coeffs, p.eff, layout_shape)
+    return xr.apply_ufunc(
+        func,
+        *knob_das,
+        output_core_dims=[list(PARALLEL_DIMS)] * n_out,
+        dask=dask_mode,
+        output_dtypes=[np.float64] * (n_out - 1) + [np.bool_],
+        dask_gufunc_kwargs={"output_sizes": dict(zip(PARALLEL_DIMS, layout_shape, strict=True))},
+    )
+
+
+# --- fused path -------------------------------------------------------------------------
+
+def fused_metric(metric: str | Metric) -> tuple[Metric, int]:
+    """Metric → (Metric, code understood by the fused kernel)."""
+    from .kernels import inference as k
+
+    m = get_metric(metric)
+    if m.key not in k.FUSED_METRICS:
+        raise ValueError(
+            f"the fused path reduces by {sorted(k.FUSED_METRICS)} "
+            f"(metrics latency, throughput, FLOPS_per_gpu); got {m.name!r}"
+        )
+    return m, k.FUSED_METRICS[m.key]
+
+
+def hw_chunks(n_hw: int, chunk_size: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, n_hw, chunk_size):
+        yield start, min(n_hw, start + chunk_size)
+
+
+def fused_chunk(p: Prepared, start: int, stop: int, code: int, sign: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the fused kernel over hardware rows ``start:stop``."""
+    from .kernels import inference as k
+
+    return k.fused_best(p.coeffs, p.hw_rows(start, stop), p.eff, code, float(sign))
+
+
+def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray,
+                  n_fit: np.ndarray) -> xr.Dataset:
+    """Per-hardware winners (flat arrays over the C-order hw grid) → labelled Dataset."""
+    from .kernels import inference as k
+
+    shape = p.hw_shape
+    dims = list(HW_KNOBS)
+    ok = best_idx >= 0
+    safe = np.where(ok, best_idx, 0)
+    data: dict[str, Any] = {}
+    for q, name in enumerate(k.OUTPUTS[:-1]):
+        data[name] = (dims, vals[:, q].reshape(shape))
+    data["mem_bytes"] = (dims, np.where(ok, p.coeffs[safe, k.C_MEM], np.nan).reshape(shape))
+    data["n_devices"] = (dims, np.where(ok, p.coeffs[safe, k.C_NDEV], np.nan).reshape(shape))
+    for j, (dim, values) in enumerate(p.space.coords):
+        col = np.asarray(values, dtype=object if dim in CHOICES else np.int64)
+        pos = np.unravel_index(safe, p.space.shape)[j]
+        picked = col[pos]
+        if dim in CHOICES:
+            picked = np.where(ok, picked, "")
+        else:
+            picked = np.where(ok, picked, -1)
+        data[f"best_{dim}"] = (dims, picked.reshape(shape))
+    data["best_layout_index"] = (dims, best_idx.reshape(shape))
+    data["n_fits"] = (dims, n_fit.reshape(shape))
+    data["any_fits"] = (dims, ok.reshape(shape))
+    ds = xr.Dataset(data, coords=p.hw_coords())
+    for name in ds.variables:
+        if name in UNITS:
+            ds[name].attrs["units"] = UNITS[name]
+    ds.attrs.update(p.attrs(), best_metric=m.name, best_direction=m.direction,
+                    n_layouts=int(p.space.size))
+    return ds
+
+
+def evaluate_best(
+    model: Model | str,
+    workload: Workload,
+    *,
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
+    hardware: Hardware | Mapping[str, Any] | None = None,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+    metric: str | Metric = "latency",
+    chunk_size: int | None = None,
+    progress: bool = False,
+) -> xr.Dataset:
+    """Best fitting layout per hardware point, reduced inside the kernel (fused path).
+
+    Identical to ``simcore.best(simcore.evaluate(...), metric)`` (same winners, same
+    values) but streams hardware chunks, so memory stays bounded for any sweep.
+
+    Examples
+    --------
+    >>> import simcore
+    >>> from simcore.evaluate import evaluate_best
+    >>> r = evaluate_best("Llama 3.1 8B", simcore.Workload("decode", s_kv=8192),
+    ...                   hardware={"bw_hbm_gbs": [2000, 4000]})
+    >>> bool((r.latency_ns.sel(bw_hbm_gbs=4000) < r.latency_ns.sel(bw_hbm_gbs=2000)).all())
+    True
+    """
+    p = prepare(model, workload, space=space, hardware=hardware, family=family,
+                efficiency=efficiency)
+    m, code = fused_metric(metric)
+    n_hw = p.n_hw
+    if chunk_size is None:
+        # ~4M joint evaluations per chunk keeps progress fine-grained and memory tiny
+        chunk_size = max(1, min(n_hw, math.ceil(4_000_000 / max(1, p.space.size))))
+    best_idx = np.empty(n_hw, dtype=np.int64)
+    vals = np.empty((n_hw, 6))
+    n_fit = np.empty(n_hw, dtype=np.int64)
+    chunks = list(hw_chunks(n_hw, chunk_size))
+    it: Any = chunks
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(chunks, desc="hardware chunks", unit="chunk")
+    for start, stop in it:
+        bi, v, nf = fused_chunk(p, start, stop, code, m.sign)
+        best_idx[start:stop], vals[start:stop], n_fit[start:stop] = bi, v, nf
+    return assemble_best(p, m, best_idx, vals, n_fit)

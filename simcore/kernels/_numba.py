@@ -1,0 +1,25 @@
+"""Project-wide numba defaults: one place to set caching, threading and fastmath.
+
+``SIMCORE_NUMBA_CACHE=0`` turns the on-disk cache off (default on). The threading
+layer defaults to ``omp`` (the one that is reliable on our machines) unless
+``NUMBA_THREADING_LAYER`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("NUMBA_THREADING_LAYER", "omp")
+
+import numba  # noqa: E402
+
+CACHE: bool = os.environ.get("SIMCORE_NUMBA_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def jit(*, parallel: bool = False, inline: str = "never"):
+    """``numba.njit`` with the project defaults (cache on, no fastmath: results must be
+    bit-identical between the fused and the full-tensor paths)."""
+    return numba.njit(cache=CACHE, parallel=parallel, fastmath=False, nogil=True, inline=inline)
+
+
+prange = numba.prange

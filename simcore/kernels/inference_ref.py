@@ -1,0 +1,203 @@
+"""Plain-python reference twin of :mod:`simcore.kernels.inference` (the test oracle).
+
+One (hardware, layout) point at a time, straight from the specs and the formulas in
+DESIGN.md, with no packing and no two-stage factorisation. Slow and readable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import collectives_ref as coll
+
+TIERS = ("intra", "inter", "intersip")
+
+
+@dataclass
+class Layout:
+    cp: int = 1
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    kv_shard_mode: str = "head"
+    ffn_shard_scope: str = "TP"
+    tp_placement: str = "inner"
+    cp_placement: str = "inner"
+    cp_ring_variant: str = "qoml"
+
+
+def _strides(lay: Layout) -> dict[str, int]:
+    if lay.cp_placement == "inner":
+        order = ["tp", "cp", "pp", "dp"] if lay.tp_placement == "inner" else ["cp", "tp", "pp", "dp"]
+    else:
+        order = ["tp", "pp", "dp", "cp"] if lay.tp_placement == "inner" else ["pp", "dp", "cp", "tp"]
+    strides, acc = {}, 1
+    for g in order:
+        strides[g] = acc
+        acc *= getattr(lay, g)
+    return strides
+
+
+def is_valid(model, workload, topology, lay: Layout) -> bool:
+    n_dev = lay.cp * lay.tp * lay.pp * lay.dp
+    if n_dev > topology.n_devices:
+        return False
+    if model.n_heads % lay.tp or lay.pp > model.n_layers or lay.dp > workload.batch:
+        return False
+    if workload.mode != "decode" and lay.cp > workload.s_q:
+        return False
+    if lay.cp > workload.s_kv:
+        return False
+    kvh = model.n_kv_heads
+    if lay.kv_shard_mode == "head":
+        return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
+    if lay.kv_shard_mode == "head_seq":
+        return lay.tp > kvh and lay.tp % kvh == 0
+    return True
+
+
+def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:
+    """Latency, fit and breakdown of one (hardware, layout) point."""
+    nan = float("nan")
+    if not is_valid(model, workload, topology, lay):
+        return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
+                    memory_ns=nan, comm_ns=nan, fits=False, valid=False, mem_bytes=None)
+    decode = workload.mode == "decode"
+    cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
+    d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+    wb, kvb = model.bytes_per_param, model.bytes_per_kv
+    B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
+
+    peak = hardware.peak_tflops_f16 * 1e12 * efficiency.compute / 1e9  # FLOP per ns
+    hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
+    link = {
+        "intra": (hardware.bw_intra_gbs * efficiency.network, topology.alpha_intra_ns),
+        "inter": (hardware.bw_inter_gbs * efficiency.network, topology.alpha_inter_ns),
+        "intersip": (hardware.bw_intersip_gbs * efficiency.network, topology.alpha_intersip_ns),
+    }
+    strides = _strides(lay)
+
+    def tier(span: int) -> str:
+        return TIERS[coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)]
+
+    tp_link = link[tier(tp * strides["tp"])]
+    cp_link = link[tier(cp * strides["cp"])]
+    pp_link = link[tier(pp * strides["pp"])]
+
+    replica_batch = -(-B // dp)
+    q_local = 1 if decode else s_q / cp
+    tokens_local = replica_batch * q_local
+    tokens_replica = replica_batch * s_q
+    causal = 1 - (s_q - 1) / (2 * s_kv)
+
+    # KV layout on a TP rank
+    if lay.kv_shard_mode == "head":
+        kv_heads, seq_share, q_heads = (kvh / tp if tp <= kvh else 1), 1.0, h / tp
+        kv_weight_ranks = min(tp, kvh)
+    elif lay.kv_shard_mode == "seq":
+        kv_heads, seq_share, q_heads, kv_weight_ranks = kvh, 1 / tp, h, tp
+    else:
+        kv_heads, seq_share, q_heads, kv_weight_ranks = 1, kvh / tp, h / kvh, kvh
+    kv_bytes = replica_batch * (s_kv / cp) * seq_share * kv_heads * hd * 2 * kvb
+
+    kv_w = 2 * d * kvh * hd
+    qo_w = model.attn_params_per_layer - kv_w
+    attn_weights = qo_w / tp + kv_w / kv_weight_ranks
+
+    ops = {}  # name -> (flops, bytes)
+    ops["attn_linear"] = (
+        2 * tokens_local * model.attn_params_per_layer / tp,
+        attn_weights * wb + tokens_local * d * wb * (2 + 2 / tp),
+    )
+    qo_traffic = 2 * replica_batch * q_local * q_heads * hd * wb
+    kv_traffic = kv_bytes if decode else kv_bytes * (1 + cp * causal)
+    ops["attn_core"] = (4 * replica_batch * s_q * s_kv * causal * hd * h / (tp * cp),
+                        kv_traffic + qo_traffic)
+    wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
+    ffn_ranks = tp * cp if wide else tp
+    ffn_tokens = tokens_replica if wide else tokens_local
+    if model.n_experts > 1:
+        experts_read = min(model.n_experts, ffn_tokens * model.top_k)
+    else:
+        experts_read = 1
+    router = model.ffn_params_per_layer - model.n_experts * model.expert_params
+    ops["ffn"] = (
+        2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
+        (experts_read * model.expert_params + router) / ffn_ranks * wb + 2 * ffn_tokens * d * wb,
+    )
+    head = (2 * replica_batch * d * model.vocab_size / tp,
+            model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
+
+    def roofline(flops: float, nbytes: float) -> tuple[float, str]:
+        t_c, t_m = flops / peak, nbytes / hbm
+        return (t_c, "compute") if t_c > t_m else (t_m, "memory")
+
+    # communication of one layer (not overlapped)
+    comm = 0.0
+    act = tokens_local * d * wb
+    comm += coll.allreduce_ns(act, tp, *tp_link)
+    if wide:
+        span = max(tp * strides["tp"], cp * strides["cp"])
+        comm += coll.allreduce_ns(tokens_replica * d * wb, tp * cp, *link[tier(span)])
+        if not decode:
+            comm += coll.allgather_ns(tokens_replica * d * wb, cp, *cp_link)
+    else:
+        comm += coll.allreduce_ns(act, tp, *tp_link)
+    if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
+        group = tp if lay.kv_shard_mode == "seq" else tp // kvh
+        g_link = link[tier(group * strides["tp"])]
+        q_b = replica_batch * q_local * q_heads * hd * wb
+        o_b = replica_batch * q_local * q_heads * (hd * wb + 8)
+        # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
+        comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
+
+    ring = 0.0
+    if cp > 1:
+        if lay.cp_ring_variant == "kv":
+            block = kv_bytes
+        else:
+            block = replica_batch * q_local * q_heads * (2 * hd * wb + 8)
+        ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
+
+    times = {name: roofline(*fb) for name, fb in ops.items()}
+    t_core = times["attn_core"][0]
+    exposed = ring if decode else max(0.0, ring - t_core)
+
+    layers_per_stage = math.ceil(model.n_layers / pp)
+    micro = 1 if decode else replica_batch
+    path_layers = layers_per_stage * (micro + pp - 1) / micro
+    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * wb, *pp_link) if pp > 1 else 0.0
+
+    t_head, head_kind = roofline(*head)
+    layer_time = sum(t for t, _ in times.values()) + exposed + comm
+    latency = path_layers * layer_time + t_head + t_pp
+    compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
+    memory = path_layers * sum(t for t, kind in times.values() if kind == "memory")
+    compute += t_head if head_kind == "compute" else 0.0
+    memory += t_head if head_kind == "memory" else 0.0
+    comm_total = path_layers * (exposed + comm) + t_pp
+
+    # memory per device
+    ffn_weights = model.ffn_params_per_layer / ffn_ranks
+    layer_bytes = (attn_weights + ffn_weights + model.norm_params_per_layer) * wb
+    emb = (model.vocab_size * d * wb / tp) if pp > 1 else (
+        model.vocab_size * d * (1 if model.tied_embeddings else 2) * wb / tp)
+    ffn_act = model.d_ff * min(model.top_k, model.n_experts) / ffn_ranks
+    act_bytes = tokens_local * (4 * d + 2 * ffn_act) * wb + replica_batch * model.vocab_size / tp * 4
+    mem = layers_per_stage * (layer_bytes + kv_bytes) + emb + act_bytes
+
+    produced = B if decode else B * s_q
+    flops = 2 * model.n_active_params * produced + 4 * model.n_layers * B * s_q * s_kv * causal * h * hd
+    seconds = latency / 1e9
+    return dict(
+        latency_ns=latency,
+        throughput_tok_s=produced / seconds,
+        flops_per_device=flops / (cp * tp * pp * dp) / seconds,
+        compute_ns=compute,
+        memory_ns=memory,
+        comm_ns=comm_total,
+        fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable,
+        valid=True,
+        mem_bytes=mem,
+    )

@@ -1,0 +1,134 @@
+"""The labelled layer and the physical invariants."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import simcore
+from simcore import HW_KNOBS, PARALLEL_DIMS, Hardware, Workload, best, evaluate, evaluate_best
+from simcore.space import full_space, reduced_space
+
+DECODE_128K = Workload("decode", s_kv=131072)
+GRID = {k: [v, 2 * v] for k, v in Hardware().as_dict().items()}
+
+
+def test_spaces__sizes():
+    assert reduced_space().size == 1920
+    assert full_space().size >= 28800
+
+
+def test_evaluate__dims_units_and_masks():
+    ds = evaluate("Llama 3.1 70B", DECODE_128K)
+    assert list(ds.latency_ns.dims) == [*HW_KNOBS, *PARALLEL_DIMS]
+    assert ds.latency_ns.attrs["units"] == "ns"
+    assert ds.mem_bytes.attrs["units"] == "B"
+    # tp=128 exceeds Llama 70B's 64 heads: masked, not dropped
+    assert 128 in ds.tp.values
+    assert not ds.valid.sel(tp=128).any()
+    assert ds.latency_ns.sel(tp=128).isnull().all()
+    # head_seq forbids tp <= n_kv_heads
+    assert not ds.valid.sel(kv_shard_mode="head_seq", tp=8).any()
+    assert ds.valid.sel(kv_shard_mode="head_seq", tp=16, cp=1, pp=1, dp=1).all()
+    # more devices than the system has (256): masked
+    assert not ds.valid.where(ds.n_devices > 256, False).any()
+    assert bool(ds.fits.any())
+
+
+def test_evaluate__chunked_equals_in_memory():
+    grid = {"bw_hbm_gbs": [2000.0, 4000.0, 8000.0], "pe_hbm_gb": [48.0, 96.0]}
+    wl = Workload("prefill", s_kv=4096, batch=2)
+    eager = evaluate("Llama 3.1 8B", wl, hardware=grid, space="full")
+    lazy = evaluate("Llama 3.1 8B", wl, hardware=grid, space="full",
+                    chunks={"bw_hbm_gbs": 1, "pe_hbm_gb": 1})
+    assert lazy.latency_ns.chunks is not None
+    xr.testing.assert_identical(eager, lazy.compute())
+
+
+def test_evaluate__bad_inputs_raise_clearly():
+    with pytest.raises(ValueError, match="bw_hbm_gbs"):
+        evaluate("Llama 3.1 8B", DECODE_128K, hardware={"bw_hbm_gbs": [-1.0]})
+    with pytest.raises(ValueError, match="unknown hardware knobs"):
+        evaluate("Llama 3.1 8B", DECODE_128K, hardware={"hbm": [1.0]})
+    with pytest.raises(ValueError, match="chunks may only split"):
+        evaluate("Llama 3.1 8B", DECODE_128K, chunks={"tp": 1})
+    with pytest.raises(ValueError, match="simcore.autotune"):
+        evaluate("Llama 3.1 8B", Workload("train", s_kv=1024))
+    with pytest.raises(ValueError, match="space must be"):
+        evaluate("Llama 3.1 8B", DECODE_128K, space="huge")
+
+
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_evaluate_best__agrees_with_best_of_full_tensor(metric):
+    wl = Workload("decode", s_kv=32768, batch=4)
+    full = best(evaluate("Llama 3.1 70B", wl, space="full", hardware=GRID), metric)
+    fused = evaluate_best("Llama 3.1 70B", wl, space="full", hardware=GRID, metric=metric,
+                          chunk_size=5)
+    for name in ["latency_ns", "throughput_tok_s", "compute_ns", "memory_ns", "comm_ns",
+                 "mem_bytes", "any_fits", *[f"best_{d}" for d in PARALLEL_DIMS]]:
+        np.testing.assert_array_equal(full[name].values, fused[name].values, err_msg=name)
+
+
+@pytest.mark.parametrize("knob", HW_KNOBS)
+@pytest.mark.parametrize("wl", [DECODE_128K, Workload("prefill", s_kv=8192, batch=2)],
+                         ids=["decode128k", "prefill8k"])
+def test_physics__doubling_a_knob_never_worsens_best_latency(knob, wl):
+    base = Hardware().as_dict()
+    grid = {knob: [base[knob], 2 * base[knob]]}
+    r = evaluate_best("Llama 3.1 70B", wl, space="full", hardware=grid)
+    lat = r.latency_ns.squeeze()
+    assert bool(r.any_fits.all())
+    assert float(lat.isel({knob: 1})) <= float(lat.isel({knob: 0})) * (1 + 1e-12)
+
+
+def test_physics__more_hbm_never_unfits():
+    ds = evaluate("Llama 3.1 70B", DECODE_128K, hardware={"pe_hbm_gb": [24.0, 48.0, 96.0, 192.0]})
+    fits = ds.fits.squeeze([k for k in HW_KNOBS if k != "pe_hbm_gb"])
+    for lo, hi in zip(fits.pe_hbm_gb.values[:-1], fits.pe_hbm_gb.values[1:], strict=True):
+        assert bool((fits.sel(pe_hbm_gb=hi) >= fits.sel(pe_hbm_gb=lo)).all())
+    assert fits.sum() > 0
+
+
+def test_physics__llama70b_decode_128k_is_memory_bound():
+    r = best(evaluate("Llama 3.1 70B", DECODE_128K, space="full"), "latency").squeeze()
+    assert float(r.memory_ns) > float(r.compute_ns)
+    assert float(r.memory_ns) > float(r.comm_ns)
+    assert float(r.memory_ns) > 0.5 * float(r.latency_ns)
+
+
+def test_physics__prefill_long_prompt_is_compute_bound():
+    r = best(evaluate("Llama 3.1 8B", Workload("prefill", s_kv=32768)), "latency").squeeze()
+    assert float(r.compute_ns) > float(r.memory_ns)
+
+
+def test_best__all_infeasible_gives_clear_empty_result():
+    ds = evaluate("Llama 3.1 405B", DECODE_128K, hardware={"pe_hbm_gb": [0.5]},
+                  family="SiP")
+    r = best(ds, "latency")
+    assert not bool(r.any_fits.any())
+    assert bool(r.latency_ns.isnull().all())
+    assert (r.best_tp == -1).all() and (r.best_kv_shard_mode == "").all()
+    f = evaluate_best("Llama 3.1 405B", DECODE_128K, hardware={"pe_hbm_gb": [0.5]})
+    assert not bool(f.any_fits.any()) and int(f.n_fits.sum()) == 0
+
+
+def test_best__throughput_is_larger_is_better():
+    ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=4096, batch=16))
+    r = best(ds, "throughput").squeeze()
+    feasible = ds.throughput_tok_s.where(ds.fits)
+    assert float(r.throughput_tok_s) == float(feasible.max())
+
+
+def test_evaluate__family_changes_topology():
+    ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=4096), family="H100-SXM")
+    assert ds.attrs["n_system_devices"] == 8 * 16 * 32
+    assert ds.pe_hbm_gb.values.tolist() == [80.0]
+
+
+def test_simcore_import__compiles_nothing():
+    import subprocess
+    import sys
+
+    code = "import sys, simcore; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert simcore.__version__

@@ -1,0 +1,147 @@
+"""numba kernels against their plain-python twins, on hypothesis-drawn inputs."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simcore.kernels import collectives as kc
+from simcore.kernels import collectives_ref as kr
+from simcore.kernels import inference as ki
+from simcore.kernels import inference_ref as ref
+from simcore.space import CHOICES, PARALLEL_DIMS
+from simcore.specs import HW_KNOBS, Efficiency, Hardware, Model, Topology, Workload
+
+REL = 1e-9
+
+
+@st.composite
+def models(draw):
+    n_kv = draw(st.sampled_from([1, 2, 4, 8]))
+    group = draw(st.sampled_from([1, 2, 4, 8]))
+    n_heads = n_kv * group
+    head_dim = draw(st.sampled_from([16, 64, 128]))
+    experts = draw(st.sampled_from([1, 1, 4, 8]))
+    return Model(
+        "drawn",
+        n_layers=draw(st.integers(1, 96)),
+        d_model=n_heads * head_dim,
+        n_heads=n_heads,
+        n_kv_heads=n_kv,
+        d_ff=draw(st.integers(64, 60000)),
+        vocab_size=draw(st.integers(100, 200000)),
+        gated_ffn=draw(st.booleans()),
+        n_experts=experts,
+        top_k=draw(st.integers(1, experts)),
+        tied_embeddings=draw(st.booleans()),
+        bytes_per_param=draw(st.sampled_from([1, 2, 4])),
+        bytes_per_kv=draw(st.sampled_from([1, 2])),
+        attn_bias=draw(st.booleans()),
+    )
+
+
+@st.composite
+def workloads(draw):
+    mode = draw(st.sampled_from(["prefill", "decode"]))
+    s_kv = draw(st.integers(1, 300_000))
+    s_q = 1 if mode == "decode" else draw(st.integers(1, s_kv))
+    return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q)
+
+
+knob = st.floats(0.5, 1e5, allow_nan=False, allow_infinity=False)
+hardware = st.builds(Hardware, **{k: knob for k in HW_KNOBS})
+topologies = st.builds(
+    Topology,
+    pes_per_cube=st.integers(1, 16),
+    cubes_per_sip=st.integers(1, 16),
+    n_sips=st.integers(1, 64),
+    alpha_intra_ns=st.floats(0, 1e4),
+    alpha_inter_ns=st.floats(0, 1e4),
+    alpha_intersip_ns=st.floats(0, 1e4),
+)
+frac = st.floats(0.05, 1.0)
+efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac)
+pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
+layouts = st.builds(
+    ref.Layout,
+    cp=pow2, tp=pow2, pp=st.sampled_from([1, 2, 3, 4, 8]), dp=st.sampled_from([1, 2, 3, 4, 8]),
+    **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
+)
+
+
+def _layout_row(lay):
+    return np.array([[getattr(lay, d) if d not in CHOICES else CHOICES[d].index(getattr(lay, d))
+                      for d in PARALLEL_DIMS]], dtype=np.int64)
+
+
+def _kernel_point(model, workload, hw, topo, eff, lay):
+    coeffs = ki.layout_coeffs(_layout_row(lay), ki.pack_model(model), ki.pack_workload(workload),
+                              ki.pack_topology(topo))
+    hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
+    outs = ki.evaluate_grid(coeffs, hw_row, ki.pack_efficiency(eff))
+    res = {name: o[0, 0] for name, o in zip(ki.OUTPUTS, outs, strict=True)}
+    res["valid"] = bool(coeffs[0, ki.C_VALID])
+    res["mem_bytes"] = coeffs[0, ki.C_MEM]
+    return res
+
+
+@given(models(), workloads(), hardware, topologies, efficiencies, layouts)
+def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay):
+    got = _kernel_point(model, workload, hw, topo, eff, lay)
+    want = ref.evaluate_point(model, workload, hw, topo, eff, lay)
+    assert got["valid"] == want["valid"]
+    assert got["fits"] == want["fits"]
+    if not want["valid"]:
+        assert math.isnan(got["latency_ns"])
+        return
+    assert got["mem_bytes"] == pytest.approx(want["mem_bytes"], rel=REL)
+    for name in ki.OUTPUTS[:-1]:
+        assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
+    # the breakdown adds up to the latency
+    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
+    assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
+
+
+@given(models(), workloads(), hardware, topologies, efficiencies,
+       st.lists(layouts, min_size=1, max_size=12), st.sampled_from(list(ki.FUSED_METRICS)))
+def test_fused_best__matches_argbest_of_grid(model, workload, hw, topo, eff, lays, metric):
+    rows = np.concatenate([_layout_row(lay) for lay in lays])
+    coeffs = ki.layout_coeffs(rows, ki.pack_model(model), ki.pack_workload(workload),
+                              ki.pack_topology(topo))
+    hw_rows = np.array([[getattr(hw, k) for k in HW_KNOBS], [getattr(hw, k) * 2 for k in HW_KNOBS]])
+    e = ki.pack_efficiency(eff)
+    code = ki.FUSED_METRICS[metric]
+    sign = 1.0 if metric == "latency_ns" else -1.0
+    idx, vals, n_fit = ki.fused_best(coeffs, hw_rows, e, code, sign)
+    grid = ki.evaluate_grid(coeffs, hw_rows, e)
+    fits = grid[-1]
+    score = np.where(fits, sign * grid[code], np.inf)
+    for i in range(2):
+        assert n_fit[i] == fits[i].sum()
+        if not fits[i].any():
+            assert idx[i] == -1 and np.isnan(vals[i]).all()
+            continue
+        assert idx[i] == int(np.argmin(score[i]))
+        for q in range(6):
+            assert vals[i, q] == grid[q][i, idx[i]]
+
+
+@given(st.integers(1, 4096), st.integers(1, 64), st.integers(1, 64))
+def test_tier_of__matches_reference(span, cube, cubes):
+    assert kc.tier_of(span, cube, cube * cubes) == kr.tier_of(span, cube, cube * cubes)
+
+
+@given(st.floats(0, 1e12), st.integers(1, 1024), st.floats(0.1, 1e4), st.floats(0, 1e5))
+def test_collectives__match_reference(nbytes, g, bw, alpha):
+    assert kc.allreduce_ns(nbytes, float(g), bw, alpha) == pytest.approx(
+        kr.allreduce_ns(nbytes, g, bw, alpha), rel=REL, abs=1e-9)
+    assert kc.allgather_ns(nbytes, float(g), bw, alpha) == pytest.approx(
+        kr.allgather_ns(nbytes, g, bw, alpha), rel=REL, abs=1e-9)
+    assert kc.p2p_ns(nbytes, bw, alpha) == pytest.approx(kr.p2p_ns(nbytes, bw, alpha), rel=REL)
+
+
+def test_pack_workload__train_points_to_autotuner():
+    with pytest.raises(ValueError, match="simcore.autotune"):
+        ki.pack_workload(Workload("train", s_kv=1024))
