@@ -313,3 +313,38 @@ def as_sign_array(metric: str | Metric, values: np.ndarray) -> np.ndarray:
     m = get_metric(metric)
     s = np.asarray(values, dtype=float) * m.sign
     return np.where(np.isnan(s), np.inf, s)
+
+
+def top_points(ds: Any, metric: str | Metric = "latency", n: int = 10, *,
+               feasible: str | None = "fits") -> list[dict[str, Any]]:
+    """The ``n`` best feasible points of a Dataset as rows (dicts), best first.
+
+    Sorting is stable, so the first row is exactly what :func:`best` picks over all
+    dims. Rows carry every coordinate and every variable at that point.
+    """
+    m = get_metric(metric)
+    key = m.key if m.key in ds.data_vars else m.name
+    if key not in ds.data_vars:
+        raise UnknownMetricError(
+            f"metric {m.name!r} is not in this Dataset; it holds {sorted(map(str, ds.data_vars))}"
+        )
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    val = ds[key]
+    dims = list(val.dims)
+    ok = val.notnull()
+    if feasible is not None and feasible in ds:
+        ok = ok & ds[feasible]
+    score = (val * m.sign).where(ok).transpose(*dims).values.ravel()
+    order = np.argsort(np.where(np.isnan(score), np.inf, score), kind="stable")
+    n_ok = int(np.count_nonzero(~np.isnan(score)))
+    rows = []
+    shape = tuple(ds.sizes[d] for d in dims)
+    for flat in order[: min(n, n_ok)]:
+        pos = dict(zip(dims, np.unravel_index(int(flat), shape), strict=True))
+        pt = ds.isel(pos)
+        row: dict[str, Any] = {d: pt[d].item() for d in dims}
+        for name, var in pt.data_vars.items():
+            row[str(name)] = var.item() if var.ndim == 0 else var.values
+        rows.append(row)
+    return rows

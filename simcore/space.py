@@ -26,6 +26,9 @@ __all__ = [
     "get_space",
     "hardware_grid",
     "layout_table",
+    "HW_KNOB_DEFAULTS",
+    "DEPTHS",
+    "depth_grid",
 ]
 
 #: Layout dims in canonical (C-order) order.
@@ -189,3 +192,51 @@ def hardware_grid(
             )
         out[k] = vals
     return out
+
+
+#: Default value of each hardware knob (the default SiP PE); ``cost_score`` divides by these.
+HW_KNOB_DEFAULTS: dict[str, float] = Hardware().as_dict()
+
+#: Named sweep depths → multipliers of the defaults per knob.
+DEPTHS: dict[str, tuple[float, ...]] = {
+    "two_stage": (1.0,),
+    "balanced": (1.0, 2.0),
+    "coarse": (0.5, 1.0, 2.0),
+}
+
+
+def depth_grid(
+    depth: str | int | Mapping[str, Sequence[float]] = "balanced",
+    *,
+    defaults: Mapping[str, float] | None = None,
+) -> dict[str, np.ndarray]:
+    """Hardware grid (knob → values) for a sweep depth.
+
+    ``"two_stage"`` = the defaults (1 point), ``"balanced"`` = {1×, 2×} per knob
+    (2^6 = 64), ``"coarse"`` = {0.5×, 1×, 2×} (3^6 = 729); an int ``n`` gives ``n``
+    log-spaced multipliers from 0.5× to 2× per knob (n^6 points); a mapping gives custom
+    values per knob (missing knobs stay at the default).
+
+    Examples
+    --------
+    >>> g = depth_grid("coarse")
+    >>> int(np.prod([len(v) for v in g.values()]))
+    729
+    """
+    base = dict(HW_KNOB_DEFAULTS if defaults is None else defaults)
+    if isinstance(depth, Mapping):
+        return hardware_grid({**{k: [v] for k, v in base.items()}, **depth})
+    if isinstance(depth, bool) or not isinstance(depth, str | int):
+        raise ValueError(f"depth must be a name {list(DEPTHS)}, an int or a mapping; got {depth!r}")
+    if isinstance(depth, int):
+        if depth < 1:
+            raise ValueError(f"depth as an int is values per knob (>= 1), got {depth}")
+        mults = (1.0,) if depth == 1 else tuple(np.geomspace(0.5, 2.0, depth))
+    else:
+        if depth not in DEPTHS:
+            raise ValueError(
+                f"unknown depth {depth!r}; pass one of {list(DEPTHS)}, an int (values per knob) "
+                "or a mapping knob -> values"
+            )
+        mults = DEPTHS[depth]
+    return hardware_grid({k: [v * m for m in mults] for k, v in base.items()})

@@ -1,0 +1,161 @@
+"""The ``simcore`` command line.
+
+``simcore evaluate`` (the default) prints the best layouts for a model and workload on
+a hardware family; ``simcore explore`` runs the co-design explorer; ``simcore tune``
+and ``simcore rank`` drive the autotuner; ``simcore validate`` compares predictions
+with published measurements. Bad options print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from .presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+
+__all__ = ["main", "build_parser", "CliError"]
+
+
+class CliError(Exception):
+    """A bad option or input: reported as one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (usage stays behind --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise CliError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def add_model_options(p: argparse.ArgumentParser, *, default_model: str = DEFAULT_MODEL) -> None:
+    p.add_argument("--model", default=default_model,
+                   help=f"preset name ({', '.join(PRESETS)}) or a HuggingFace config.json path "
+                        f"(default: {default_model})")
+    p.add_argument("--family", default=DEFAULT_FAMILY,
+                   help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (default: {DEFAULT_FAMILY})")
+
+
+def add_workload_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=["decode", "prefill"], default="decode",
+                   help="inference phase (default: decode)")
+    p.add_argument("--s-kv", type=positive_int, default=131072,
+                   help="context length in tokens (prompt length for prefill; default 131072)")
+    p.add_argument("--batch", type=positive_int, default=1, help="sequences per step (default 1)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def resolve_model(name: str):
+    """A preset name or a path to a HuggingFace config.json."""
+    import os
+
+    from .presets import get_model
+    from .specs import Model
+
+    if os.path.exists(name):
+        return Model.from_hf_config(name)
+    try:
+        return get_model(name)
+    except ValueError as exc:
+        raise CliError(f"simcore: error: {exc}") from None
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate
+    from .metrics import best, top_points
+    from .report import LAYOUT_COLUMNS, METRIC_COLUMNS, fmt_ns, table
+    from .specs import Workload
+
+    model = resolve_model(args.model)
+    wl = Workload(args.mode, batch=args.batch, s_kv=args.s_kv)
+    ds = evaluate(model, wl, space=args.space, family=args.family)
+    n_fit = int(ds.fits.sum())
+    print(f"{model.name} {wl.mode} s_kv={wl.s_kv} batch={wl.batch} on {ds.attrs['family']} "
+          f"({ds.attrs['n_system_devices']} devices): {ds.valid.sum().item()} valid layouts of "
+          f"{ds.valid.size}, {n_fit} fit in memory")
+    if n_fit == 0:
+        print("no layout fits: try a family with more HBM per device (--family H200), a "
+              "shorter --s-kv, or --space full")
+        return 1
+    rows = top_points(ds, args.metric, n=args.top)
+    print(table(rows, LAYOUT_COLUMNS + METRIC_COLUMNS))
+    b = best(ds, args.metric).squeeze()
+    parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns")}
+    bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
+    print(f"best by {args.metric}: {fmt_ns(float(b.latency_ns))} per step, {bound}-bound "
+          f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
+          f"comm {fmt_ns(parts['comm_ns'])})")
+    return 0
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(
+        prog="simcore",
+        description="Vectorized simulation of LLM hardware x parallelism, and a correct autotuner.",
+    )
+    sub = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+    ev = sub.add_parser("evaluate", help="best parallel layouts for a model on a hardware family",
+                        description="Evaluate every parallel layout (TP/CP/PP/DP/KV sharding...) "
+                                    "and print the best fitting ones.")
+    add_model_options(ev)
+    add_workload_options(ev)
+    ev.add_argument("--space", choices=["reduced", "full"], default="full",
+                    help="layout space (default: full, 30,720 layouts)")
+    ev.add_argument("--metric", default="latency", choices=["latency", "throughput", "FLOPS"],
+                    help="what 'best' means (default: latency)")
+    ev.add_argument("--top", type=positive_int, default=10, help="rows to print (default 10)")
+    ev.set_defaults(func=cmd_evaluate)
+    for register in _extensions():
+        register(sub)
+    return parser
+
+
+def _extensions() -> list[Callable[[Any], None]]:
+    regs: list[Callable[[Any], None]] = []
+    for mod, fn in (("simcore.codesign_cli", "add_parsers"),
+                    ("simcore.autotune.cli", "add_tune_parsers"),
+                    ("simcore.validation.cli", "add_parsers")):
+        try:
+            module = __import__(mod, fromlist=[fn])
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and mod.startswith(exc.name):
+                continue
+            raise
+        regs.append(getattr(module, fn))
+    return regs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        parser = build_parser()
+        if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help"):
+            argv = ["evaluate", *argv]
+        args = parser.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"simcore: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simcore: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
