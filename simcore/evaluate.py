@@ -9,6 +9,7 @@ best layout per hardware point without materialising the tensor.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from .presets import get_family, get_model
 from .space import CHOICES, PARALLEL_DIMS, Space, get_space, hardware_grid, layout_table
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
-__all__ = ["evaluate", "evaluate_best", "prepare", "Prepared", "UNITS"]
+__all__ = ["evaluate", "evaluate_best", "best_of_prepared", "prepare", "Prepared", "UNITS"]
 
 UNITS = {
     "latency_ns": "ns",
@@ -335,11 +336,28 @@ def evaluate_best(
     """
     p = prepare(model, workload, space=space, hardware=hardware, family=family,
                 efficiency=efficiency)
+    return best_of_prepared(p, metric=metric, chunk_size=chunk_size, progress=progress)
+
+
+def default_chunk_size(p: Prepared) -> int:
+    """Hardware rows per chunk: ~4M joint evaluations (fine progress, tiny memory)."""
+    return max(1, min(p.n_hw, math.ceil(4_000_000 / max(1, p.space.size))))
+
+
+def best_of_prepared(
+    p: Prepared,
+    *,
+    metric: str | Metric = "latency",
+    chunk_size: int | None = None,
+    progress: bool = False,
+) -> xr.Dataset:
+    """The fused reduction over already-prepared inputs (see :func:`evaluate_best`)."""
     m, code = fused_metric(metric)
     n_hw = p.n_hw
     if chunk_size is None:
-        # ~4M joint evaluations per chunk keeps progress fine-grained and memory tiny
-        chunk_size = max(1, min(n_hw, math.ceil(4_000_000 / max(1, p.space.size))))
+        chunk_size = default_chunk_size(p)
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1 hardware points, got {chunk_size}")
     best_idx = np.empty(n_hw, dtype=np.int64)
     vals = np.empty((n_hw, 6))
     n_fit = np.empty(n_hw, dtype=np.int64)
@@ -348,7 +366,7 @@ def evaluate_best(
     if progress:
         from tqdm.auto import tqdm
 
-        it = tqdm(chunks, desc="hardware chunks", unit="chunk")
+        it = tqdm(chunks, desc="hardware chunks", unit="chunk", file=sys.stderr)
     for start, stop in it:
         bi, v, nf = fused_chunk(p, start, stop, code, m.sign)
         best_idx[start:stop], vals[start:stop], n_fit[start:stop] = bi, v, nf

@@ -1,0 +1,295 @@
+"""Co-design explorer: sweep hardware candidates, best fitting layout for each.
+
+For a fixed model and workload, :func:`joint_explore` evaluates every (hardware, layout)
+pair with the fused kernel, keeps the latency-minimum (or metric-best) fitting layout per
+hardware candidate, marks the Pareto frontier on (metric, ``cost_score``) and ranks the
+knobs by how much doubling each speeds up the fastest hardware.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .evaluate import Prepared, best_of_prepared, prepare
+from .metrics import Metric, get_metric
+from .pareto import pareto
+from .space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
+from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+
+__all__ = [
+    "HW_KNOB_DEFAULTS",
+    "HardwareCandidate",
+    "JointScore",
+    "SensitivityRow",
+    "JointExploreResult",
+    "enumerate_hardware",
+    "joint_explore",
+    "sensitivity",
+    "cost_score",
+]
+
+
+def cost_score(knobs: Mapping[str, Any], defaults: Mapping[str, float] = HW_KNOB_DEFAULTS) -> Any:
+    """Σ knob / knob_default over the six knobs (6.0 at the defaults); works on arrays."""
+    return sum(knobs[k] / defaults[k] for k in HW_KNOBS)
+
+
+@dataclass(frozen=True)
+class HardwareCandidate(Hardware):
+    """A hardware point of the sweep; ``cost_score`` = Σ knob/default (6.0 at defaults).
+
+    Examples
+    --------
+    >>> HardwareCandidate().cost_score
+    6.0
+    """
+
+    @property
+    def cost_score(self) -> float:
+        return float(cost_score(self.as_dict()))
+
+
+def enumerate_hardware(
+    depth: str | int | Mapping[str, Sequence[float]] = "balanced",
+) -> list[HardwareCandidate]:
+    """Hardware candidates of a depth: ``two_stage`` (1), ``balanced`` (64), ``coarse``
+    (729), an int ``n`` (n^6) or a custom grid (mapping knob → values).
+
+    Examples
+    --------
+    >>> [len(enumerate_hardware(d)) for d in ("two_stage", "balanced", "coarse")]
+    [1, 64, 729]
+    """
+    grid = depth_grid(depth)
+    return [HardwareCandidate(**dict(zip(HW_KNOBS, vals, strict=True)))
+            for vals in itertools.product(*(grid[k].tolist() for k in HW_KNOBS))]
+
+
+@dataclass(frozen=True)
+class JointScore:
+    """One (hardware, best layout) pair and its metrics."""
+
+    hardware: HardwareCandidate
+    layout: dict[str, Any]
+    latency_ns: float
+    throughput_tok_s: float
+    flops_per_device: float
+    compute_ns: float
+    memory_ns: float
+    comm_ns: float
+    mem_bytes: float
+    n_devices: int
+
+    @property
+    def cost_score(self) -> float:
+        return self.hardware.cost_score
+
+    def metric(self, metric: str | Metric) -> float:
+        m = get_metric(metric)
+        return float(getattr(self, m.key if hasattr(self, m.key) else m.name))
+
+    def as_row(self) -> dict[str, Any]:
+        return {**self.hardware.as_dict(), **self.layout, "cost_score": self.cost_score,
+                **{k: getattr(self, k) for k in ("latency_ns", "throughput_tok_s",
+                   "flops_per_device", "compute_ns", "memory_ns", "comm_ns", "mem_bytes",
+                   "n_devices")}}
+
+
+@dataclass(frozen=True)
+class SensitivityRow:
+    knob: str
+    baseline_latency_ns: float
+    doubled_latency_ns: float
+    rel_speedup: float
+
+
+@dataclass
+class JointExploreResult:
+    """What :func:`joint_explore` found.
+
+    ``all_scores``: one :class:`JointScore` per hardware candidate on which some layout
+    fits (its best layout), sorted by the metric; ``pareto_scores``: the subset
+    non-dominated on (metric, cost_score); ``sensitivity``: one row per knob, ranked;
+    ``total_joint``: (hardware × layout) pairs evaluated; ``dataset``: per-hardware best
+    results as an ``xr.Dataset`` (with ``cost_score`` and ``pareto``); ``message``: why
+    the result is empty, if it is.
+    """
+
+    model: str
+    workload: Workload
+    metric: str
+    all_scores: list[JointScore]
+    pareto_scores: list[JointScore]
+    sensitivity: list[SensitivityRow]
+    total_joint: int
+    n_hardware: int
+    n_layouts: int
+    dataset: xr.Dataset
+    message: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not self.all_scores
+
+    @property
+    def best(self) -> JointScore | None:
+        return self.all_scores[0] if self.all_scores else None
+
+
+def _scores(ds: xr.Dataset) -> tuple[list[JointScore], list[bool]]:
+    """Fitting hardware points as JointScores (hw C-order) and their Pareto flags."""
+    flat = ds.stack(_hw=list(HW_KNOBS))
+    ok = flat.any_fits.values
+    front = flat.pareto.values
+    out = []
+    cols = {name: flat[name].values for name in flat.data_vars}
+    knob_vals = {k: flat[k].values for k in HW_KNOBS}
+    for i in np.flatnonzero(ok):
+        hw = HardwareCandidate(**{k: float(knob_vals[k][i]) for k in HW_KNOBS})
+        layout = {d: (cols[f"best_{d}"][i].item() if hasattr(cols[f"best_{d}"][i], "item")
+                      else cols[f"best_{d}"][i]) for d in PARALLEL_DIMS}
+        out.append(JointScore(
+            hardware=hw, layout=layout,
+            latency_ns=float(cols["latency_ns"][i]),
+            throughput_tok_s=float(cols["throughput_tok_s"][i]),
+            flops_per_device=float(cols["flops_per_device"][i]),
+            compute_ns=float(cols["compute_ns"][i]), memory_ns=float(cols["memory_ns"][i]),
+            comm_ns=float(cols["comm_ns"][i]), mem_bytes=float(cols["mem_bytes"][i]),
+            n_devices=int(cols["n_devices"][i]),
+        ))
+    return out, [bool(front[i]) for i in np.flatnonzero(ok)]
+
+
+def sensitivity(
+    model: Model | str,
+    workload: Workload,
+    *,
+    hardware: Hardware | None = None,
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+    metric: str | Metric = "latency",
+) -> list[SensitivityRow]:
+    """Per-knob deltas: best latency at ``hardware`` vs with one knob doubled.
+
+    ``rel_speedup = baseline / doubled - 1`` (≥ 0: doubling a knob never hurts). Rows are
+    ranked by ``rel_speedup``, largest first. Empty if nothing fits at ``hardware``.
+    """
+    base = (hardware or Hardware()).as_dict()
+    rows = []
+    for knob in HW_KNOBS:
+        grid = {k: [v] for k, v in base.items()}
+        grid[knob] = [base[knob], 2.0 * base[knob]]
+        p = prepare(model, workload, space=space, hardware=grid, family=family,
+                    efficiency=efficiency)
+        r = best_of_prepared(p, metric=metric)
+        lat = r.latency_ns.values.ravel()
+        if np.isnan(lat[0]):
+            return []
+        rows.append(SensitivityRow(knob, float(lat[0]), float(lat[1]), float(lat[0] / lat[1] - 1.0)))
+    rows.sort(key=lambda r: -r.rel_speedup)
+    return rows
+
+
+def _no_fit_message(p: Prepared) -> str:
+    from .kernels import inference as k
+
+    valid = p.coeffs[:, k.C_VALID] == 1.0
+    usable = p.efficiency.hbm_usable
+    max_hbm = float(p.knobs["pe_hbm_gb"].max())
+    w = p.workload
+    if not valid.any():
+        return (f"{p.model.name}: no layout of the {p.space.name} space is valid on "
+                f"{p.family} ({p.topology.n_devices} devices); widen the space or pick a "
+                "larger family")
+    need = float(p.coeffs[valid, k.C_MEM].min()) / 1e9
+    return (f"{p.model.name} ({w.mode}, batch={w.batch}, s_kv={w.s_kv}) fits on none of the "
+            f"{p.n_hw} hardware candidates: the leanest valid layout needs {need:.1f} GB per "
+            f"device, the most HBM swept is {max_hbm:g} GB ({usable:.0%} usable); sweep larger "
+            "pe_hbm_gb (a custom depth), shorten s_kv / batch, use the full space, or a "
+            "family with more devices")
+
+
+def joint_explore(
+    model: Model | str,
+    *,
+    s_kv: int,
+    mode: str = "decode",
+    depth: str | int | Mapping[str, Sequence[float]] = "balanced",
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
+    metric: str | Metric = "latency",
+    batch: int = 1,
+    s_q: int = 0,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+    chunk_size: int | None = None,
+    progress: bool = False,
+    with_sensitivity: bool = True,
+    client: Any = None,
+) -> JointExploreResult:
+    """Sweep hardware candidates; per candidate, the metric-best layout that fits.
+
+    Parameters
+    ----------
+    model : Model or str
+    s_kv : int
+        Context length (prompt length for prefill).
+    mode : {"decode", "prefill"}
+    depth : {"two_stage", "balanced", "coarse"}, int or mapping
+        Hardware sweep (see :func:`enumerate_hardware`).
+    space : {"reduced", "full"}, Space or mapping
+        Layout space.
+    metric : str
+        ``"latency"`` (default), ``"throughput"`` or ``"FLOPS"``.
+    client : dask.distributed.Client, optional
+        Run the sweep on a dask cluster (see :mod:`simcore.distributed`).
+
+    Examples
+    --------
+    >>> r = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage")
+    >>> r.total_joint, len(r.all_scores), r.sensitivity[0].rel_speedup >= 0
+    (1920, 1, True)
+    """
+    m = get_metric(metric)
+    wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
+    p = prepare(model, wl, space=space, hardware=depth_grid(depth), family=family,
+                efficiency=efficiency)
+    if client is not None:
+        from .distributed import distributed_best
+
+        ds = distributed_best(p, metric=m, client=client, chunk_size=chunk_size,
+                              progress=progress)
+    else:
+        ds = best_of_prepared(p, metric=m, chunk_size=chunk_size, progress=progress)
+    knob_da = {k: ds[k] for k in HW_KNOBS}
+    ds["cost_score"] = cost_score(knob_da).transpose(*HW_KNOBS)
+    ds["cost_score"].attrs["description"] = "sum of knob / default knob (6.0 at defaults)"
+    ds["pareto"] = pareto(ds, objectives={m.key: m.direction, "cost_score": "min"},
+                          feasible="any_fits").transpose(*HW_KNOBS)
+    scores, on_front = _scores(ds)
+    # by the metric, then the cheaper hardware among equals
+    order = sorted(range(len(scores)),
+                   key=lambda i: (m.sign * scores[i].metric(m), scores[i].cost_score))
+    front = [scores[i] for i in order if on_front[i]]
+    scores = [scores[i] for i in order]
+    sens: list[SensitivityRow] = []
+    message = ""
+    if not scores:
+        message = _no_fit_message(p)
+    elif with_sensitivity:
+        sens = sensitivity(p.model, wl, hardware=scores[0].hardware, space=p.space,
+                           family=family, efficiency=efficiency, metric=m)
+    ds.attrs.update(depth=str(depth) if not isinstance(depth, Mapping) else "custom",
+                    total_joint=p.n_hw * p.space.size)
+    return JointExploreResult(
+        model=p.model.name, workload=wl, metric=m.name, all_scores=scores, pareto_scores=front,
+        sensitivity=sens, total_joint=p.n_hw * p.space.size, n_hardware=p.n_hw,
+        n_layouts=p.space.size, dataset=ds, message=message,
+    )

@@ -1,0 +1,56 @@
+"""Distributed, chunked and in-memory sweeps agree exactly."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from simcore import Workload, best, evaluate
+from simcore.codesign import joint_explore
+from simcore.evaluate import best_of_prepared, prepare
+from simcore.space import depth_grid
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client
+
+    from simcore.distributed import local_cluster
+
+    cluster = local_cluster(n_workers=2)
+    c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def test_distributed_best__identical_to_in_memory_and_chunked(client):
+    from simcore.distributed import distributed_best
+
+    wl = Workload("decode", s_kv=65536, batch=2)
+    p = prepare("Llama 3.1 70B", wl, space="full", hardware=depth_grid("balanced"))
+    mem = best_of_prepared(p, chunk_size=64)
+    chunked = best_of_prepared(p, chunk_size=7)
+    dist = distributed_best(p, client=client, chunk_size=5)
+    xr.testing.assert_identical(mem, chunked)
+    xr.testing.assert_identical(mem, dist)
+    # and the full-tensor path, chunked with dask
+    lazy = evaluate("Llama 3.1 70B", wl, space="full", hardware=depth_grid("balanced"),
+                    chunks={"bw_hbm_gbs": 1}).compute()
+    full = best(lazy, "latency")
+    np.testing.assert_array_equal(full.latency_ns.values, mem.latency_ns.values)
+    np.testing.assert_array_equal(full.best_tp.values, mem.best_tp.values)
+
+
+def test_joint_explore__client_gives_same_answer(client):
+    a = joint_explore("Llama 3.1 8B", s_kv=16384, depth="balanced", with_sensitivity=False)
+    b = joint_explore("Llama 3.1 8B", s_kv=16384, depth="balanced", with_sensitivity=False,
+                      client=client)
+    assert [s.as_row() for s in a.all_scores] == [s.as_row() for s in b.all_scores]
+    assert [s.as_row() for s in a.pareto_scores] == [s.as_row() for s in b.pareto_scores]
+
+
+def test_connect__bad_address():
+    from simcore.distributed import connect
+
+    with pytest.raises(ValueError, match="tcp://host:8786"):
+        connect("nowhere")
