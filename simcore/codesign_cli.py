@@ -75,7 +75,7 @@ def add_parsers(sub: Any) -> None:
 def cmd_explore(args: argparse.Namespace) -> int:
     from .cli import CliError, resolve_model
     from .codesign import joint_explore
-    from .report import LAYOUT_COLUMNS, fmt_ns, table
+    from .report import LAYOUT_COLUMNS, fmt_ns, fmt_num, table
 
     if args.out is not None and args.out.suffix.lower() not in (".nc", ".nc4", ".zarr"):
         raise CliError(f"simcore explore: error: --out must end in .nc or .zarr, got {str(args.out)!r}")
@@ -102,7 +102,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}: "
           f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
-          f"evaluations in {wall:.2f} s ({r.total_joint / wall / 1e6:.1f} M/s)")
+          f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / wall)} evals/s, sensitivity "
+          "included)")
     if args.out is not None:
         from .io import save_dataset
 

@@ -61,7 +61,7 @@ def save_dataset(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
         if fmt == "netcdf":
             data.to_netcdf(tmp, engine="h5netcdf")
         else:
-            data.to_zarr(tmp, mode="w", consolidated=False)
+            data.to_zarr(tmp, mode="w", consolidated=False, zarr_format=2)
         if path.exists():
             shutil.rmtree(path) if path.is_dir() else path.unlink()
         os.replace(tmp, path)
