@@ -233,6 +233,7 @@ def joint_explore(
     progress: bool = False,
     with_sensitivity: bool = True,
     client: Any = None,
+    store: str | None = None,
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -250,6 +251,9 @@ def joint_explore(
         ``"latency"`` (default), ``"throughput"`` or ``"FLOPS"``.
     client : dask.distributed.Client, optional
         Run the sweep on a dask cluster (see :mod:`simcore.distributed`).
+    store : str, optional
+        A zarr store to checkpoint finished hardware chunks in; rerun with the same store
+        after an interruption and only the missing chunks are computed.
 
     Examples
     --------
@@ -261,7 +265,12 @@ def joint_explore(
     wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
     p = prepare(model, wl, space=space, hardware=depth_grid(depth), family=family,
                 efficiency=efficiency)
-    if client is not None:
+    if store is not None:
+        from .sweep import resumable_best
+
+        ds = resumable_best(p, store, metric=m, chunk_size=chunk_size, progress=progress,
+                            client=client)
+    elif client is not None:
         from .distributed import distributed_best
 
         ds = distributed_best(p, metric=m, client=client, chunk_size=chunk_size,

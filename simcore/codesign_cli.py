@@ -68,6 +68,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--scheduler", default=None,
                    help="dask.distributed scheduler address (tcp://host:8786) to run the sweep "
                         "on a cluster; 'local' starts a 2-worker LocalCluster")
+    p.add_argument("--resume", type=Path, default=None, metavar="STORE.zarr",
+                   help="checkpoint finished hardware chunks in this zarr store; rerun the same "
+                        "command after an interruption to compute only what is missing")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=cmd_explore)
 
@@ -93,7 +96,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
     try:
         r = joint_explore(model, s_kv=args.s_kv, mode=args.mode, batch=args.batch, depth=depth,
                           space=args.space, metric=args.metric, family=args.family,
-                          progress=not args.no_progress, client=client)
+                          progress=not args.no_progress, client=client,
+                          store=None if args.resume is None else str(args.resume))
     finally:
         if client is not None:
             client.close()

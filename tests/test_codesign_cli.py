@@ -59,5 +59,17 @@ def test_explore__help_documents_every_option():
     out = subprocess.run([sys.executable, "-m", "simcore", "explore", "--help"],
                          capture_output=True, text=True, check=True).stdout
     for opt in ("--model", "--family", "--mode", "--s-kv", "--batch", "--depth", "--grid",
-                "--space", "--metric", "--top", "--out", "--plot", "--scheduler", "--no-progress"):
+                "--space", "--metric", "--top", "--out", "--plot", "--scheduler", "--resume",
+                "--no-progress"):
         assert opt in out
+
+
+def test_explore__resume_store_reuses_chunks(tmp_path, capsys):
+    store = tmp_path / "s.zarr"
+    argv = ["explore", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--resume", str(store),
+            "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == first.splitlines()[1:]
+    assert (store / "done").exists()

@@ -1,0 +1,83 @@
+"""Resume: a killed sweep restarts where it stopped and gives the same answer."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import xarray as xr
+
+from simcore import Workload
+from simcore.evaluate import best_of_prepared, prepare
+from simcore.space import depth_grid
+from simcore.sweep import StoreMismatchError, resumable_best
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from simcore import Workload
+    from simcore.evaluate import prepare
+    from simcore.space import depth_grid
+    from simcore.sweep import resumable_best
+    p = prepare("Llama 3.1 70B", Workload("decode", s_kv=131072), space="full",
+                hardware=depth_grid("coarse"))
+    resumable_best(p, sys.argv[1], chunk_size=1)
+""")
+
+
+def _prepared():
+    return prepare("Llama 3.1 70B", Workload("decode", s_kv=131072), space="full",
+                   hardware=depth_grid("coarse"))
+
+
+def test_resumable_best__killed_subprocess_resumes(tmp_path):
+    import zarr
+
+    store = tmp_path / "sweep.zarr"
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    n_done = 0
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            if (store / "done").exists():
+                try:
+                    n_done = int(zarr.open_group(str(store), mode="r")["done"][:].sum())
+                except Exception:  # the store is being written
+                    continue
+                if n_done >= 20:
+                    break
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    before = int(zarr.open_group(str(store), mode="r")["done"][:].sum())
+    assert 20 <= before < 729
+    p = _prepared()
+    resumed = resumable_best(p, store, chunk_size=1)
+    assert resumed.attrs["chunks_reused"] == before
+    assert resumed.attrs["chunks_computed"] == 729 - before
+    clean = best_of_prepared(p)
+    xr.testing.assert_equal(resumed.drop_attrs(), clean.drop_attrs())
+    # a third run computes nothing
+    again = resumable_best(p, store, chunk_size=1)
+    assert again.attrs["chunks_computed"] == 0
+
+
+def test_resumable_best__refuses_a_different_sweep(tmp_path):
+    store = tmp_path / "s.zarr"
+    p = prepare("Llama 3.1 8B", Workload("decode", s_kv=4096), hardware=depth_grid("balanced"))
+    resumable_best(p, store, chunk_size=8)
+    q = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), hardware=depth_grid("balanced"))
+    with pytest.raises(StoreMismatchError, match="different sweep"):
+        resumable_best(q, store, chunk_size=8)
+    with pytest.raises(StoreMismatchError, match="different sweep"):
+        resumable_best(p, store, chunk_size=4)
+    junk = tmp_path / "junk.zarr"
+    junk.write_text("not a store")
+    with pytest.raises(StoreMismatchError, match="not a simcore sweep store"):
+        resumable_best(p, junk, chunk_size=8)
