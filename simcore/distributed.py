@@ -91,7 +91,7 @@ def distributed_best(
     if chunk_size is None:
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
         chunk_size = max(1, min(default_chunk_size(p), -(-p.n_hw // (4 * n_workers))))
-    [prep] = client.scatter([p], broadcast=True)
+    [prep] = client.scatter([p], broadcast=True, hash=False)
     futures = [client.submit(_run_chunk, prep, a, b, code, m.sign, pure=False)
                for a, b in hw_chunks(p.n_hw, chunk_size)]
     best_idx = np.empty(p.n_hw, dtype=np.int64)

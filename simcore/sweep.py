@@ -111,7 +111,7 @@ def resumable_best(
 
         from .distributed import _run_chunk
 
-        [prep] = client.scatter([p], broadcast=True)
+        [prep] = client.scatter([p], broadcast=True, hash=False)
         futs = [client.submit(_run_chunk, prep, a, b, code, m.sign, pure=False) for a, b in todo]
         for fut in as_completed(futs):
             write(*fut.result())

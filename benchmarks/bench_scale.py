@@ -1,0 +1,146 @@
+"""Scale benchmark (issue 5). Prints one JSON document.
+
+    python benchmarks/bench_scale.py [--quick] [--no-distributed]
+
+Figures:
+* ``compile``: first-call time with a cold numba cache (a fresh NUMBA_CACHE_DIR, in a
+  subprocess) and with the warm on-disk cache;
+* ``coarse_full``: fused sweep of the coarse depth (729 hardware) × full space (30,720
+  layouts) = 22.4M joint evaluations after warm-up: wall, evals/s;
+* ``five_per_knob_full``: 5 values per knob (15,625 hardware) × full space = 480M joint
+  evaluations, streamed in chunks: wall, evals/s, peak RSS;
+* ``reference``: the plain-python twin's evals/s on a uniform sample of the same space
+  (same share of masked layouts), and the ratio;
+Masked (invalid) layouts cost almost nothing; ``valid_evals_per_s`` counts only valid ones.
+* ``distributed``: the coarse × full sweep on a 2-worker LocalCluster.
+Peak RSS is the process high-water mark (ru_maxrss), which covers everything before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+MODEL = "Llama 3.1 70B"
+S_KV = 131072
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def first_call_seconds(cache_dir: str | None) -> float:
+    code = (
+        "import time; t=time.perf_counter();"
+        "import simcore;"
+        f"simcore.evaluate_best({MODEL!r}, simcore.Workload('decode', s_kv={S_KV}), space='full');"
+        "print(time.perf_counter()-t)"
+    )
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def sweep(depth, repeat: int = 3) -> dict:
+    from simcore import Workload
+    from simcore.evaluate import best_of_prepared, prepare
+    from simcore.space import depth_grid
+
+    p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full", hardware=depth_grid(depth))
+    from simcore.kernels.inference import C_VALID
+
+    n = p.n_hw * p.space.size
+    n_valid = p.n_hw * int((p.coeffs[:, C_VALID] == 1.0).sum())
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        ds = best_of_prepared(p)
+        walls.append(time.perf_counter() - t0)
+    return {"n_hardware": p.n_hw, "n_layouts": p.space.size, "joint_evaluations": n,
+            "valid_joint_evaluations": n_valid,
+            "wall_s": round(min(walls), 4), "evals_per_s": round(n / min(walls)),
+            "valid_evals_per_s": round(n_valid / min(walls)),
+            "n_fitting_hardware": int(ds.any_fits.sum()), "peak_rss_mb": round(rss_mb(), 1)}
+
+
+def reference_rate(n_points: int = 3000) -> dict:
+    import itertools
+
+    from simcore.kernels import inference_ref as ref
+    from simcore.presets import get_family, get_model
+    from simcore.space import full_space
+    from simcore.specs import Efficiency, Workload
+
+    model, wl, fam, eff = get_model(MODEL), Workload("decode", s_kv=S_KV), get_family("SiP"), Efficiency()
+    sp = full_space()
+    import random
+
+    # a uniform sample of the full space, so the share of masked layouts matches the sweep
+    everything = list(itertools.product(*sp.dict.values()))
+    sample = random.Random(0).sample(everything, n_points)
+    lays = [ref.Layout(**dict(zip(sp.dict, vals, strict=True))) for vals in sample]
+    t0 = time.perf_counter()
+    for lay in lays:
+        ref.evaluate_point(model, wl, fam.hardware, fam.topology, eff, lay)
+    wall = time.perf_counter() - t0
+    return {"points": len(lays), "wall_s": round(wall, 4), "evals_per_s": round(len(lays) / wall)}
+
+
+def distributed_run() -> dict:
+    from distributed import Client
+
+    from simcore import Workload
+    from simcore.distributed import distributed_best, local_cluster
+    from simcore.evaluate import prepare
+    from simcore.space import depth_grid
+
+    p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full", hardware=depth_grid("coarse"))
+    t0 = time.perf_counter()
+    with local_cluster(n_workers=2) as cluster, Client(cluster) as client:
+        start = time.perf_counter() - t0
+        distributed_best(p, client=client)  # first run ships the inputs and loads the kernels
+        t1 = time.perf_counter()
+        distributed_best(p, client=client)
+        wall = time.perf_counter() - t1
+    n = p.n_hw * p.space.size
+    return {"workers": 2, "cluster_start_s": round(start, 2), "wall_s": round(wall, 4),
+            "evals_per_s": round(n / wall)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="skip the 480M-evaluation sweep")
+    ap.add_argument("--no-distributed", action="store_true")
+    a = ap.parse_args(argv)
+    out: dict = {"benchmark": "scale", "model": MODEL, "mode": "decode", "s_kv": S_KV,
+                 "cores": os.cpu_count()}
+    with tempfile.TemporaryDirectory() as cold:
+        out["compile"] = {"cold_first_call_s": round(first_call_seconds(cold), 3)}
+    out["compile"]["cached_first_call_s"] = round(first_call_seconds(None), 3)
+    import simcore  # noqa: F401
+
+    sweep("two_stage", repeat=1)  # warm-up in this process
+    out["coarse_full"] = sweep("coarse")
+    if not a.quick:
+        out["five_per_knob_full"] = sweep(5, repeat=1)
+    out["reference"] = reference_rate()
+    out["speedup_vs_reference"] = round(out["coarse_full"]["evals_per_s"]
+                                        / out["reference"]["evals_per_s"])
+    if not a.no_distributed:
+        out["distributed"] = distributed_run()
+    out["peak_rss_mb"] = round(rss_mb(), 1)
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
