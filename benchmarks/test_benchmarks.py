@@ -1,0 +1,41 @@
+"""pytest-benchmark suite. In the default test run (``--benchmark-disable`` in the
+pytest config) every body runs once as a smoke test on a bounded size; for figures:
+
+    python -m pytest benchmarks --benchmark-enable --benchmark-json=bench.json
+"""
+
+import numpy as np
+import pytest
+
+import simcore
+from simcore import Workload
+from simcore.codesign import joint_explore
+from simcore.evaluate import best_of_prepared, prepare
+from simcore.pareto import pareto_mask
+from simcore.space import depth_grid
+
+DECODE = Workload("decode", s_kv=131072)
+
+
+def test_bench_evaluate_full_space(benchmark):
+    ds = benchmark(simcore.evaluate, "Llama 3.1 70B", DECODE, space="full",
+                   hardware=depth_grid({"bw_hbm_gbs": [2000.0, 4000.0]}))
+    assert ds.latency_ns.size == 2 * 30720
+
+
+def test_bench_fused_coarse_full(benchmark):
+    p = prepare("Llama 3.1 70B", DECODE, space="full", hardware=depth_grid("coarse"))
+    ds = benchmark(best_of_prepared, p)
+    assert bool(ds.any_fits.all())
+
+
+def test_bench_joint_explore_balanced(benchmark):
+    r = benchmark(joint_explore, "Llama 3.1 70B", s_kv=131072, depth="balanced", space="full")
+    assert r.sensitivity[0].knob == "bw_hbm_gbs"
+
+
+def test_bench_pareto_mask_100k(benchmark):
+    rng = np.random.default_rng(0)
+    pts = rng.random((100_000, 2))
+    mask = benchmark(pareto_mask, pts)
+    assert 0 < mask.sum() < 200
