@@ -25,10 +25,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Literal
 
-from ..metrics import get_metric, metric_value, select_best
+from ..metrics import get_metric, metric_is_better, metric_value, select_best
 
 __all__ = [
     "Experiment",
@@ -36,8 +35,10 @@ __all__ = [
     "Trial",
     "TuneResult",
     "atomic_write_text",
+    "command_with_config",
     "experiment_name",
     "optimal_ds_config",
+    "render_command",
     "summary_table",
 ]
 
@@ -62,17 +63,20 @@ def _fmt_value(v: Any) -> str:
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     if isinstance(v, int) and v >= 10_000:
-        return f"{v:.0e}".replace("+0", "").replace("+", "")
+        short = f"{v:.0e}"
+        if float(short) == v:  # exact only: distinct values must give distinct names
+            return short.replace("+0", "").replace("+", "")
     return str(v).replace(" ", "")
 
 
-def experiment_name(stage: int, micro_batch: int, grad_accum: int,
+def experiment_name(stage: int, *, micro_batch: int, grad_accum: int,
                     knobs: Mapping[str, Any] | None = None) -> str:
     """DeepSpeed-style experiment name, e.g. ``z2_gas1_tmbspg4`` (+ tuned knobs).
 
     Examples
     --------
-    >>> experiment_name(2, 4, 1, {"overlap_comm": True, "reduce_bucket_size": 5e8})
+    >>> experiment_name(2, micro_batch=4, grad_accum=1,
+    ...                 knobs={"overlap_comm": True, "reduce_bucket_size": 5e8})
     'z2_gas1_tmbspg4_oc1_rbs5e8'
     """
     parts = [f"z{stage}", f"gas{grad_accum}", f"tmbspg{micro_batch}"]
@@ -96,6 +100,7 @@ class Experiment:
     ds_config: Mapping[str, Any]
     knobs: Mapping[str, Any] = field(default_factory=dict)
     n_gpus: int = 1
+    mp: int = 1
     phase: str = "tune"
 
     @property
@@ -193,14 +198,16 @@ def optimal_ds_config(
     return cfg
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+def atomic_write_text(text: str, *, path: str | os.PathLike[str]) -> Path:
     """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace).
+
+    Readers see the old file or the new one, never a partial write.
 
     Examples
     --------
     >>> import tempfile, os
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     p = atomic_write_text(os.path.join(d, "a.txt"), "hi\\n")
+    ...     p = atomic_write_text("hi\\n", path=os.path.join(d, "a.txt"))
     ...     p.read_text()
     'hi\\n'
     """
@@ -232,18 +239,22 @@ def _num(v: float | None, unit_scale: float = 1.0) -> str:
 
 
 def summary_table(trials: Sequence[Trial], *, metric: str, best: Trial | None = None) -> str:
-    """A plain-text table of trials; the best one is marked ``*``.
+    """A plain-text table of trials; the best one is marked ``*``, ``[metric]`` is the
+    value it was ranked by (the key the user named, else the alias).
 
     Examples
     --------
     >>> ts = [Trial("a", stage=1, micro_batch=1, grad_accum=1, status="ok",
     ...             metrics={"latency": 30.0}),
     ...       Trial("b", stage=1, micro_batch=2, grad_accum=1, status="failed", error="OOM")]
-    >>> print(summary_table(ts, metric="latency", best=ts[0]).splitlines()[2])
-    * a     1    1    1  ok        30.00  -           -              -
+    >>> print(summary_table(ts, metric="latency", best=ts[0]))
+       experiment  stage  mbs  gas  status  [latency]  latency_us  throughput  FLOPS_per_gpu  mem_GB  note
+       ----------  -----  ---  ---  ------  ---------  ----------  ----------  -------------  ------  ----
+    *  a               1    1    1  ok          30.00       30.00           -              -       -
+       b               1    2    1  failed          -           -           -              -       -  OOM
     """
-    headers = ["", "experiment", "stage", "mbs", "gas", "status", metric,
-               "latency_us", "throughput", "FLOPS_per_gpu", "note"]
+    headers = ["", "experiment", "stage", "mbs", "gas", "status", f"[{metric}]",
+               "latency_us", "throughput", "FLOPS_per_gpu", "mem_GB", "note"]
     rows = []
     for t in trials:
         m = t.metrics or {}
@@ -254,17 +265,18 @@ def summary_table(trials: Sequence[Trial], *, metric: str, best: Trial | None = 
             _num(metric_value(m, "latency")),
             _num(metric_value(m, "throughput")),
             _num(metric_value(m, "FLOPS_per_gpu")),
+            _num(metric_value(m, "mem_bytes"), 1e9),
             t.error.splitlines()[-1][:60] if t.error else ("" if t.phase == "tune" else t.phase),
         ])
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(headers)]
-    numeric = {2, 3, 4, 6, 7, 8, 9}
+    numeric = {2, 3, 4, 6, 7, 8, 9, 10}
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(widths[i]) if i in numeric else c.ljust(widths[i])
                          for i, c in enumerate(cells)).rstrip()
 
-    sep = "  ".join("-" * w for w in widths)
+    sep = "  ".join(("-" if i else " ") * w for i, w in enumerate(widths))
     return "\n".join([line(headers), sep, *(line(r) for r in rows)])
 
 
@@ -288,6 +300,20 @@ class TuneResult:
         Why a stage has no result or was not tried.
     notes : tuple of str
         Early stops and other events.
+    results_dir : str, optional
+        Where :meth:`write` writes by default (``autotuning.results_dir``).
+
+    Examples
+    --------
+    >>> trials = [Trial("a", stage=1, micro_batch=1, grad_accum=1, status="ok",
+    ...                 metrics={"latency": 30.0}),
+    ...           Trial("b", stage=1, micro_batch=2, grad_accum=1, status="ok",
+    ...                 metrics={"latency": 8.0})]
+    >>> r = TuneResult.from_trials(trials, metric="latency", stage_values={1: 8.0}, skipped={})
+    >>> r.best.name, r.value
+    ('b', 8.0)
+    >>> r.describe()
+    'best: ZeRO stage 1, micro-batch 2, gradient accumulation 1 -> latency 8.00 (lowest of 2 successful trials)'
     """
 
     metric: str
@@ -301,10 +327,11 @@ class TuneResult:
     mp: int = 1
     notes: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
+    results_dir: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stage_values", MappingProxyType(dict(self.stage_values)))
-        object.__setattr__(self, "skipped", MappingProxyType(dict(self.skipped)))
+        object.__setattr__(self, "stage_values", dict(self.stage_values))
+        object.__setattr__(self, "skipped", dict(self.skipped))
 
     @classmethod
     def from_trials(cls, trials: Sequence[Trial], *, metric: str, **kw: Any) -> TuneResult:
@@ -335,10 +362,14 @@ class TuneResult:
         b = self.best
         word = "lowest" if m.direction == "min" else "highest"
         knobs = "".join(f", {k}={v}" for k, v in sorted(b.knobs.items()))
+        ties = [t.name for t in self.trials if t is not b and t.value(self.metric) is not None
+                and not metric_is_better(m, t.value(self.metric), self.value)
+                and not metric_is_better(m, self.value, t.value(self.metric))]
+        tie = f"; ties with {', '.join(ties)}, the first run is kept" if ties else ""
         return (f"best: ZeRO stage {b.stage}, micro-batch {b.micro_batch}, "
                 f"gradient accumulation {b.grad_accum}{knobs} -> {self.metric} "
                 f"{_num(self.value)} ({word} of {sum(t.ok for t in self.trials)} successful "
-                f"trials)")
+                f"trials{tie})")
 
     def summary(self) -> str:
         """Plain-text report: per-stage results, the trial table, the choice."""
@@ -358,14 +389,39 @@ class TuneResult:
         return render_command(self.command, ds_config=os.fspath(ds_config_path),
                               n_gpus=self.n_gpus)
 
-    def write(self, out_dir: str | os.PathLike[str]) -> dict[str, Path]:
+    def write(self, out_dir: str | os.PathLike[str] | None = None) -> dict[str, Path]:
         """Write ``ds_config_optimal.json`` and ``cmd_optimal.txt`` atomically.
+
+        Parameters
+        ----------
+        out_dir : path, optional
+            Default: ``results_dir`` (the config's ``autotuning.results_dir``).
+
+        Returns
+        -------
+        dict
+            ``{"ds_config": path, "cmd": path}``.
 
         Raises
         ------
         NoResultError
             When no trial succeeded; nothing is written.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> t = Trial("z2_gas1_tmbspg4", stage=2, micro_batch=4, grad_accum=1, status="ok",
+        ...           metrics={"throughput": 10.0})
+        >>> r = TuneResult.from_trials([t], metric="throughput", stage_values={2: 10.0},
+        ...                            skipped={}, n_gpus=8)
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     sorted(p.name for p in r.write(d).values())
+        ['cmd_optimal.txt', 'ds_config_optimal.json']
         """
+        if out_dir is None:
+            if self.results_dir is None:
+                raise ValueError("pass out_dir=: this result has no results_dir to default to")
+            out_dir = self.results_dir
         cfg = self.best_config
         if cfg is None:
             raise NoResultError(
@@ -373,18 +429,27 @@ class TuneResult:
                 "search (stages, micro-batch range) or check the failed trials' errors"
             )
         out = Path(out_dir)
-        cfg_path = atomic_write_text(out / "ds_config_optimal.json",
-                                     json.dumps(cfg, indent=2, sort_keys=False) + "\n")
-        cmd_path = atomic_write_text(out / "cmd_optimal.txt",
-                                     self.optimal_command(cfg_path.resolve()) + "\n")
+        cfg_path = atomic_write_text(json.dumps(cfg, indent=2) + "\n",
+                                     path=out / "ds_config_optimal.json")
+        cmd_path = atomic_write_text(self.optimal_command(cfg_path.resolve()) + "\n",
+                                     path=out / "cmd_optimal.txt")
         return {"ds_config": cfg_path, "cmd": cmd_path}
 
 
 _CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config")
 
 
-def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None = None) -> str:
-    """A shell line for ``command`` pointing at ``ds_config``.
+def _launcher_gpus(n_gpus: int | None, per_node: int = 8) -> list[str]:
+    if not n_gpus:
+        return []
+    if n_gpus <= per_node:
+        return ["--num_gpus", str(n_gpus)]
+    return ["--num_nodes", str(-(-n_gpus // per_node)), "--num_gpus", str(per_node)]
+
+
+def command_with_config(command: Sequence[str], *, ds_config: str,
+                        n_gpus: int | None = None) -> list[str]:
+    """``command`` as an argument list pointing at ``ds_config``.
 
     ``{ds_config}`` placeholders are filled; otherwise the value after a
     ``--deepspeed_config`` flag is replaced, or the flag is appended. An empty command
@@ -392,18 +457,14 @@ def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None
 
     Examples
     --------
-    >>> render_command(["deepspeed", "train.py", "--deepspeed_config", "old.json"],
-    ...                ds_config="new.json")
-    'deepspeed train.py --deepspeed_config new.json'
-    >>> render_command([], ds_config="c.json", n_gpus=8)
-    'deepspeed --num_gpus 8 train.py --deepspeed_config c.json'
+    >>> command_with_config(["python", "t.py", "--deepspeed_config={ds_config}"], ds_config="c.json")
+    ['python', 't.py', '--deepspeed_config=c.json']
     """
     args = list(command)
     if not args:
-        args = ["deepspeed", *(["--num_gpus", str(n_gpus)] if n_gpus else []), "train.py"]
+        args = ["deepspeed", *_launcher_gpus(n_gpus), "train.py"]
     if any("{ds_config}" in a for a in args):
-        args = [a.replace("{ds_config}", ds_config) for a in args]
-        return shlex.join(args)
+        return [a.replace("{ds_config}", ds_config) for a in args]
     out: list[str] = []
     replaced = False
     i = 0
@@ -423,4 +484,18 @@ def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None
         i += 1
     if not replaced:
         out += ["--deepspeed_config", ds_config]
-    return shlex.join(out)
+    return out
+
+
+def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None = None) -> str:
+    """:func:`command_with_config` as one shell-quoted line.
+
+    Examples
+    --------
+    >>> render_command(["deepspeed", "train.py", "--deepspeed_config", "old.json"],
+    ...                ds_config="new.json")
+    'deepspeed train.py --deepspeed_config new.json'
+    >>> render_command([], ds_config="c.json", n_gpus=8)
+    'deepspeed --num_gpus 8 train.py --deepspeed_config c.json'
+    """
+    return shlex.join(command_with_config(command, ds_config=ds_config, n_gpus=n_gpus))

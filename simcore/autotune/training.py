@@ -250,7 +250,7 @@ def train_compute_ns(
 
     Examples
     --------
-    >>> train_compute_ns(1e9, tokens=1000, peak_tflops=1.0, efficiency=1.0)
+    >>> train_compute_ns(1e9, tokens=1000, peak_tflops=1000.0, efficiency=1.0)
     (2000000.0, 4000000.0)
     """
     rate = np.asarray(peak_tflops, dtype=float) * 1e3 * np.asarray(efficiency, dtype=float)
@@ -512,6 +512,12 @@ def estimate_training(
     )
 
 
-def with_memory(hardware: Hardware, gpu_mem_gb: float | None) -> Hardware:
-    """``hardware`` with ``pe_hbm_gb`` replaced (validated by :class:`Hardware`)."""
+def with_memory(hardware: Hardware, *, gpu_mem_gb: float | None) -> Hardware:
+    """``hardware`` with ``pe_hbm_gb`` replaced (validated by :class:`Hardware`).
+
+    Examples
+    --------
+    >>> with_memory(Hardware(), gpu_mem_gb=40).pe_hbm_gb
+    40.0
+    """
     return hardware if gpu_mem_gb is None else replace(hardware, pe_hbm_gb=float(gpu_mem_gb))
