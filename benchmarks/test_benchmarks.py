@@ -5,7 +5,6 @@ pytest config) every body runs once as a smoke test on a bounded size; for figur
 """
 
 import numpy as np
-import pytest
 
 import simcore
 from simcore import Workload

@@ -42,7 +42,7 @@ UNITS = {
 }
 
 _DESCRIPTIONS = {
-    "latency_ns": "TTFT (prefill) or time per output token (decode)",
+    "latency_ns": "TTFT (prefill), time per output token (decode) or step time (train)",
     "throughput_tok_s": "tokens produced per second by the whole system",
     "flops_per_device": "achieved model FLOP/s per device",
     "compute_ns": "time in compute-bound ops",
@@ -127,10 +127,16 @@ def prepare(
     sp = get_space(space, workload.mode)
     eff = efficiency or Efficiency()
     layouts = layout_table(sp)
-    coeffs = k.layout_coeffs(layouts, k.pack_model(model), k.pack_workload(workload),
-                             k.pack_topology(fam.topology))
+    if workload.mode == "train":
+        from .kernels import training
+
+        build = training.layout_coeffs
+    else:
+        build = k.layout_coeffs
+    coeffs = build(layouts, k.pack_model(model), k.pack_workload(workload),
+                   k.pack_topology(fam.topology))
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
-                    k.pack_efficiency(eff))
+                    k.pack_efficiency(eff, train=workload.mode == "train"))
 
 
 def _grid_block(coeffs: np.ndarray, eff: np.ndarray, layout_shape: tuple[int, ...],
@@ -161,7 +167,8 @@ def evaluate(
     model : Model or str
         A :class:`~simcore.specs.Model` or a preset name (``"Llama 3.1 70B"``).
     workload : Workload
-        Mode (``"prefill"`` | ``"decode"``), batch, ``s_q``, ``s_kv``.
+        Mode (``"prefill"`` | ``"decode"`` | ``"train"``), batch, ``s_q``, ``s_kv``; for
+        training also ``micro_batch``, ``recompute``, ``sequence_parallel``, ``zero_stage``.
     space : {"reduced", "full"}, Space or mapping
         Layout coordinates (a mapping overrides dims of the full space).
     hardware : Hardware or mapping knob -> values, optional

@@ -253,6 +253,17 @@ class Workload:
         Defaults to ``s_kv`` for prefill/train and 1 for decode.
     s_kv : int
         Context length the queries attend to (``seq_len`` for training).
+    micro_batch : int
+        Training only: sequences per micro-batch per data-parallel replica; the global
+        ``batch`` must be a multiple of ``micro_batch · dp``.
+    recompute : {"none", "selective", "full"}
+        Training only: activation recomputation (Korthikanti et al. 2022).
+    sequence_parallel : bool
+        Training only: Megatron sequence parallelism for the TP group.
+    zero_stage : int
+        Training only: ZeRO stage 0–3 for model-state memory and DP communication.
+    grad_bytes : int
+        Training only: bytes per gradient element in the data-parallel reduction.
 
     Examples
     --------
@@ -266,10 +277,23 @@ class Workload:
     batch: int = 1
     s_kv: int = 4096
     s_q: int = 0
+    micro_batch: int = 1
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    zero_stage: int = 0
+    grad_bytes: int = 4
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"Workload.mode={self.mode!r} is unknown; pass one of {list(MODES)}")
+        _positive("Workload", "micro_batch", self.micro_batch, integer=True)
+        _positive("Workload", "grad_bytes", self.grad_bytes, integer=True)
+        if self.recompute not in ("none", "selective", "full"):
+            raise ValueError(
+                f"Workload.recompute={self.recompute!r} is unknown; pass 'none', 'selective' or 'full'"
+            )
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"Workload.zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         _positive("Workload", "batch", self.batch, integer=True)
         _positive("Workload", "s_kv", self.s_kv, integer=True)
         if self.s_q == 0:
@@ -282,6 +306,16 @@ class Workload:
             )
         if self.mode == "decode" and self.s_q != 1:
             raise ValueError(f"Workload.s_q must be 1 for mode='decode', got {self.s_q}")
+        if self.mode == "train" and self.s_q != self.s_kv:
+            raise ValueError(
+                f"Workload.s_q must equal s_kv (the sequence length) for mode='train', got "
+                f"s_q={self.s_q}, s_kv={self.s_kv}"
+            )
+        if self.mode == "train" and self.batch % self.micro_batch:
+            raise ValueError(
+                f"Workload.batch={self.batch} (global batch) must be a multiple of "
+                f"micro_batch={self.micro_batch}"
+            )
 
     @property
     def seq_len(self) -> int:

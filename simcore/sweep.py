@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .evaluate import Prepared, assemble_best, default_chunk_size, fused_chunk, fused_metric, hw_chunks
+from .evaluate import (
+    Prepared,
+    assemble_best,
+    default_chunk_size,
+    fused_chunk,
+    fused_metric,
+    hw_chunks,
+)
 from .metrics import Metric
 
 __all__ = ["resumable_best", "fingerprint", "StoreMismatchError"]

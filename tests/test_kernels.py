@@ -62,7 +62,8 @@ topologies = st.builds(
     alpha_intersip_ns=st.floats(0, 1e4),
 )
 frac = st.floats(0.05, 1.0)
-efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac)
+efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
+                         train_compute=frac)
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
@@ -142,6 +143,33 @@ def test_collectives__match_reference(nbytes, g, bw, alpha):
     assert kc.p2p_ns(nbytes, bw, alpha) == pytest.approx(kr.p2p_ns(nbytes, bw, alpha), rel=REL)
 
 
-def test_pack_workload__train_points_to_autotuner():
-    with pytest.raises(ValueError, match="simcore.autotune"):
-        ki.pack_workload(Workload("train", s_kv=1024))
+@st.composite
+def train_workloads(draw):
+    micro = draw(st.sampled_from([1, 2, 4]))
+    return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
+                    micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                    sequence_parallel=draw(st.booleans()), zero_stage=draw(st.integers(0, 3)),
+                    grad_bytes=draw(st.sampled_from([2, 4])))
+
+
+@given(models(), train_workloads(), hardware, topologies, efficiencies, layouts)
+def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay):
+    from simcore.kernels import training as kt
+    from simcore.kernels import training_ref as tref
+
+    coeffs = kt.layout_coeffs(_layout_row(lay), ki.pack_model(model), ki.pack_workload(workload),
+                              ki.pack_topology(topo))
+    hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
+    outs = ki.evaluate_grid(coeffs, hw_row, ki.pack_efficiency(eff, train=True))
+    got = {name: o[0, 0] for name, o in zip(ki.OUTPUTS, outs, strict=True)}
+    want = tref.evaluate_point(model, workload, hw, topo, eff, lay)
+    assert bool(coeffs[0, ki.C_VALID]) == want["valid"]
+    assert got["fits"] == want["fits"]
+    if not want["valid"]:
+        assert math.isnan(got["latency_ns"])
+        return
+    assert coeffs[0, ki.C_MEM] == pytest.approx(want["mem_bytes"], rel=REL)
+    for name in ki.OUTPUTS[:-1]:
+        assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
+    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
+    assert parts == pytest.approx(got["latency_ns"], rel=1e-9)

@@ -31,17 +31,20 @@ from .collectives import allgather_factor, allreduce_factor, tier_of
 M_L, M_D, M_H, M_KVH, M_HD, M_FF, M_V, M_E, M_K, M_BW, M_BKV = range(11)
 M_QO, M_KVW, M_FFNW, M_EXPERT, M_ROUTER, M_FFN_ACTIVE, M_NORM, M_N_ACTIVE, M_EMB = range(11, 20)
 N_MODEL = 20
-W_MODE, W_B, W_SQ, W_SKV = range(4)
+W_MODE, W_B, W_SQ, W_SKV, W_MICRO, W_RECOMPUTE, W_SP, W_ZERO, W_GRAD_BYTES = range(9)
+N_WORK = 9
 T_CUBE, T_SIP, T_NDEV, T_A0, T_A1, T_A2 = range(6)
 E_C, E_M, E_N, E_HBM = range(4)
 
-MODE_CODES = {"prefill": 0, "decode": 1}
+MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 
 # --- coefficient row ----------------------------------------------------------------
 (C_VALID, C_NDEV, C_MEM, C_F_LIN, C_B_LIN, C_F_CORE, C_B_CORE, C_F_FFN, C_B_FFN, C_F_HEAD,
  C_B_HEAD, C_COMM0, C_COMM1, C_COMM2, C_COMM_ALPHA, C_RING_BYTES, C_RING_TIER, C_RING_ALPHA,
- C_RING_OVERLAP, C_LAYER_MULT, C_PP_BYTES, C_PP_TIER, C_PP_ALPHA, C_TOKENS, C_MODEL_FLOPS) = range(25)
-N_COEF = 25
+ C_RING_OVERLAP, C_LAYER_MULT, C_PP_BYTES, C_PP_TIER, C_PP_ALPHA, C_TOKENS, C_MODEL_FLOPS,
+ C_TAIL0, C_TAIL1, C_TAIL2, C_TAIL_ALPHA, C_TAIL_MEM) = range(30)
+N_COEF = 30
 
 #: Outputs of :func:`point`, in order.
 OUTPUTS = ("latency_ns", "throughput_tok_s", "flops_per_device", "compute_ns", "memory_ns",
@@ -77,13 +80,17 @@ def pack_model(model) -> np.ndarray:
 
 
 def pack_workload(workload) -> np.ndarray:
-    if workload.mode not in MODE_CODES:
-        raise ValueError(
-            f"the inference kernel takes mode 'prefill' or 'decode', got {workload.mode!r}; "
-            "for training use simcore.autotune (ZeRO × micro-batch)"
-        )
-    return np.array([MODE_CODES[workload.mode], workload.batch, workload.s_q, workload.s_kv],
-                    dtype=np.float64)
+    """Workload spec → float vector (indices ``W_*``); training fields are 0 for inference."""
+    v = np.zeros(N_WORK)
+    v[W_MODE] = MODE_CODES[workload.mode]
+    v[W_B], v[W_SQ], v[W_SKV] = workload.batch, workload.s_q, workload.s_kv
+    if workload.mode == "train":
+        v[W_MICRO] = workload.micro_batch
+        v[W_RECOMPUTE] = RECOMPUTE_CODES[workload.recompute]
+        v[W_SP] = 1.0 if workload.sequence_parallel else 0.0
+        v[W_ZERO] = workload.zero_stage
+        v[W_GRAD_BYTES] = workload.grad_bytes
+    return v
 
 
 def pack_topology(topology) -> np.ndarray:
@@ -92,13 +99,44 @@ def pack_topology(topology) -> np.ndarray:
                     dtype=np.float64)
 
 
-def pack_efficiency(eff) -> np.ndarray:
-    return np.array([eff.compute, eff.memory, eff.network, eff.hbm_usable], dtype=np.float64)
+def pack_efficiency(eff, *, train: bool = False) -> np.ndarray:
+    """Efficiency spec → float vector; training steps use ``train_compute`` for matmuls."""
+    compute = eff.train_compute if train else eff.compute
+    return np.array([compute, eff.memory, eff.network, eff.hbm_usable], dtype=np.float64)
 
 
 @jit()
 def _alpha(topo, tier):
     return topo[T_A0 + tier]
+
+
+@jit()
+def placement(tp, cp, pp, dp, tpp, cpp, topo):
+    """Strides of the TP/CP/PP/DP groups and the tier each spans (plus TP×CP and the
+    KV split-K subgroup are derived from these by the callers)."""
+    cube = int(topo[T_CUBE])
+    sip = int(topo[T_SIP])
+    sizes = (tp, cp, pp, dp)
+    order = _ORDERS[tpp + 2 * cpp]
+    strides = np.ones(4, dtype=np.int64)
+    acc = 1
+    for j in range(4):
+        g = order[j]
+        strides[g] = acc
+        acc *= sizes[g]
+    tier_tp = tier_of(tp * strides[0], cube, sip)
+    tier_cp = tier_of(cp * strides[1], cube, sip)
+    tier_pp = tier_of(pp * strides[2], cube, sip)
+    tier_dp = tier_of(dp * strides[3], cube, sip)
+    tier_tpcp = tier_of(max(tp * strides[0], cp * strides[1]), cube, sip)
+    return strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp
+
+
+@jit()
+def add_comm(acc, tier, nbytes_eff, alpha_ns):
+    """Accumulate effective wire bytes into ``acc[tier]`` and latency into ``acc[3]``."""
+    acc[tier] += nbytes_eff
+    acc[3] += alpha_ns
 
 
 @jit()
@@ -150,25 +188,9 @@ def _coeff_row(lay, mp, wp, topo, out):
         valid = valid and tp > ikvh and tp % ikvh == 0
 
     # -- placement: strides and tiers --------------------------------------------------
-    sizes = (tp, cp, pp, dp)
-    order = _ORDERS[tpp + 2 * cpp]
-    stride_tp = 1
-    stride_cp = 1
-    stride_pp = 1
-    acc = 1
-    for j in range(4):
-        g = order[j]
-        if g == 0:
-            stride_tp = acc
-        elif g == 1:
-            stride_cp = acc
-        elif g == 2:
-            stride_pp = acc
-        acc *= sizes[g]
-    tier_tp = tier_of(tp * stride_tp, cube, sip)
-    tier_cp = tier_of(cp * stride_cp, cube, sip)
-    tier_pp = tier_of(pp * stride_pp, cube, sip)
-    tier_tpcp = tier_of(max(tp * stride_tp, cp * stride_cp), cube, sip)
+    strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp = placement(tp, cp, pp, dp, tpp, cpp,
+                                                                        topo)
+    stride_tp = strides[0]
 
     # -- tokens ------------------------------------------------------------------------
     Bd = math.ceil(B / dp)
@@ -224,54 +246,23 @@ def _coeff_row(lay, mp, wp, topo, out):
     b_head = mp[M_V] * d * bw / ftp + Bd * mp[M_V] / ftp * 4.0
 
     # -- communication per layer (effective bytes per tier, link latency) ----------------
-    c0 = 0.0
-    c1 = 0.0
-    c2 = 0.0
-    alpha = 0.0
+    acc = np.zeros(4)
     act = T_lin * d * bw
     # attention output all-reduce over TP
     if tp > 1:
-        e = allreduce_factor(ftp) * act
-        a = 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp)
-        if tier_tp == 0:
-            c0 += e
-        elif tier_tp == 1:
-            c1 += e
-        else:
-            c2 += e
-        alpha += a
+        add_comm(acc, tier_tp, allreduce_factor(ftp) * act,
+                 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp))
     # FFN output
     if wide_ffn:
         g = ftp * fcp
-        e = allreduce_factor(g) * T_rep * d * bw
-        a = 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp)
-        if tier_tpcp == 0:
-            c0 += e
-        elif tier_tpcp == 1:
-            c1 += e
-        else:
-            c2 += e
-        alpha += a
+        add_comm(acc, tier_tpcp, allreduce_factor(g) * T_rep * d * bw,
+                 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
         if not decode:  # gather the replica's tokens across CP first
-            e = allgather_factor(fcp) * T_rep * d * bw
-            a = (fcp - 1.0) * _alpha(topo, tier_cp)
-            if tier_cp == 0:
-                c0 += e
-            elif tier_cp == 1:
-                c1 += e
-            else:
-                c2 += e
-            alpha += a
+            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * bw,
+                     (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
-        e = allreduce_factor(ftp) * act
-        a = 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp)
-        if tier_tp == 0:
-            c0 += e
-        elif tier_tp == 1:
-            c1 += e
-        else:
-            c2 += e
-        alpha += a
+        add_comm(acc, tier_tp, allreduce_factor(ftp) * act,
+                 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp))
     # split-K combine for sequence-sharded KV: gather Q, all-reduce partial O + (m, l)
     if kvm == 1:
         g = ftp
@@ -285,15 +276,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     if g > 1.0:
         q_bytes = Bd * sq_loc * qh_loc * hd * bw
         o_bytes = Bd * sq_loc * qh_loc * (hd * bw + 8.0)
-        e = allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes
-        a = 3.0 * (g - 1.0) * _alpha(topo, tier_g)
-        if tier_g == 0:
-            c0 += e
-        elif tier_g == 1:
-            c1 += e
-        else:
-            c2 += e
-        alpha += a
+        add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
+                 3.0 * (g - 1.0) * _alpha(topo, tier_g))
 
     # -- CP ring -------------------------------------------------------------------------
     ring_bytes = 0.0
@@ -341,10 +325,10 @@ def _coeff_row(lay, mp, wp, topo, out):
     out[C_B_FFN] = b_ffn
     out[C_F_HEAD] = f_head
     out[C_B_HEAD] = b_head
-    out[C_COMM0] = c0
-    out[C_COMM1] = c1
-    out[C_COMM2] = c2
-    out[C_COMM_ALPHA] = alpha
+    out[C_COMM0] = acc[0]
+    out[C_COMM1] = acc[1]
+    out[C_COMM2] = acc[2]
+    out[C_COMM_ALPHA] = acc[3]
     out[C_RING_BYTES] = ring_bytes
     out[C_RING_TIER] = tier_cp
     out[C_RING_ALPHA] = ring_alpha
@@ -355,6 +339,11 @@ def _coeff_row(lay, mp, wp, topo, out):
     out[C_PP_ALPHA] = pp_alpha
     out[C_TOKENS] = tokens
     out[C_MODEL_FLOPS] = model_flops
+    out[C_TAIL0] = 0.0
+    out[C_TAIL1] = 0.0
+    out[C_TAIL2] = 0.0
+    out[C_TAIL_ALPHA] = 0.0
+    out[C_TAIL_MEM] = 0.0
 
 
 @jit()
@@ -408,12 +397,15 @@ def point(c, hw, eff):
     pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
     t_pp = c[C_PP_BYTES] / pbw + c[C_PP_ALPHA]
 
+    t_tail = c[C_TAIL0] / b0 + c[C_TAIL1] / b1 + c[C_TAIL2] / b2 + c[C_TAIL_ALPHA]
+    t_tail_mem = c[C_TAIL_MEM] / M
+
     mult = c[C_LAYER_MULT]
     t_layer = t_lin + t_core + t_ffn + exposed + comm_l
-    latency = mult * t_layer + t_head + t_pp
+    latency = mult * t_layer + t_head + t_pp + t_tail + t_tail_mem
     compute = mult * (cl + cc + cf) + ch
-    memory = mult * (ml + mc + mf) + mh
-    comm = mult * (exposed + comm_l) + t_pp
+    memory = mult * (ml + mc + mf) + mh + t_tail_mem
+    comm = mult * (exposed + comm_l) + t_pp + t_tail
     sec = latency * 1e-9
     throughput = c[C_TOKENS] / sec
     flops_dev = c[C_MODEL_FLOPS] / c[C_NDEV] / sec
