@@ -264,6 +264,9 @@ class Workload:
         Training only: ZeRO stage 0–3 for model-state memory and DP communication.
     grad_bytes : int
         Training only: bytes per gradient element in the data-parallel reduction.
+    precision : {"fp16", "bf16", "fp32"}
+        Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
+        bf16/fp32: 16N). fp32 also halves the usable matmul peak.
 
     Examples
     --------
@@ -282,6 +285,7 @@ class Workload:
     sequence_parallel: bool = True
     zero_stage: int = 0
     grad_bytes: int = 4
+    precision: str = "fp16"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -291,6 +295,10 @@ class Workload:
         if self.recompute not in ("none", "selective", "full"):
             raise ValueError(
                 f"Workload.recompute={self.recompute!r} is unknown; pass 'none', 'selective' or 'full'"
+            )
+        if self.precision not in ("fp16", "bf16", "fp32"):
+            raise ValueError(
+                f"Workload.precision={self.precision!r} is unknown; pass 'fp16', 'bf16' or 'fp32'"
             )
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"Workload.zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")

@@ -149,7 +149,8 @@ def train_workloads(draw):
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
                     micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full"])),
                     sequence_parallel=draw(st.booleans()), zero_stage=draw(st.integers(0, 3)),
-                    grad_bytes=draw(st.sampled_from([2, 4])))
+                    grad_bytes=draw(st.sampled_from([2, 4])),
+                    precision=draw(st.sampled_from(["fp16", "bf16", "fp32"])))
 
 
 @given(models(), train_workloads(), hardware, topologies, efficiencies, layouts)

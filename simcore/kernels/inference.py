@@ -31,8 +31,9 @@ from .collectives import allgather_factor, allreduce_factor, tier_of
 M_L, M_D, M_H, M_KVH, M_HD, M_FF, M_V, M_E, M_K, M_BW, M_BKV = range(11)
 M_QO, M_KVW, M_FFNW, M_EXPERT, M_ROUTER, M_FFN_ACTIVE, M_NORM, M_N_ACTIVE, M_EMB = range(11, 20)
 N_MODEL = 20
-W_MODE, W_B, W_SQ, W_SKV, W_MICRO, W_RECOMPUTE, W_SP, W_ZERO, W_GRAD_BYTES = range(9)
-N_WORK = 9
+W_MODE, W_B, W_SQ, W_SKV, W_MICRO, W_RECOMPUTE, W_SP, W_ZERO, W_GRAD_BYTES, W_PREC = range(10)
+N_WORK = 10
+PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2}
 T_CUBE, T_SIP, T_NDEV, T_A0, T_A1, T_A2 = range(6)
 E_C, E_M, E_N, E_HBM = range(4)
 
@@ -90,6 +91,7 @@ def pack_workload(workload) -> np.ndarray:
         v[W_SP] = 1.0 if workload.sequence_parallel else 0.0
         v[W_ZERO] = workload.zero_stage
         v[W_GRAD_BYTES] = workload.grad_bytes
+        v[W_PREC] = PRECISION_CODES[workload.precision]
     return v
 
 

@@ -85,6 +85,7 @@ from .inference import (
     W_B,
     W_GRAD_BYTES,
     W_MICRO,
+    W_PREC,
     W_RECOMPUTE,
     W_SKV,
     W_SP,
@@ -99,15 +100,23 @@ ADAM_BYTES_PER_PARAM = 26.0
 
 
 @jit()
-def zero_states_per_param(stage, G):
-    """Bytes of model states per (model-parallel-sharded) parameter, DeepSpeed fp16."""
+def zero_states_per_param(stage, G, fp16):
+    """Bytes of model states per (model-parallel-sharded) parameter (DeepSpeed's formula).
+
+    fp16: 2-byte parameters and gradients, 16 bytes of optimizer state (20 at ZeRO-0);
+    otherwise (bf16, fp32) 4 + 4 + 8 (16 at ZeRO-0). Stage 1 shards the optimizer
+    state over G data-parallel ranks, stage 2 also the gradients, stage 3 also the
+    parameters.
+    """
+    p = 2.0 if fp16 else 4.0
+    opt = 16.0 if fp16 else 8.0
     if stage == 0:
-        return 20.0
+        return p + p + opt
     if stage == 1:
-        return 4.0 + 16.0 / G
+        return p + p + opt / G
     if stage == 2:
-        return 2.0 + 18.0 / G
-    return 20.0 / G
+        return p + (p + opt) / G
+    return (p + p + opt) / G
 
 
 @jit()
@@ -151,6 +160,7 @@ def _train_row(lay, mp, wp, topo, out):
     sp = wp[W_SP] == 1.0
     zs = int(wp[W_ZERO])
     gb = wp[W_GRAD_BYTES]
+    prec = int(wp[W_PREC])
 
     fcp = float(cp)
     ftp = float(tp)
@@ -258,7 +268,7 @@ def _train_row(lay, mp, wp, topo, out):
     opt_share = p_dev / fdp if zs >= 1 else p_dev
     tail_mem = opt_share * (ADAM_BYTES_PER_PARAM + gb)
 
-    states = zero_states_per_param(zs, fdp) * p_dev
+    states = zero_states_per_param(zs, fdp, prec == 0) * p_dev
     act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc, sp)
     inflight = min(fpp, m)
     act_mem = lps * inflight * act_layer
@@ -273,13 +283,14 @@ def _train_row(lay, mp, wp, topo, out):
     out[C_VALID] = 1.0 if valid else 0.0
     out[C_NDEV] = n_dev
     out[C_MEM] = mem
-    out[C_F_LIN] = f_lin
+    slow = 2.0 if prec == 2 else 1.0  # fp32 (TF32) matmuls run at half the 16-bit peak
+    out[C_F_LIN] = slow * f_lin
     out[C_B_LIN] = b_lin
-    out[C_F_CORE] = f_core
+    out[C_F_CORE] = slow * f_core
     out[C_B_CORE] = b_core
-    out[C_F_FFN] = f_ffn
+    out[C_F_FFN] = slow * f_ffn
     out[C_B_FFN] = b_ffn
-    out[C_F_HEAD] = f_head
+    out[C_F_HEAD] = slow * f_head
     out[C_B_HEAD] = b_head
     out[C_COMM0] = acc[0]
     out[C_COMM1] = acc[1]

@@ -8,8 +8,11 @@ from . import collectives_ref as coll
 from .inference_ref import Layout, _strides
 
 ADAM_BYTES_PER_PARAM = 26.0
-ZERO_BYTES = {0: lambda G: 20.0, 1: lambda G: 4 + 16 / G, 2: lambda G: 2 + 18 / G,
-              3: lambda G: 20 / G}
+#: DeepSpeed's model-state bytes per parameter: (fp16 formula, bf16/fp32 formula)
+ZERO_BYTES = {0: (lambda G: 20.0, lambda G: 16.0),
+              1: (lambda G: 4 + 16 / G, lambda G: 8 + 8 / G),
+              2: (lambda G: 2 + 18 / G, lambda G: 4 + 12 / G),
+              3: (lambda G: 20 / G, lambda G: 16 / G)}
 
 
 def activations_per_layer(seq: float, micro: int, d: int, heads: int, tp: int, recompute: str,
@@ -50,6 +53,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
 
     peak = hardware.peak_tflops_f16 * 1e12 * efficiency.train_compute / 1e9
+    if workload.precision == "fp32":
+        peak /= 2  # TF32 tensor cores: half the 16-bit rate
     hbm = hardware.bw_hbm_gbs * efficiency.memory
     bws = (hardware.bw_intra_gbs, hardware.bw_inter_gbs, hardware.bw_intersip_gbs)
     alphas = (topology.alpha_intra_ns, topology.alpha_inter_ns, topology.alpha_intersip_ns)
@@ -143,7 +148,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     memory += t_head if head_kind == "memory" else 0.0
     comm_total = slots * (exposed + comm) + t_pp + t_grad
 
-    states = ZERO_BYTES[zs](dp) * params
+    states = ZERO_BYTES[zs][0 if workload.precision == "fp16" else 1](dp) * params
     act_mem = layers_per_stage * min(pp, micro_batches) * activations_per_layer(
         s / cp, mb, d, h, tp, rc, sp)
     if rc == "full":
