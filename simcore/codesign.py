@@ -182,18 +182,28 @@ def sensitivity(
     ``rel_speedup = baseline / doubled - 1`` (≥ 0: doubling a knob never hurts). Rows are
     ranked by ``rel_speedup``, largest first. Empty if nothing fits at ``hardware``.
     """
-    base = (hardware or Hardware()).as_dict()
-    rows = []
-    for knob in HW_KNOBS:
-        grid = {k: [v] for k, v in base.items()}
-        grid[knob] = [base[knob], 2.0 * base[knob]]
-        p = prepare(model, workload, space=space, hardware=grid, family=family,
-                    efficiency=efficiency)
-        r = best_of_prepared(p, metric=metric)
-        lat = r.latency_ns.values.ravel()
-        if np.isnan(lat[0]):
-            return []
-        rows.append(SensitivityRow(knob, float(lat[0]), float(lat[1]), float(lat[0] / lat[1] - 1.0)))
+    p = prepare(model, workload, space=space, hardware=hardware or Hardware(), family=family,
+                efficiency=efficiency)
+    return sensitivity_of_prepared(p, hardware or Hardware(), metric=metric)
+
+
+def sensitivity_of_prepared(p: Prepared, hardware: Hardware, *,
+                            metric: str | Metric = "latency") -> list[SensitivityRow]:
+    """:func:`sensitivity` reusing prepared layout coefficients (one kernel call)."""
+    from .evaluate import fused_metric
+    from .kernels import inference as k
+
+    m, code = fused_metric(metric)
+    base = np.array([hardware.as_dict()[kn] for kn in HW_KNOBS])
+    rows_hw = np.tile(base, (len(HW_KNOBS) + 1, 1))
+    for j in range(len(HW_KNOBS)):
+        rows_hw[j + 1, j] *= 2.0
+    idx, vals, _ = k.fused_best(p.coeffs, rows_hw, p.eff, code, float(m.sign))
+    if idx[0] < 0:
+        return []
+    lat = vals[:, 0]
+    rows = [SensitivityRow(kn, float(lat[0]), float(lat[j + 1]), float(lat[0] / lat[j + 1] - 1.0))
+            for j, kn in enumerate(HW_KNOBS)]
     rows.sort(key=lambda r: -r.rel_speedup)
     return rows
 
@@ -293,8 +303,7 @@ def joint_explore(
     if not scores:
         message = _no_fit_message(p)
     elif with_sensitivity:
-        sens = sensitivity(p.model, wl, hardware=scores[0].hardware, space=p.space,
-                           family=family, efficiency=efficiency, metric=m)
+        sens = sensitivity_of_prepared(p, scores[0].hardware, metric=m)
     ds.attrs.update(depth=str(depth) if not isinstance(depth, Mapping) else "custom",
                     total_joint=p.n_hw * p.space.size)
     return JointExploreResult(

@@ -8,7 +8,6 @@ variable of :func:`simcore.evaluate`), never dropped.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,11 +152,11 @@ def layout_table(space: Space) -> np.ndarray:
     cols = []
     for dim, vals in space.coords:
         if dim in CHOICES:
-            cols.append([CHOICES[dim].index(v) for v in vals])
+            cols.append(np.array([CHOICES[dim].index(v) for v in vals], dtype=np.int64))
         else:
-            cols.append([int(v) for v in vals])
-    rows = list(itertools.product(*cols))
-    return np.asarray(rows, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
+            cols.append(np.array([int(v) for v in vals], dtype=np.int64))
+    grids = np.meshgrid(*cols, indexing="ij")
+    return np.stack([g.ravel() for g in grids], axis=1)
 
 
 def hardware_grid(
