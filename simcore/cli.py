@@ -152,6 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"simcore: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `simcore explore | head`
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("simcore: interrupted", file=sys.stderr)
         return 130
