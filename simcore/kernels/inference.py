@@ -248,7 +248,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     b_head = mp[M_V] * d * bw / ftp + Bd * mp[M_V] / ftp * 4.0
 
     # -- communication per layer (effective bytes per tier, link latency) ----------------
-    acc = np.zeros(4)
+    acc = out[C_COMM0:C_COMM_ALPHA + 1]  # add_comm accumulates in place
+    acc[:] = 0.0
     act = T_lin * d * bw
     # attention output all-reduce over TP
     if tp > 1:
@@ -327,10 +328,6 @@ def _coeff_row(lay, mp, wp, topo, out):
     out[C_B_FFN] = b_ffn
     out[C_F_HEAD] = f_head
     out[C_B_HEAD] = b_head
-    out[C_COMM0] = acc[0]
-    out[C_COMM1] = acc[1]
-    out[C_COMM2] = acc[2]
-    out[C_COMM_ALPHA] = acc[3]
     out[C_RING_BYTES] = ring_bytes
     out[C_RING_TIER] = tier_cp
     out[C_RING_ALPHA] = ring_alpha
@@ -341,11 +338,7 @@ def _coeff_row(lay, mp, wp, topo, out):
     out[C_PP_ALPHA] = pp_alpha
     out[C_TOKENS] = tokens
     out[C_MODEL_FLOPS] = model_flops
-    out[C_TAIL0] = 0.0
-    out[C_TAIL1] = 0.0
-    out[C_TAIL2] = 0.0
-    out[C_TAIL_ALPHA] = 0.0
-    out[C_TAIL_MEM] = 0.0
+    out[C_TAIL0:C_TAIL_MEM + 1] = 0.0
 
 
 @jit()

@@ -36,8 +36,6 @@ from .inference import (
     C_B_HEAD,
     C_B_LIN,
     C_COMM0,
-    C_COMM1,
-    C_COMM2,
     C_COMM_ALPHA,
     C_F_CORE,
     C_F_FFN,
@@ -55,8 +53,6 @@ from .inference import (
     C_RING_OVERLAP,
     C_RING_TIER,
     C_TAIL0,
-    C_TAIL1,
-    C_TAIL2,
     C_TAIL_ALPHA,
     C_TAIL_MEM,
     C_TOKENS,
@@ -207,7 +203,8 @@ def _train_row(lay, mp, wp, topo, out):
     b_head = m * (3.0 * mp[M_V] * d * bw / ftp + 2.0 * T * mp[M_V] / ftp * 4.0)
 
     # per layer, per micro-batch communication
-    acc = np.zeros(4)
+    acc = out[C_COMM0:C_COMM_ALPHA + 1]  # add_comm accumulates in place
+    acc[:] = 0.0
     act = T * d * bw
     n_half = 3.0 if rc == 2 else 2.0  # collectives per sub-block (attention, FFN)
     a_tp = topo[T_A0 + tier_tp]
@@ -256,7 +253,8 @@ def _train_row(lay, mp, wp, topo, out):
     emb = mp[M_V] * d / ftp if pp > 1 else mp[M_EMB] / ftp
     p_dev = lps * layer_params + emb
 
-    tail = np.zeros(4)
+    tail = out[C_TAIL0:C_TAIL_ALPHA + 1]
+    tail[:] = 0.0
     if dp > 1:
         grads = p_dev * gb
         if zs == 3:
@@ -292,10 +290,6 @@ def _train_row(lay, mp, wp, topo, out):
     out[C_B_FFN] = b_ffn
     out[C_F_HEAD] = slow * f_head
     out[C_B_HEAD] = b_head
-    out[C_COMM0] = acc[0]
-    out[C_COMM1] = acc[1]
-    out[C_COMM2] = acc[2]
-    out[C_COMM_ALPHA] = acc[3]
     out[C_RING_BYTES] = ring_bytes
     out[C_RING_TIER] = tier_cp
     out[C_RING_ALPHA] = ring_alpha
@@ -306,10 +300,6 @@ def _train_row(lay, mp, wp, topo, out):
     out[C_PP_ALPHA] = pp_alpha
     out[C_TOKENS] = tokens
     out[C_MODEL_FLOPS] = model_flops
-    out[C_TAIL0] = tail[0]
-    out[C_TAIL1] = tail[1]
-    out[C_TAIL2] = tail[2]
-    out[C_TAIL_ALPHA] = tail[3]
     out[C_TAIL_MEM] = tail_mem
 
 
