@@ -179,7 +179,9 @@ def evaluate(
         Achievable fractions of peak.
     chunks : int or mapping knob -> chunk size, optional
         Chunk the hardware dims with dask (lazy result; ``.compute()`` to run).
-        An int chunks the first knob with more than one value.
+        An int chunks the first knob with more than one value. By default the result
+        is in memory, unless it would exceed :data:`AUTO_CHUNK_POINTS` joint points:
+        then it is chunked automatically (about :data:`CHUNK_POINTS` per chunk).
 
     Returns
     -------
@@ -203,6 +205,8 @@ def evaluate(
     layout_shape = p.space.shape
     knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
     dask_mode = "forbidden"
+    if chunks is None and p.n_hw * p.space.size > AUTO_CHUNK_POINTS:
+        chunks = auto_chunks(p)
     if chunks is not None:
         if isinstance(chunks, int):
             first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
@@ -232,6 +236,26 @@ def evaluate(
             ds[name].attrs["description"] = _DESCRIPTIONS[name]
     ds.attrs.update(p.attrs())
     return ds
+
+
+#: Above this many (hardware × layout) points ``evaluate`` returns a dask-chunked result.
+AUTO_CHUNK_POINTS = 20_000_000
+#: Target joint points per automatic chunk.
+CHUNK_POINTS = 4_000_000
+
+
+def auto_chunks(p: Prepared) -> dict[str, int]:
+    """Chunk sizes along the hardware knobs giving about :data:`CHUNK_POINTS` per chunk."""
+    per = p.space.size * p.n_hw
+    out: dict[str, int] = {}
+    for k in HW_KNOBS:
+        n = len(p.knobs[k])
+        per //= n
+        if per * n <= CHUNK_POINTS:
+            out[k] = max(1, CHUNK_POINTS // max(1, per))
+            break
+        out[k] = 1
+    return out
 
 
 def _apply(p: Prepared, knob_das: list[xr.DataArray], dask_mode: str) -> tuple[xr.DataArray, ...]:

@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simcore
 from simcore import HW_KNOBS, PARALLEL_DIMS, Hardware, Workload, best, evaluate, evaluate_best
@@ -169,3 +171,52 @@ def test_workload__train_fields_validated():
         Workload("train", zero_stage=4)
     with pytest.raises(ValueError, match="multiple of micro_batch"):
         Workload("train", batch=6, micro_batch=4)
+
+
+@st.composite
+def _small_models(draw):
+    kv = draw(st.sampled_from([1, 2, 4, 8]))
+    heads = kv * draw(st.sampled_from([1, 2, 4]))
+    return simcore.Model("drawn", n_layers=draw(st.integers(1, 64)), d_model=heads * 64,
+                         n_heads=heads, n_kv_heads=kv, d_ff=draw(st.integers(64, 20000)),
+                         vocab_size=draw(st.integers(1000, 100000)),
+                         n_experts=draw(st.sampled_from([1, 4])), top_k=1)
+
+
+@st.composite
+def _workloads(draw):
+    mode = draw(st.sampled_from(["prefill", "decode", "train"]))
+    s_kv = draw(st.integers(16, 65536))
+    if mode == "train":
+        return Workload("train", batch=draw(st.sampled_from([8, 16, 64])), s_kv=s_kv,
+                        recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                        zero_stage=draw(st.integers(0, 3)))
+    return Workload(mode, batch=draw(st.integers(1, 32)), s_kv=s_kv)
+
+
+@settings(max_examples=25)
+@given(_small_models(), _workloads(), st.sampled_from(HW_KNOBS), st.floats(0.1, 10.0))
+def test_physics__any_model_doubling_a_knob_never_worsens(model, wl, knob, scale):
+    base = Hardware().as_dict()
+    grid = {k: [v * scale] for k, v in base.items()}
+    grid[knob] = [base[knob] * scale, 2 * base[knob] * scale]
+    space = {"cp": (1, 2, 4), "tp": (1, 2, 4, 8), "pp": (1, 2, 4), "dp": (1, 2)}
+    r = evaluate_best(model, wl, space=space, hardware=grid).latency_ns.values.ravel()
+    if np.isnan(r[0]):
+        return
+    assert r[1] <= r[0] * (1 + 1e-12)
+
+
+def test_evaluate__large_sweeps_come_back_chunked():
+    from simcore.space import depth_grid
+
+    ds = evaluate("Llama 3.1 70B", DECODE_128K, space="full", hardware=depth_grid("coarse"))
+    assert ds.latency_ns.chunks is not None  # 22M points: lazy, never all in memory
+    n_chunks = np.prod([len(c) for c in ds.latency_ns.chunks])
+    assert n_chunks >= 5
+    sub = ds.isel(pe_hbm_gb=[0], bw_hbm_gbs=[1]).compute()
+    direct = evaluate("Llama 3.1 70B", DECODE_128K, space="full",
+                      hardware={**{k: ds[k].values for k in HW_KNOBS},
+                                "pe_hbm_gb": ds.pe_hbm_gb.values[:1],
+                                "bw_hbm_gbs": ds.bw_hbm_gbs.values[1:2]})
+    xr.testing.assert_identical(sub, direct)
