@@ -12,7 +12,7 @@ import math
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -204,7 +204,7 @@ def evaluate(
                 efficiency=efficiency)
     layout_shape = p.space.shape
     knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
-    dask_mode = "forbidden"
+    dask_mode: Literal["forbidden", "parallelized"] = "forbidden"
     if chunks is None and p.n_hw * p.space.size > AUTO_CHUNK_POINTS:
         chunks = auto_chunks(p)
     if chunks is not None:
@@ -216,7 +216,8 @@ def evaluate(
             raise ValueError(
                 f"chunks may only split hardware knobs {list(HW_KNOBS)}, got {sorted(unknown)}"
             )
-        knob_das = [da.chunk({da.dims[0]: chunks.get(da.dims[0], -1)}) for da in knob_das]
+        knob_das = [da.chunk({n: chunks.get(n, -1)})
+                    for n, da in zip(HW_KNOBS, knob_das, strict=True)]
         dask_mode = "parallelized"
     outs = _apply(p, knob_das, dask_mode)
     ds = xr.Dataset(dict(zip(k.OUTPUTS, outs, strict=True)))
@@ -229,7 +230,7 @@ def evaluate(
         ds[name] = (PARALLEL_DIMS, arr)
     ds["mem_bytes"] = ds.mem_bytes.where(ds.valid)
     ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
-    for name in ds.variables:
+    for name in map(str, ds.variables):
         if name in UNITS:
             ds[name].attrs["units"] = UNITS[name]
         if name in _DESCRIPTIONS:
@@ -258,7 +259,8 @@ def auto_chunks(p: Prepared) -> dict[str, int]:
     return out
 
 
-def _apply(p: Prepared, knob_das: list[xr.DataArray], dask_mode: str) -> tuple[xr.DataArray, ...]:
+def _apply(p: Prepared, knob_das: list[xr.DataArray],
+           dask_mode: Literal["forbidden", "parallelized"]) -> tuple[xr.DataArray, ...]:
     from functools import partial
 
     from .kernels import inference as k
@@ -331,7 +333,7 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
     data["n_fits"] = (dims, n_fit.reshape(shape))
     data["any_fits"] = (dims, ok.reshape(shape))
     ds = xr.Dataset(data, coords=p.hw_coords())
-    for name in ds.variables:
+    for name in map(str, ds.variables):
         if name in UNITS:
             ds[name].attrs["units"] = UNITS[name]
     ds.attrs.update(p.attrs(), best_metric=m.name, best_direction=m.direction,

@@ -60,11 +60,11 @@ def pareto(
     objs = _objectives(objectives)
     arrays = []
     for name, sign in objs:
-        var = name
+        var: str | None = name
         if var not in ds.data_vars:
             m = get_metric(name)
-            var = next((v for v in m.names if v in ds.data_vars or v == m.key and v in ds), None)
-            if var is None or var not in ds.data_vars:
+            var = next((v for v in m.names if v in ds.data_vars), None)
+            if var is None:
                 raise ValueError(
                     f"objective {name!r} not in the Dataset; it holds {sorted(map(str, ds.data_vars))}"
                 )

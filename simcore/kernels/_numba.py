@@ -8,6 +8,7 @@ layer defaults to ``omp`` (the one that is reliable on our machines) unless
 from __future__ import annotations
 
 import os
+from typing import Any, Literal
 
 os.environ.setdefault("NUMBA_THREADING_LAYER", "omp")
 
@@ -16,7 +17,7 @@ import numba  # noqa: E402
 CACHE: bool = os.environ.get("SIMCORE_NUMBA_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def jit(*, parallel: bool = False, inline: str = "never"):
+def jit(*, parallel: bool = False, inline: Literal["never", "always"] = "never") -> Any:
     """``numba.njit`` with the project defaults (cache on, no fastmath: results must be
     bit-identical between the fused and the full-tensor paths)."""
     return numba.njit(cache=CACHE, parallel=parallel, fastmath=False, nogil=True, inline=inline)
