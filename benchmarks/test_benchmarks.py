@@ -38,3 +38,17 @@ def test_bench_pareto_mask_100k(benchmark):
     pts = rng.random((100_000, 2))
     mask = benchmark(pareto_mask, pts)
     assert 0 < mask.sum() < 200
+
+
+def test_bench_autotune_simulated(benchmark):
+    from simcore.autotune import Autotuner, SimulatorRunner
+
+    cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": "all"},
+           "autotuning": {"enabled": True, "metric": "throughput", "fast": False,
+                          "max_train_micro_batch_size_per_gpu": 16}}
+
+    def tune():
+        return Autotuner(cfg, SimulatorRunner("Llama 2 7B", family="A100-80G", n_gpus=8)).tune()
+
+    result = benchmark(tune)
+    assert result.best is not None and result.value is not None
