@@ -37,12 +37,48 @@ def add_model_options(p: argparse.ArgumentParser, *, default_model: str = DEFAUL
                    help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (default: {DEFAULT_FAMILY})")
 
 
-def add_workload_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mode", choices=["decode", "prefill"], default="decode",
-                   help="inference phase (default: decode)")
+def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False) -> None:
+    modes = ["decode", "prefill", "train"] if train else ["decode", "prefill"]
+    p.add_argument("--mode", choices=modes, default="decode",
+                   help="decode (time per output token), prefill (TTFT)"
+                        + (" or train (step time)" if train else "") + "; default decode")
     p.add_argument("--s-kv", type=positive_int, default=131072,
-                   help="context length in tokens (prompt length for prefill; default 131072)")
-    p.add_argument("--batch", type=positive_int, default=1, help="sequences per step (default 1)")
+                   help="context length in tokens (prompt length for prefill, sequence length "
+                        "for train; default 131072)")
+    p.add_argument("--batch", type=positive_int, default=1,
+                   help="sequences per step (global batch for train; default 1)")
+    if train:
+        p.add_argument("--micro-batch", type=positive_int, default=1,
+                       help="train: sequences per micro-batch per replica (default 1)")
+        p.add_argument("--recompute", choices=["none", "selective", "full"], default="selective",
+                       help="train: activation recomputation (default selective)")
+        p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0,
+                       help="train: ZeRO stage for model-state memory (default 0)")
+
+
+def hardware_override(text: str) -> tuple[str, float]:
+    from .specs import HW_KNOBS
+
+    knob, sep, val = text.partition("=")
+    if not sep or knob not in HW_KNOBS:
+        raise argparse.ArgumentTypeError(
+            f"expected KNOB=VALUE with KNOB one of {', '.join(HW_KNOBS)}, got {text!r}")
+    try:
+        v = float(val)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{knob}: expected a number, got {val!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{knob} must be > 0, got {val!r}")
+    return knob, v
+
+
+def make_workload(args: argparse.Namespace):
+    from .specs import Workload
+
+    if args.mode == "train":
+        return Workload("train", batch=args.batch, s_kv=args.s_kv, micro_batch=args.micro_batch,
+                        recompute=args.recompute, zero_stage=args.zero_stage)
+    return Workload(args.mode, batch=args.batch, s_kv=args.s_kv)
 
 
 def positive_int(text: str) -> int:
@@ -73,19 +109,22 @@ def resolve_model(name: str):
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate
     from .metrics import best, top_points
+    from .presets import get_family
     from .report import LAYOUT_COLUMNS, METRIC_COLUMNS, fmt_ns, table
-    from .specs import Workload
+    from .specs import Hardware
 
     model = resolve_model(args.model)
-    wl = Workload(args.mode, batch=args.batch, s_kv=args.s_kv)
-    ds = evaluate(model, wl, space=args.space, family=args.family)
+    wl = make_workload(args)
+    fam = get_family(args.family)
+    hw = Hardware(**{**fam.hardware.as_dict(), **dict(args.set)})
+    ds = evaluate(model, wl, space=args.space, family=fam, hardware=hw)
     n_fit = int(ds.fits.sum())
     print(f"{model.name} {wl.mode} s_kv={wl.s_kv} batch={wl.batch} on {ds.attrs['family']} "
           f"({ds.attrs['n_system_devices']} devices): {ds.valid.sum().item()} valid layouts of "
           f"{ds.valid.size}, {n_fit} fit in memory")
     if n_fit == 0:
         print("no layout fits: try a family with more HBM per device (--family H200), a "
-              "shorter --s-kv, or --space full")
+              "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=...")
         return 1
     rows = top_points(ds, args.metric, n=args.top)
     print(table(rows, LAYOUT_COLUMNS + METRIC_COLUMNS))
@@ -108,7 +147,11 @@ def build_parser() -> OneLineParser:
                         description="Evaluate every parallel layout (TP/CP/PP/DP/KV sharding...) "
                                     "and print the best fitting ones.")
     add_model_options(ev)
-    add_workload_options(ev)
+    add_workload_options(ev, train=True)
+    ev.add_argument("--set", type=hardware_override, action="append", default=[],
+                    metavar="KNOB=VALUE",
+                    help="override a hardware knob of the family (repeatable), e.g. "
+                         "--set bw_hbm_gbs=8000")
     ev.add_argument("--space", choices=["reduced", "full"], default="full",
                     help="layout space (default: full, 30,720 layouts)")
     ev.add_argument("--metric", default="latency", choices=["latency", "throughput", "FLOPS"],

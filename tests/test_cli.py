@@ -21,10 +21,13 @@ def test_main__no_subcommand_means_evaluate(capsys):
 
 @pytest.mark.parametrize("argv", [
     ["evaluate", "--s-kv", "-3"],
-    ["evaluate", "--mode", "train"],
+    ["evaluate", "--mode", "serve"],
     ["evaluate", "--model", "nope"],
     ["evaluate", "--family", "TPU"],
     ["evaluate", "--bogus"],
+    ["evaluate", "--set", "bw_hbm_gbs=-5"],
+    ["evaluate", "--set", "speed=5"],
+    ["evaluate", "--mode", "train", "--batch", "6", "--micro-batch", "4"],
 ])
 def test_main__bad_options_one_line_exit_2(argv, capsys):
     assert main(argv) == 2
@@ -43,5 +46,24 @@ def test_main__model_that_fits_nowhere_says_so(capsys):
 def test_console_script__help_documents_options():
     out = subprocess.run([sys.executable, "-m", "simcore", "evaluate", "--help"],
                          capture_output=True, text=True, check=True).stdout
-    for opt in ("--model", "--family", "--mode", "--s-kv", "--batch", "--space", "--metric", "--top"):
+    for opt in ("--model", "--family", "--mode", "--s-kv", "--batch", "--space", "--metric", "--top",
+                "--set", "--micro-batch", "--recompute", "--zero-stage"):
         assert opt in out
+
+
+def test_main__train_mode_and_hardware_override(capsys):
+    assert main(["evaluate", "--model", "Llama 2 7B", "--mode", "train", "--s-kv", "4096",
+                 "--batch", "64", "--family", "A100-80G", "--space", "reduced", "--top", "2"]) == 0
+    assert "Llama 2 7B train s_kv=4096 batch=64" in capsys.readouterr().out
+    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--space", "reduced",
+                 "--top", "1", "--set", "bw_hbm_gbs=8000"]) == 0
+    fast = capsys.readouterr().out
+    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--space", "reduced",
+                 "--top", "1"]) == 0
+    slow = capsys.readouterr().out
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+    lat = []
+    for out in (fast, slow):
+        value, unit = out.split("best by latency: ")[1].split(" ")[:2]
+        lat.append(float(value) * scale[unit])
+    assert lat[0] < lat[1]
