@@ -582,12 +582,23 @@ def test_main__tune_llama2_7b_on_8x80gb_prints_stage_and_micro_batch(tmp_path, c
 
 
 def test_main__tune_with_checkpointing_uses_bigger_micro_batches(capsys):
-    rc = main(["tune", "--model", "Llama 2 7B", "--gpus", "8", "--metric", "FLOPS",
-               "--family", "H100-SXM", "--activation-checkpointing", "--stages", "2,3",
-               "--max-micro-batch", "32"])
-    assert rc == 0
-    line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("best: ")][0]
-    assert "micro-batch 32" in line
+    def best(*extra):
+        rc = main(["tune", "--model", "Llama 2 7B", "--gpus", "8", "--metric", "FLOPS",
+                   "--family", "H100-SXM", "--stages", "2,3", "--max-micro-batch", "32",
+                   *extra])
+        assert rc == 0
+        line = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("best: ")][0]
+        m = re.search(r"ZeRO stage (\d), micro-batch (\d+),", line)
+        return int(m[1]), int(m[2])
+
+    plain = best()
+    stage, mbs = best("--activation-checkpointing")
+    assert mbs > plain[1] and mbs > 1
+    # FLOPS grow with the micro-batch: the largest that fits wins
+    sim = SimulatorRunner("Llama 2 7B", family="H100-SXM", n_gpus=8,
+                          activation_checkpointing=True)
+    assert sim.run(_exp(stage=stage, mbs=mbs)).ok
+    assert "out of memory" in sim.run(_exp(stage=stage, mbs=mbs + 1)).error
 
 
 def test_main__tune_reads_hf_config_json(tmp_path, capsys):

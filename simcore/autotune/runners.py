@@ -3,10 +3,12 @@
 
 A runner is any object with ``n_gpus`` and ``run(experiment) -> Trial``; it may also
 offer ``estimate(experiment) -> MemoryEstimate | None`` so the tuner can skip stages
-whose model states cannot fit and bound the micro-batch search. ``run`` never raises
-for a failed experiment: it returns a trial with ``status="failed"`` and the reason.
+whose model states cannot fit and bound the micro-batch search, and
+``prefetch(experiments)`` to evaluate the experiments the tuner plans in one batch.
+``run`` never raises for a failed experiment: it returns a trial with
+``status="failed"`` and the reason.
 
-* :class:`SimulatorRunner` — the analytic training model (no GPU).
+* :class:`SimulatorRunner` — the simcore engine's training model (no GPU).
 * :class:`CommandRunner` — launches a real training command per experiment (a
   DeepSpeed launcher line), DeepSpeed's folder layout, timeout, captured logs.
 * :class:`ResultsFolderRunner` — reads an existing DeepSpeed ``autotuning_exps/`` +
@@ -34,7 +36,14 @@ from typing import Any, Protocol, runtime_checkable
 from ..presets import get_family, get_model
 from ..specs import Efficiency, HardwareFamily, Model
 from .results import Experiment, Trial, command_with_config
-from .training import PRECISIONS, estimate_training, with_memory
+from .training import (
+    PRECISIONS,
+    TrainingEngine,
+    TrainingEstimate,
+    TrainingRun,
+    precision_of,
+    with_memory,
+)
 
 __all__ = [
     "CommandRunner",
@@ -82,26 +91,12 @@ class MemoryEstimate:
 
 @runtime_checkable
 class Runner(Protocol):
-    """What the :class:`~simcore.autotune.Autotuner` needs from a runner."""
+    """What the :class:`~simcore.autotune.Autotuner` needs from a runner (``estimate``
+    and ``prefetch`` are optional, see the module docstring)."""
 
     n_gpus: int | None
 
     def run(self, experiment: Experiment) -> Trial: ...
-
-
-def precision_of(ds_config: Mapping[str, Any]) -> str:
-    """``"fp16"``, ``"bf16"`` or ``"fp32"`` from a DeepSpeed config.
-
-    Examples
-    --------
-    >>> precision_of({"bf16": {"enabled": True}})
-    'bf16'
-    """
-    for key in ("fp16", "bf16"):
-        sect = ds_config.get(key)
-        if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
-            return key
-    return "fp32"
 
 
 def _gb(x: float) -> str:
@@ -109,7 +104,15 @@ def _gb(x: float) -> str:
 
 
 class SimulatorRunner:
-    """Runs experiments on the analytic training model (:mod:`simcore.autotune.training`).
+    """Runs experiments on the simcore engine's training model (no GPU).
+
+    Each experiment becomes one engine training step (:func:`simcore.evaluate` in
+    ``"train"`` mode; mapping and units in :mod:`simcore.autotune.training`): TP = mp,
+    DP = n_gpus / mp, the experiment's ZeRO stage, micro-batch and accumulation steps.
+    Results are cached per configuration; :meth:`prefetch` evaluates many experiments in
+    one engine call (the :class:`~simcore.autotune.Autotuner` hands it every experiment
+    it plans). The ZeRO knobs (``overlap_comm``, bucket sizes) do not change the engine's
+    numbers.
 
     Parameters
     ----------
@@ -124,7 +127,7 @@ class SimulatorRunner:
     seq_len : int
         Tokens per sample.
     activation_checkpointing : bool
-        Whether the model recomputes activations (full recomputation).
+        Whether the model recomputes activations (engine ``recompute="full"``).
     precision : {"fp16", "bf16", "fp32"}, optional
         Default: from each experiment's DeepSpeed config (``fp16``/``bf16`` sections).
     efficiency : Efficiency, optional
@@ -164,28 +167,47 @@ class SimulatorRunner:
         self.activation_checkpointing = bool(activation_checkpointing)
         self.precision = precision
         self.efficiency = efficiency if efficiency is not None else Efficiency()
+        self._engine = TrainingEngine(self.model, family=fam, hardware=self.hardware,
+                                      efficiency=self.efficiency)
+        self._done: dict[TrainingRun, TrainingEstimate] = {}
 
     def __repr__(self) -> str:
         return (f"SimulatorRunner({self.model.name!r}, family={self.family.name!r}, "
                 f"n_gpus={self.n_gpus}, gpu_mem_gb={self.hardware.pe_hbm_gb}, "
                 f"seq_len={self.seq_len})")
 
-    def simulate(self, experiment: Experiment):
+    def training_run(self, experiment: Experiment) -> TrainingRun:
+        """The engine configuration of ``experiment`` on this runner's GPUs
+        (``ValueError`` if it has none)."""
+        return TrainingRun.from_experiment(
+            experiment, n_gpus=self.n_gpus, seq_len=self.seq_len, precision=self.precision,
+            activation_checkpointing=self.activation_checkpointing)
+
+    def _simulate(self, runs: Sequence[TrainingRun]) -> list[TrainingEstimate]:
+        todo = list(dict.fromkeys(r for r in runs if r not in self._done))
+        self._done.update(zip(todo, self._engine.estimates(todo), strict=True))
+        return [self._done[r] for r in runs]
+
+    def prefetch(self, experiments: Sequence[Experiment]) -> None:
+        """Evaluate ``experiments`` in one engine call (cached for :meth:`run`); those
+        without an engine configuration are left for :meth:`run` to report."""
+        runs = []
+        for exp in experiments:
+            try:
+                runs.append(self.training_run(exp))
+            except ValueError:
+                continue
+        self._simulate(runs)
+
+    def simulate(self, experiment: Experiment) -> TrainingEstimate:
         """The :class:`~simcore.autotune.training.TrainingEstimate` of ``experiment``."""
-        return estimate_training(
-            self.model, hardware=self.hardware, topology=self.topology, n_gpus=self.n_gpus,
-            stage=experiment.stage, micro_batch=experiment.micro_batch,
-            grad_accum=experiment.grad_accum, seq_len=self.seq_len, mp=experiment.mp,
-            precision=self.precision or precision_of(experiment.ds_config),
-            activation_checkpointing=self.activation_checkpointing,
-            zero=experiment.zero, efficiency=self.efficiency,
-        )
+        return self._simulate([self.training_run(experiment)])[0]
 
     def estimate(self, experiment: Experiment) -> MemoryEstimate:
-        """Model states and activation bytes per sample of ``experiment``'s stage."""
-        est = self.simulate(experiment)
-        return MemoryEstimate(est.model_states_bytes, est.activation_bytes_per_sample,
-                              est.usable_bytes)
+        """Model states and activation bytes per sample of ``experiment``'s stage (the
+        engine's memory at micro-batch 1 and 2; no step time is computed)."""
+        states, per_sample = self._engine.memory(self.training_run(experiment))
+        return MemoryEstimate(states, per_sample, self._engine.usable_bytes())
 
     def run(self, experiment: Experiment) -> Trial:
         """Simulate one experiment; out of memory gives a failed trial.
@@ -203,6 +225,16 @@ class SimulatorRunner:
             est = self.simulate(experiment)
         except ValueError as exc:
             return Trial.from_experiment(experiment, status="failed", error=str(exc))
+        if not est.valid:
+            run = est.run
+            return Trial.from_experiment(
+                experiment, status="failed",
+                error=(f"the engine rejects tp={run.mp} x dp={run.dp} for {self.model.name} on "
+                       f"{self.family.name}: mp must divide the {self.model.n_heads} heads and "
+                       f"divide or be a multiple of the {self.model.n_kv_heads} KV heads, and "
+                       f"{run.n_gpus} GPUs must not exceed the family's "
+                       f"{self.topology.n_devices}"),
+            )
         if not est.fits:
             return Trial.from_experiment(
                 experiment, status="failed",

@@ -1,402 +1,259 @@
-"""Training model used by the simulator runner: ZeRO memory, activations, step latency.
+"""DeepSpeed glue for the simulator runner: experiment → engine training step → metrics.json.
 
-The bare functions take numbers or numpy arrays (broadcast against each other) and
-return floats or arrays; they hold every formula. :func:`estimate_training` is the
-labelled layer: it maps a :class:`~simcore.specs.Model`, a
-:class:`~simcore.specs.Hardware` and a :class:`~simcore.specs.Topology` onto them.
+Every formula lives in the engine (:func:`simcore.evaluate` in ``"train"`` mode, kernel
+:mod:`simcore.kernels.training`): DeepSpeed's ZeRO model-state formula, Korthikanti
+activations, ZeRO-3 per-layer all-gathers, the data-parallel gradient reduction, the
+optimizer step and gradient accumulation. This module only maps a DeepSpeed
+experiment onto an engine workload and layout, batches the engine calls, and converts
+the outputs to the units of DeepSpeed's ``metrics.json``.
 
-Formulas
---------
-* Model states per GPU (DeepSpeed autotuner's instantiation formula, Adam, ``G`` the
-  total GPU count, ``mp`` the model-parallel degree): fp16 Z0 = 20N/mp,
-  Z1 = (4+16/G)N/mp, Z2 = (2+18/G)N/mp, Z3 = 20N/(G·mp); fp32/bf16 16N, (8+8/G)N,
-  (4+12/G)N, 16N/G, all divided by mp.
-* Activations per micro-batch (Korthikanti et al. 2022, 16-bit activations, tensor
-  parallelism without sequence parallelism): per layer s·b·h·(10 + 24/mp + 5·a·s/(h·mp))
-  bytes, i.e. s·b·h·(34 + 5·a·s/h) at mp = 1; 2·s·b·h with full recomputation.
-* Ring collectives: all-reduce 2(g−1)/g·B/bw + 2(g−1)·α; all-gather and reduce-scatter
-  (g−1)/g·B/bw + (g−1)·α, with α paid once per bucket.
-* Compute: 6·N·tokens FLOPs (8·N·tokens with full recomputation) at
-  ``peak · Efficiency.train_compute``.
+Mapping (:class:`TrainingRun`)
+------------------------------
+* ``mp`` → ``tp`` (innermost, no sequence parallelism), ``n_gpus / mp`` → ``dp``; no
+  context or pipeline parallelism.
+* ``zero_optimization.stage`` → ``zero_stage``; ``train_micro_batch_size_per_gpu`` →
+  ``micro_batch``; the global batch ``micro_batch · grad_accum · dp`` → ``batch``, so
+  the engine accumulates ``grad_accum`` micro-batches per step.
+* activation checkpointing → ``recompute="full"``, otherwise ``"none"``.
+* ``fp16`` / ``bf16`` / fp32 → ``precision``; gradients are reduced in
+  ``communication_data_type`` (default: the training precision, 2 bytes; fp32 4 bytes).
+
+Outputs (:class:`TrainingEstimate`)
+-----------------------------------
+* ``latency`` µs per global step = ``latency_ns / 1e3``; ``throughput`` samples/s =
+  global batch / step time; ``FLOPS_per_gpu`` = the engine's ``flops_per_device``.
+* The fit check is the engine's ``fits``. Its per-device memory is affine in the
+  micro-batch (no pipeline): fixed model states + micro-batch × activations per
+  sample. Both are read off the engine's rows at micro-batch 1 and 2, for messages and
+  for the tuner's micro-batch bound (:class:`~simcore.autotune.runners.MemoryEstimate`).
+
+The ZeRO knobs the full mode tunes (``overlap_comm``, bucket sizes) do not enter the
+engine, so their combinations tie on the simulator.
 
 Examples
 --------
->>> zero_model_states_bytes(1e9, stage=3, n_gpus=8) / 1e9
-2.5
->>> activation_bytes(2048, micro_batch=1, d_model=4096, n_heads=32, n_layers=1) / 2**20
-912.0
+>>> est = estimate_training("Llama 2 7B", family="A100-80G", n_gpus=8, stage=0,
+...                         micro_batch=1)
+>>> est.fits, round(est.model_states_bytes / 1e9, 1)  # ZeRO-0: 20 bytes per parameter
+(False, 134.8)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from ..specs import Efficiency, Hardware, Model, Topology
+from ..presets import get_family, get_model
+from ..specs import Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = [
     "PRECISIONS",
+    "TrainingEngine",
     "TrainingEstimate",
-    "activation_bytes",
-    "allgather_ns",
-    "allreduce_ns",
+    "TrainingRun",
     "estimate_training",
-    "link_for_span",
-    "optimizer_step_ns",
-    "reduce_scatter_ns",
-    "train_compute_ns",
-    "zero_comm_ns",
-    "zero_model_states_bytes",
+    "precision_of",
+    "simulate_runs",
+    "with_memory",
 ]
 
-#: Accepted training precisions (bf16 uses DeepSpeed's non-fp16 memory branch).
+#: Accepted training precisions (bf16 and fp32 use DeepSpeed's non-fp16 memory branch).
 PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "fp32")
 
-#: Bytes of optimizer-step HBM traffic per parameter (fp32 master, m, v read and written,
-#: gradient read, 16-bit parameter written).
-_ADAM_BYTES_PER_PARAM = 28.0
+#: Bytes per gradient element of DeepSpeed's ``communication_data_type`` values.
+_COMM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 
 
-def _out(x: np.ndarray) -> Any:
-    """A float for 0-d results, the array otherwise."""
-    return float(x) if np.ndim(x) == 0 else x
-
-
-def _check_stage(stage: np.ndarray) -> None:
-    if np.any((stage < 0) | (stage > 3)) or np.any(stage != np.round(stage)):
-        raise ValueError(
-            f"ZeRO stage must be 0, 1, 2 or 3, got {np.unique(stage).tolist()}"
-        )
-
-
-def zero_model_states_bytes(
-    n_params: Any, *, stage: Any, n_gpus: Any, mp: Any = 1, fp16: Any = True
-) -> Any:
-    """Per-GPU bytes of parameters, gradients and Adam states (DeepSpeed's formula).
-
-    Parameters
-    ----------
-    n_params : float or array
-        Parameter count N.
-    stage : int or array
-        ZeRO stage 0–3.
-    n_gpus : int or array
-        Total GPU count G (DeepSpeed's autotuner partitions over all GPUs).
-    mp : int or array
-        Model-parallel degree.
-    fp16 : bool or array
-        True: 2-byte params and grads, 16 bytes of optimizer state per parameter
-        (20N at Z0). False (fp32, bf16): 4 + 4 + 8 bytes (16N at Z0).
+def precision_of(ds_config: Mapping[str, Any]) -> str:
+    """``"fp16"``, ``"bf16"`` or ``"fp32"`` from a DeepSpeed config.
 
     Examples
     --------
-    >>> zero_model_states_bytes(1.0, stage=[0, 1, 2, 3], n_gpus=8)
-    array([20.  ,  6.  ,  4.25,  2.5 ])
-    >>> zero_model_states_bytes(1.0, stage=0, n_gpus=8, fp16=False)
-    16.0
+    >>> precision_of({"bf16": {"enabled": True}})
+    'bf16'
     """
-    n = np.asarray(n_params, dtype=float)
-    st = np.asarray(stage)
-    _check_stage(st)
-    g = np.asarray(n_gpus, dtype=float)
-    half = np.asarray(fp16, dtype=bool)
-    p_bytes = np.where(half, 2.0, 4.0)
-    opt_bytes = np.where(half, 16.0, 8.0)
-    opt = np.where(st >= 1, opt_bytes / g, opt_bytes)
-    grad = np.where(st >= 2, p_bytes / g, p_bytes)
-    par = np.where(st >= 3, p_bytes / g, p_bytes)
-    return _out(n * (par + grad + opt) / np.asarray(mp, dtype=float))
+    for key in ("fp16", "bf16"):
+        sect = ds_config.get(key)
+        if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
+            return key
+    return "fp32"
 
 
-def activation_bytes(
-    seq_len: Any,
-    *,
-    micro_batch: Any,
-    d_model: Any,
-    n_heads: Any,
-    n_layers: Any,
-    mp: Any = 1,
-    recompute: Any = False,
-    bytes_per_value: Any = 2,
-) -> Any:
-    """Activation bytes per GPU for one micro-batch (Korthikanti et al. 2022).
-
-    Without recomputation each layer keeps s·b·h·(10 + 24/mp + 5·a·s/(h·mp)) bytes;
-    with full recomputation only the layer input, 2·s·b·h. The paper's counts assume
-    16-bit activations; ``bytes_per_value=4`` scales them for fp32 training.
-
-    Examples
-    --------
-    >>> activation_bytes(1, micro_batch=1, d_model=1, n_heads=1, n_layers=1)
-    39.0
-    >>> activation_bytes(1, micro_batch=1, d_model=1, n_heads=1, n_layers=1, recompute=True)
-    2.0
-    """
-    s = np.asarray(seq_len, dtype=float)
-    b = np.asarray(micro_batch, dtype=float)
-    h = np.asarray(d_model, dtype=float)
-    a = np.asarray(n_heads, dtype=float)
-    t = np.asarray(mp, dtype=float)
-    per_layer_full = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
-    per_layer_ckpt = 2.0 * s * b * h
-    per_layer = np.where(np.asarray(recompute, dtype=bool), per_layer_ckpt, per_layer_full)
-    scale = np.asarray(bytes_per_value, dtype=float) / 2.0
-    return _out(np.asarray(n_layers, dtype=float) * per_layer * scale)
-
-
-def allreduce_ns(nbytes: Any, *, group: Any, bw_gbs: Any, alpha_ns: Any, calls: Any = 1) -> Any:
-    """Ring all-reduce time: 2(g−1)/g·B/bw + 2(g−1)·α per call.
-
-    ``bw_gbs`` is in GB/s, so ``B / bw_gbs`` is in ns. A group of one costs nothing.
-
-    Examples
-    --------
-    >>> allreduce_ns(8e9, group=8, bw_gbs=100.0, alpha_ns=0.0) / 1e9
-    0.14
-    """
-    g = np.asarray(group, dtype=float)
-    frac = np.where(g > 1, (g - 1.0) / np.maximum(g, 1.0), 0.0)
-    out = 2.0 * frac * np.asarray(nbytes, dtype=float) / np.asarray(bw_gbs, dtype=float)
-    out = out + 2.0 * np.maximum(g - 1.0, 0.0) * np.asarray(alpha_ns, dtype=float) * np.asarray(
-        calls, dtype=float
-    )
-    return _out(out)
-
-
-def allgather_ns(nbytes: Any, *, group: Any, bw_gbs: Any, alpha_ns: Any, calls: Any = 1) -> Any:
-    """Ring all-gather time: (g−1)/g·B/bw + (g−1)·α per call (B = gathered bytes).
-
-    Examples
-    --------
-    >>> allgather_ns(8e9, group=8, bw_gbs=100.0, alpha_ns=0.0) / 1e9
-    0.07
-    """
-    g = np.asarray(group, dtype=float)
-    frac = np.where(g > 1, (g - 1.0) / np.maximum(g, 1.0), 0.0)
-    out = frac * np.asarray(nbytes, dtype=float) / np.asarray(bw_gbs, dtype=float)
-    out = out + np.maximum(g - 1.0, 0.0) * np.asarray(alpha_ns, dtype=float) * np.asarray(
-        calls, dtype=float
-    )
-    return _out(out)
-
-
-def reduce_scatter_ns(
-    nbytes: Any, *, group: Any, bw_gbs: Any, alpha_ns: Any, calls: Any = 1
-) -> Any:
-    """Ring reduce-scatter time; the same cost as :func:`allgather_ns`.
-
-    Examples
-    --------
-    >>> reduce_scatter_ns(8e9, group=8, bw_gbs=100.0, alpha_ns=0.0) / 1e9
-    0.07
-    """
-    return allgather_ns(nbytes, group=group, bw_gbs=bw_gbs, alpha_ns=alpha_ns, calls=calls)
-
-
-def link_for_span(
-    span: Any,
-    *,
-    hardware: Hardware,
-    topology: Topology,
-    efficiency: Efficiency | None = None,
-) -> tuple[Any, Any]:
-    """Bandwidth (GB/s, times ``Efficiency.network``) and α (ns) of the tier a group spans.
-
-    A group spanning at most one node (cube) uses ``bw_intra_gbs``; at most one SiP
-    (rack) ``bw_inter_gbs``; beyond that ``bw_intersip_gbs``.
-
-    Examples
-    --------
-    >>> from simcore.presets import HARDWARE_FAMILIES
-    >>> fam = HARDWARE_FAMILIES["A100-80G"]
-    >>> link_for_span(8, hardware=fam.hardware, topology=fam.topology)
-    (240.0, 700.0)
-    >>> link_for_span(16, hardware=fam.hardware, topology=fam.topology)
-    (20.0, 3000.0)
-    """
-    eff = efficiency if efficiency is not None else Efficiency()
-    sp = np.asarray(span, dtype=float)
-    in_cube = sp <= topology.pes_per_cube
-    in_sip = sp <= topology.pes_per_sip
-    bw = np.select(
-        [in_cube, in_sip],
-        [hardware.bw_intra_gbs, hardware.bw_inter_gbs],
-        hardware.bw_intersip_gbs,
-    ) * eff.network
-    alpha = np.select(
-        [in_cube, in_sip],
-        [topology.alpha_intra_ns, topology.alpha_inter_ns],
-        topology.alpha_intersip_ns,
-    )
-    return _out(bw), _out(alpha)
-
-
-def train_compute_ns(
-    n_params: Any,
-    *,
-    tokens: Any,
-    peak_tflops: Any,
-    efficiency: Any,
-    mp: Any = 1,
-    recompute: Any = False,
-) -> tuple[Any, Any]:
-    """Forward and backward compute time (ns) of one micro-step on one GPU.
-
-    Forward is 2·N·tokens FLOPs, backward 4·N·tokens (6·N·tokens with full
-    recomputation), divided over ``mp`` GPUs, at ``peak_tflops · efficiency``.
-
-    Examples
-    --------
-    >>> train_compute_ns(1e9, tokens=1000, peak_tflops=1000.0, efficiency=1.0)
-    (2000000.0, 4000000.0)
-    """
-    rate = np.asarray(peak_tflops, dtype=float) * 1e3 * np.asarray(efficiency, dtype=float)
-    work = np.asarray(n_params, dtype=float) * np.asarray(tokens, dtype=float) / np.asarray(
-        mp, dtype=float
-    )
-    fwd = 2.0 * work / rate
-    bwd = np.where(np.asarray(recompute, dtype=bool), 6.0, 4.0) * work / rate
-    return _out(fwd), _out(bwd)
-
-
-def optimizer_step_ns(
-    n_params: Any, *, stage: Any, n_gpus: Any, mp: Any = 1, bw_hbm_gbs: Any, efficiency: Any = 1.0
-) -> Any:
-    """Adam step time (ns): 28 bytes of HBM traffic per parameter the GPU updates.
-
-    ZeRO stages 1–3 partition the optimizer, so each GPU updates N/(mp·dp) parameters.
-
-    Examples
-    --------
-    >>> optimizer_step_ns(1e9, stage=0, n_gpus=8, bw_hbm_gbs=28.0)
-    1000000000.0
-    >>> optimizer_step_ns(1e9, stage=1, n_gpus=8, bw_hbm_gbs=28.0)
-    125000000.0
-    """
-    st = np.asarray(stage)
-    _check_stage(st)
-    t = np.asarray(mp, dtype=float)
-    dp = np.asarray(n_gpus, dtype=float) / t
-    share = np.asarray(n_params, dtype=float) / t / np.where(st >= 1, dp, 1.0)
-    bw = np.asarray(bw_hbm_gbs, dtype=float) * np.asarray(efficiency, dtype=float)
-    return _out(_ADAM_BYTES_PER_PARAM * share / bw)
-
-
-def _exposed(comm: np.ndarray, compute: np.ndarray, calls: np.ndarray, overlap: np.ndarray):
-    """Communication left after overlapping with ``compute``; the last bucket never hides."""
-    hidden = np.maximum(comm - compute, comm / np.maximum(calls, 1.0))
-    return np.where(overlap, hidden, comm)
-
-
-def zero_comm_ns(
-    n_params: Any,
-    *,
-    stage: Any,
-    n_gpus: Any,
-    grad_accum: Any = 1,
-    mp: Any = 1,
-    bw_gbs: Any,
-    alpha_ns: Any,
-    bytes_per_grad: Any = 2,
-    fwd_ns: Any = 0.0,
-    bwd_ns: Any = 0.0,
-    overlap_comm: Any = False,
-    reduce_bucket: Any = 5e8,
-    allgather_bucket: Any = 5e8,
-    prefetch_bucket: Any = 5e7,
-) -> Any:
-    """Exposed data-parallel communication (ns) of one global step.
-
-    The DP group has ``n_gpus / mp`` ranks and moves ``bytes_per_grad · N / mp`` bytes.
-
-    * Z0: one gradient all-reduce per step.
-    * Z1: one gradient reduce-scatter per step, then an all-gather of the updated
-      parameters.
-    * Z2: a gradient reduce-scatter every micro-step (gradients are partitioned), one
-      parameter all-gather per step.
-    * Z3: per micro-step, parameter all-gathers in forward and backward and a gradient
-      reduce-scatter.
-
-    Buckets (in elements, as DeepSpeed's ``reduce_bucket_size``,
-    ``allgather_bucket_size``, ``stage3_prefetch_bucket_size``) set how many collective
-    calls pay α. With ``overlap_comm`` (stages 1–3) reductions hide behind backward and
-    Z3 gathers behind the pass they feed, except the last bucket.
-
-    Examples
-    --------
-    >>> zero_comm_ns(8e9, stage=0, n_gpus=8, bw_gbs=100.0, alpha_ns=0.0,
-    ...              bytes_per_grad=1) / 1e9
-    0.14
-    >>> zero_comm_ns(8e9, stage=3, n_gpus=8, bw_gbs=100.0, alpha_ns=0.0,
-    ...              bytes_per_grad=1) / 1e9
-    0.21
-    """
-    st = np.asarray(stage)
-    _check_stage(st)
-    t = np.asarray(mp, dtype=float)
-    dp = np.asarray(n_gpus, dtype=float) / t
-    elems = np.asarray(n_params, dtype=float) / t
-    nbytes = elems * np.asarray(bytes_per_grad, dtype=float)
-    gas = np.asarray(grad_accum, dtype=float)
-    n_red = np.ceil(elems / np.asarray(reduce_bucket, dtype=float))
-    n_ag = np.ceil(elems / np.asarray(allgather_bucket, dtype=float))
-    n_pf = np.ceil(elems / np.asarray(prefetch_bucket, dtype=float))
-    link = dict(group=dp, bw_gbs=bw_gbs, alpha_ns=alpha_ns)
-    overlap = np.asarray(overlap_comm, dtype=bool) & (st >= 1)
-    fwd = np.asarray(fwd_ns, dtype=float)
-    bwd = np.asarray(bwd_ns, dtype=float)
-
-    ar = np.asarray(allreduce_ns(nbytes, calls=n_red, **link))
-    rs = np.asarray(reduce_scatter_ns(nbytes, calls=n_red, **link))
-    ag = np.asarray(allgather_ns(nbytes, calls=n_ag, **link))
-    pf = np.asarray(allgather_ns(nbytes, calls=n_pf, **link))
-
-    z0 = ar
-    z1 = _exposed(rs, bwd, n_red, overlap) + ag
-    z2 = gas * _exposed(rs, bwd, n_red, overlap) + ag
-    z3 = gas * (
-        _exposed(pf, fwd, n_pf, overlap)
-        + _exposed(pf + rs, bwd, n_pf + n_red, overlap)
-    )
-    return _out(np.select([st == 0, st == 1, st == 2], [z0, z1, z2], z3))
+def _positive_int(name: str, v: Any) -> None:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
 
 
 @dataclass(frozen=True)
-class TrainingEstimate:
-    """One simulated training configuration (per GPU, per global step).
+class TrainingRun:
+    """One DeepSpeed configuration as the engine sees it (hashable, validated).
 
-    Attributes
+    Parameters
     ----------
-    model_states_bytes, activation_bytes, mem_bytes, usable_bytes : float
-        Memory per GPU; ``fits`` is ``mem_bytes <= usable_bytes``.
-    compute_ns, comm_ns, optimizer_ns, latency_ns : float
-        Step-time breakdown; ``latency_ns`` is their sum.
-    global_batch : int
-        Samples per step, ``micro_batch · grad_accum · n_gpus / mp``.
+    stage, micro_batch, grad_accum : int
+        ZeRO stage, micro-batch per GPU, gradient accumulation steps.
+    n_gpus, mp : int
+        Total GPUs and the model-parallel degree (``mp`` divides ``n_gpus``).
+    seq_len : int
+        Tokens per sample.
+    precision : {"fp16", "bf16", "fp32"}
+    activation_checkpointing : bool
+        Full recomputation.
+    grad_bytes : int, optional
+        Bytes per gradient element in the data-parallel reduction; 0 (default): 4 for
+        fp32, else 2.
+
+    Examples
+    --------
+    >>> run = TrainingRun(stage=2, micro_batch=4, grad_accum=2, n_gpus=8, mp=2)
+    >>> run.dp, run.global_batch, run.workload().batch, run.space()["tp"]
+    (4, 32, 32, (2,))
     """
 
     stage: int
     micro_batch: int
-    grad_accum: int
-    n_gpus: int
+    grad_accum: int = 1
+    n_gpus: int = 1
+    mp: int = 1
+    seq_len: int = 2048
+    precision: str = "fp16"
+    activation_checkpointing: bool = False
+    grad_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} is unknown; pass one of "
+                             f"{list(PRECISIONS)}")
+        if isinstance(self.stage, bool) or self.stage not in (0, 1, 2, 3):
+            raise ValueError(f"ZeRO stage must be 0, 1, 2 or 3, got {self.stage!r}")
+        for name in ("micro_batch", "grad_accum", "n_gpus", "mp", "seq_len"):
+            _positive_int(name, getattr(self, name))
+        if self.n_gpus % self.mp:
+            raise ValueError(f"mp={self.mp} must divide n_gpus={self.n_gpus}")
+        if self.grad_bytes == 0:
+            object.__setattr__(self, "grad_bytes", 4 if self.precision == "fp32" else 2)
+        _positive_int("grad_bytes", self.grad_bytes)
+
+    @classmethod
+    def from_experiment(
+        cls,
+        experiment: Any,
+        *,
+        n_gpus: int | None = None,
+        seq_len: int = 2048,
+        precision: str | None = None,
+        activation_checkpointing: bool = False,
+    ) -> TrainingRun:
+        """The run of an :class:`~simcore.autotune.results.Experiment`.
+
+        ``n_gpus`` defaults to the experiment's, ``precision`` to its DeepSpeed config
+        (``fp16``/``bf16`` sections), the gradient bytes to its
+        ``communication_data_type``.
+
+        Examples
+        --------
+        >>> from simcore.autotune import Experiment
+        >>> exp = Experiment("z3_gas1_tmbspg2", stage=3, micro_batch=2, grad_accum=1,
+        ...                  ds_config={"bf16": {"enabled": True}}, n_gpus=8)
+        >>> r = TrainingRun.from_experiment(exp)
+        >>> r.precision, r.grad_bytes, r.dp
+        ('bf16', 2, 8)
+        """
+        ds = experiment.ds_config
+        prec = precision or precision_of(ds)
+        comm = ds.get("communication_data_type")
+        if comm is not None and comm not in _COMM_BYTES:
+            raise ValueError(f"communication_data_type={comm!r} is unknown; pass one of "
+                             f"{list(_COMM_BYTES)}")
+        return cls(
+            stage=experiment.stage, micro_batch=experiment.micro_batch,
+            grad_accum=experiment.grad_accum,
+            n_gpus=experiment.n_gpus if n_gpus is None else n_gpus, mp=experiment.mp,
+            seq_len=seq_len, precision=prec,
+            activation_checkpointing=bool(activation_checkpointing),
+            grad_bytes=_COMM_BYTES[comm] if comm is not None else 0,
+        )
+
+    @property
+    def dp(self) -> int:
+        return self.n_gpus // self.mp
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per step, ``micro_batch · grad_accum · dp``."""
+        return self.micro_batch * self.grad_accum * self.dp
+
+    def workload(self) -> Workload:
+        """The engine's training workload."""
+        return Workload(
+            "train", batch=self.global_batch, s_kv=self.seq_len, micro_batch=self.micro_batch,
+            recompute="full" if self.activation_checkpointing else "none",
+            sequence_parallel=False, zero_stage=self.stage, grad_bytes=self.grad_bytes,
+            precision=self.precision,
+        )
+
+    def space(self) -> dict[str, tuple[Any, ...]]:
+        """The one engine layout: TP = mp (innermost), DP = n_gpus / mp."""
+        return {"cp": (1,), "tp": (self.mp,), "pp": (1,), "dp": (self.dp,),
+                "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",),
+                "tp_placement": ("inner",), "cp_placement": ("inner",),
+                "cp_ring_variant": ("kv",)}
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """One simulated training configuration (per GPU, per global step), from the engine.
+
+    Attributes
+    ----------
+    run : TrainingRun
+    valid : bool
+        The engine accepts the layout (``mp`` divides the heads, the GPUs fit the family).
+    fits : bool
+        The engine's memory-fit check (``mem_bytes`` within usable HBM).
+    model_states_bytes, activation_bytes, mem_bytes, usable_bytes : float
+        Memory per GPU: ``mem_bytes = model_states_bytes + activation_bytes``.
+    compute_ns, memory_ns, comm_ns, latency_ns : float
+        The engine's step time and breakdown (NaN for an invalid layout).
+    flops_per_gpu : float
+        Achieved model FLOP/s per GPU.
+    """
+
+    run: TrainingRun
+    valid: bool
+    fits: bool
     model_states_bytes: float
     activation_bytes: float
     mem_bytes: float
     usable_bytes: float
     compute_ns: float
+    memory_ns: float
     comm_ns: float
-    optimizer_ns: float
     latency_ns: float
-    global_batch: int
-    model_flops: float
-    extra: Mapping[str, float] = field(default_factory=dict)
+    flops_per_gpu: float
 
     @property
-    def fits(self) -> bool:
-        return bool(self.mem_bytes <= self.usable_bytes)
+    def stage(self) -> int:
+        return self.run.stage
+
+    @property
+    def micro_batch(self) -> int:
+        return self.run.micro_batch
+
+    @property
+    def grad_accum(self) -> int:
+        return self.run.grad_accum
+
+    @property
+    def n_gpus(self) -> int:
+        return self.run.n_gpus
+
+    @property
+    def global_batch(self) -> int:
+        return self.run.global_batch
 
     @property
     def activation_bytes_per_sample(self) -> float:
@@ -406,20 +263,116 @@ class TrainingEstimate:
         """The metrics.json DeepSpeed writes: ``latency`` (µs per global step),
         ``throughput`` (samples/s), ``FLOPS_per_gpu`` (model FLOP/s per GPU), plus
         ``mem_bytes`` per GPU."""
-        step_s = self.latency_ns * 1e-9
         return {
             "latency": self.latency_ns / 1e3,
-            "throughput": self.global_batch / step_s,
-            "FLOPS_per_gpu": self.model_flops / (self.n_gpus * step_s),
+            "throughput": self.global_batch / (self.latency_ns * 1e-9),
+            "FLOPS_per_gpu": self.flops_per_gpu,
             "mem_bytes": self.mem_bytes,
         }
 
 
-def estimate_training(
-    model: Model,
+class TrainingEngine:
+    """The engine for one model and hardware point; prepares each :class:`TrainingRun`
+    once (:func:`simcore.evaluate.prepare`) and keeps its coefficient row.
+
+    Examples
+    --------
+    >>> from simcore.presets import get_family, get_model
+    >>> fam = get_family("A100-80G")
+    >>> eng = TrainingEngine(get_model("Llama 2 7B"), family=fam, hardware=fam.hardware,
+    ...                      efficiency=Efficiency())
+    >>> states, per_sample = eng.memory(TrainingRun(stage=3, micro_batch=1, n_gpus=8))
+    >>> round(states / 1e9, 2), round(per_sample / 1e9, 1)  # 20N/8; Korthikanti + logits
+    (16.85, 30.9)
+    """
+
+    def __init__(self, model: Model, *, family: HardwareFamily, hardware: Hardware,
+                 efficiency: Efficiency) -> None:
+        self.model, self.family, self.hardware, self.efficiency = (
+            model, family, hardware, efficiency)
+        self._rows: dict[TrainingRun, np.ndarray] = {}
+        self._hw: np.ndarray | None = None
+        self._eff: np.ndarray | None = None
+
+    def row(self, run: TrainingRun) -> np.ndarray:
+        if run not in self._rows:
+            from ..evaluate import prepare
+
+            p = prepare(self.model, run.workload(), space=run.space(), hardware=self.hardware,
+                        family=self.family, efficiency=self.efficiency)
+            self._rows[run] = p.coeffs[0]
+            if self._hw is None:
+                self._hw, self._eff = p.hw_rows(0, 1), p.eff
+        return self._rows[run]
+
+    def memory(self, run: TrainingRun) -> tuple[float, float]:
+        """(model states, activations per sample): intercept and slope of the engine's
+        per-device memory in the micro-batch."""
+        from ..kernels.inference import C_MEM
+
+        one = float(self.row(replace(run, micro_batch=1))[C_MEM])
+        two = float(self.row(replace(run, micro_batch=2))[C_MEM])
+        return one - (two - one), two - one
+
+    def usable_bytes(self) -> float:
+        return self.hardware.pe_hbm_gb * 1e9 * self.efficiency.hbm_usable
+
+    def estimates(self, runs: Sequence[TrainingRun]) -> list[TrainingEstimate]:
+        """All ``runs`` through one call of the engine's hardware combine."""
+        from ..kernels import inference as k
+
+        if not runs:
+            return []
+        rows = np.ascontiguousarray(np.stack([self.row(r) for r in runs]))
+        outs = dict(zip(k.OUTPUTS, k.evaluate_grid(rows, self._hw, self._eff), strict=True))
+        usable = self.usable_bytes()
+        found = []
+        for j, run in enumerate(runs):
+            states, _ = self.memory(run)
+            mem = float(rows[j, k.C_MEM])
+            found.append(TrainingEstimate(
+                run=run, valid=bool(rows[j, k.C_VALID] == 1.0), fits=bool(outs["fits"][0, j]),
+                model_states_bytes=states, activation_bytes=mem - states, mem_bytes=mem,
+                usable_bytes=usable, compute_ns=float(outs["compute_ns"][0, j]),
+                memory_ns=float(outs["memory_ns"][0, j]), comm_ns=float(outs["comm_ns"][0, j]),
+                latency_ns=float(outs["latency_ns"][0, j]),
+                flops_per_gpu=float(outs["flops_per_device"][0, j]),
+            ))
+        return found
+
+
+def _engine(model: str | Model, family: str | HardwareFamily, hardware: Hardware | None,
+            efficiency: Efficiency | None) -> TrainingEngine:
+    fam = get_family(family)
+    return TrainingEngine(get_model(model), family=fam,
+                       hardware=hardware if hardware is not None else fam.hardware,
+                       efficiency=efficiency if efficiency is not None else Efficiency())
+
+
+def simulate_runs(
+    model: str | Model,
+    runs: Iterable[TrainingRun],
     *,
-    hardware: Hardware,
-    topology: Topology,
+    family: str | HardwareFamily = "A100-80G",
+    hardware: Hardware | None = None,
+    efficiency: Efficiency | None = None,
+) -> list[TrainingEstimate]:
+    """Engine estimates of many runs (one hardware-combine call for all of them).
+
+    Examples
+    --------
+    >>> runs = [TrainingRun(stage=s, micro_batch=1, n_gpus=8) for s in (1, 2, 3)]
+    >>> [e.fits for e in simulate_runs("Llama 2 7B", runs, family="A100-80G")]
+    [True, True, True]
+    """
+    return _engine(model, family, hardware, efficiency).estimates(list(runs))
+
+
+def estimate_training(
+    model: str | Model,
+    *,
+    family: str | HardwareFamily = "A100-80G",
+    hardware: Hardware | None = None,
     n_gpus: int,
     stage: int,
     micro_batch: int,
@@ -428,88 +381,33 @@ def estimate_training(
     mp: int = 1,
     precision: str = "fp16",
     activation_checkpointing: bool = False,
-    zero: Mapping[str, Any] | None = None,
     efficiency: Efficiency | None = None,
 ) -> TrainingEstimate:
-    """Memory and step time of one ZeRO training configuration.
+    """Memory and step time of one ZeRO training configuration, from the engine.
 
     Parameters
     ----------
-    model : Model
-    hardware, topology : Hardware, Topology
-        E.g. ``simcore.presets.HARDWARE_FAMILIES["A100-80G"]``'s fields.
-    n_gpus : int
-        Total GPUs; the DP group is ``n_gpus / mp`` and spans all of them.
-    stage, micro_batch, grad_accum : int
-        ZeRO stage, micro-batch per GPU, gradient accumulation steps.
-    seq_len : int
-        Tokens per sample.
-    precision : {"fp16", "bf16", "fp32"}
-    activation_checkpointing : bool
-        Full recomputation (2·s·b·h per layer kept, one extra forward pass).
-    zero : mapping, optional
-        The ``zero_optimization`` section: ``overlap_comm``, ``reduce_bucket_size``,
-        ``allgather_bucket_size``, ``stage3_prefetch_bucket_size`` are used.
+    model : str or Model
+    family : str or HardwareFamily
+        Topology (and default hardware), e.g. ``"A100-80G"``.
+    hardware : Hardware, optional
+        Overrides the family's hardware point.
+    n_gpus, stage, micro_batch, grad_accum, seq_len, mp, precision, activation_checkpointing
+        See :class:`TrainingRun`.
     efficiency : Efficiency, optional
-        ``train_compute`` scales peak FLOP/s, ``network`` the links, ``memory`` HBM
-        bandwidth, ``hbm_usable`` the memory budget.
 
     Examples
     --------
-    >>> from simcore.presets import HARDWARE_FAMILIES, PRESETS
-    >>> fam = HARDWARE_FAMILIES["A100-80G"]
-    >>> est = estimate_training(PRESETS["Llama 2 7B"].model, hardware=fam.hardware,
-    ...                         topology=fam.topology, n_gpus=8, stage=0, micro_batch=1)
-    >>> est.fits
-    False
+    >>> est = estimate_training("Llama 2 7B", family="A100-80G", n_gpus=8, stage=1,
+    ...                         micro_batch=1)
+    >>> est.fits, est.metrics()["latency"] == est.latency_ns / 1e3
+    (True, True)
     """
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision={precision!r} is unknown; pass one of {list(PRECISIONS)}")
-    for name, v in (("n_gpus", n_gpus), ("micro_batch", micro_batch),
-                    ("grad_accum", grad_accum), ("seq_len", seq_len), ("mp", mp)):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    if n_gpus % mp:
-        raise ValueError(f"mp={mp} must divide n_gpus={n_gpus}")
-    eff = efficiency if efficiency is not None else Efficiency()
-    z = dict(zero or {})
-    n = float(model.n_params)
-    fp16 = precision == "fp16"
-    value_bytes = 4 if precision == "fp32" else 2
-    states = zero_model_states_bytes(n, stage=stage, n_gpus=n_gpus, mp=mp, fp16=fp16)
-    acts = activation_bytes(
-        seq_len, micro_batch=micro_batch, d_model=model.d_model, n_heads=model.n_heads,
-        n_layers=model.n_layers, mp=mp, recompute=activation_checkpointing,
-        bytes_per_value=value_bytes,
-    )
-    tokens = micro_batch * seq_len
-    active = float(model.n_active_params)
-    fwd, bwd = train_compute_ns(
-        active, tokens=tokens, peak_tflops=hardware.peak_tflops_f16 * (0.5 if precision == "fp32"
-                                                                        else 1.0),
-        efficiency=eff.train_compute, mp=mp, recompute=activation_checkpointing,
-    )
-    bw, alpha = link_for_span(n_gpus, hardware=hardware, topology=topology, efficiency=eff)
-    comm = zero_comm_ns(
-        n, stage=stage, n_gpus=n_gpus, grad_accum=grad_accum, mp=mp, bw_gbs=bw,
-        alpha_ns=alpha, bytes_per_grad=value_bytes, fwd_ns=fwd, bwd_ns=bwd,
-        overlap_comm=bool(z.get("overlap_comm", stage == 3)),
-        reduce_bucket=float(z.get("reduce_bucket_size", 5e8)),
-        allgather_bucket=float(z.get("allgather_bucket_size", 5e8)),
-        prefetch_bucket=float(z.get("stage3_prefetch_bucket_size", 5e7)),
-    )
-    opt = optimizer_step_ns(n, stage=stage, n_gpus=n_gpus, mp=mp,
-                            bw_hbm_gbs=hardware.bw_hbm_gbs, efficiency=eff.memory)
-    compute = grad_accum * (fwd + bwd)
-    global_batch = micro_batch * grad_accum * (n_gpus // mp)
-    return TrainingEstimate(
-        stage=stage, micro_batch=micro_batch, grad_accum=grad_accum, n_gpus=n_gpus,
-        model_states_bytes=float(states), activation_bytes=float(acts),
-        mem_bytes=float(states + acts), usable_bytes=hardware.pe_hbm_gb * 1e9 * eff.hbm_usable,
-        compute_ns=float(compute), comm_ns=float(comm), optimizer_ns=float(opt),
-        latency_ns=float(compute + comm + opt), global_batch=int(global_batch),
-        model_flops=6.0 * active * global_batch * seq_len,
-    )
+    run = TrainingRun(stage=stage, micro_batch=micro_batch, grad_accum=grad_accum,
+                      n_gpus=n_gpus, mp=mp, seq_len=seq_len, precision=precision,
+                      activation_checkpointing=activation_checkpointing)
+    return simulate_runs(model, [run], family=family, hardware=hardware,
+                         efficiency=efficiency)[0]
 
 
 def with_memory(hardware: Hardware, *, gpu_mem_gb: float | None) -> Hardware:

@@ -12,8 +12,8 @@ Examples
 >>> cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": [2, 3]},
 ...        "autotuning": {"metric": "latency", "max_train_micro_batch_size_per_gpu": 4}}
 >>> result = Autotuner(cfg, runner).tune()
->>> result.best.stage, result.best.micro_batch  # ZeRO-3 overlaps its collectives by default
-(3, 1)
+>>> result.best.stage, result.best.micro_batch  # ZeRO-3 adds per-layer all-gathers
+(2, 1)
 """
 
 from __future__ import annotations
@@ -182,7 +182,9 @@ class Autotuner:
     when ``fast`` is false) with the tuner, at most ``tuner_num_trials`` trials, stopping
     after ``tuner_early_stopping`` trials without improvement. With ``stage: "all"``,
     higher stages are not tried once a stage fails to improve on the best lower one
-    (a stage without result never counts as a measurement).
+    (a stage without result never counts as a measurement). A runner with
+    ``prefetch(experiments)`` (the simulator) first receives every experiment the stages
+    plan, so it can evaluate them in one batch.
     """
 
     def __init__(
@@ -398,25 +400,44 @@ class Autotuner:
         finally:
             searcher.close()
 
-    def _tune_stage(self, spec: StageSpec) -> tuple[float | None, str]:
+    def _stage_pairs(self, spec: StageSpec) -> tuple[list[tuple[int, int]], bool, str]:
+        """(pairs the stage may run, whether the memory estimate bounds them, reason if
+        there are none)."""
         pairs, why = self._micro_batches()
         if not pairs:
-            return None, why
+            return [], False, why
         est = self._estimate(self._experiment(spec, pairs[0][0], pairs[0][1], {},
                                               phase="probe"))
-        bounded = False
-        if est is not None:
-            if not est.states_fit:
-                return None, (f"model states need {_gb(est.model_states_bytes)} per GPU, "
-                              f"{_gb(est.usable_bytes)} usable")
-            cap = est.max_micro_batch
-            fitting = [p for p in pairs if p[0] <= cap]
-            if not fitting:
-                need = est.model_states_bytes + pairs[0][0] * est.activation_bytes_per_sample
-                return None, (f"micro-batch {pairs[0][0]} needs {_gb(need)} per GPU, "
-                              f"{_gb(est.usable_bytes)} usable")
-            bounded = True
-            pairs = fitting
+        if est is None:
+            return pairs, False, ""
+        if not est.states_fit:
+            return [], False, (f"model states need {_gb(est.model_states_bytes)} per GPU, "
+                               f"{_gb(est.usable_bytes)} usable")
+        cap = est.max_micro_batch
+        fitting = [p for p in pairs if p[0] <= cap]
+        if not fitting:
+            need = est.model_states_bytes + pairs[0][0] * est.activation_bytes_per_sample
+            return [], False, (f"micro-batch {pairs[0][0]} needs {_gb(need)} per GPU, "
+                               f"{_gb(est.usable_bytes)} usable")
+        return fitting, True, ""
+
+    def _planned(self, spec: StageSpec) -> list[Experiment]:
+        """The experiments the stage runs if its memory estimate is right (the probes at
+        both ends, then the tuning points); what a runner's ``prefetch`` receives."""
+        pairs, bounded, _ = self._stage_pairs(spec)
+        if not pairs:
+            return []
+        ends = [pairs[0], pairs[-1]] if bounded else [pairs[0]]
+        exps = [self._experiment(spec, m, g, {}, phase="probe") for m, g in ends]
+        knobs = self._knob_grid(spec)
+        exps += [self._experiment(spec, m, g, k, phase="tune")
+                 for m, g in self._tuning_pairs(pairs) for k in knobs]
+        return exps
+
+    def _tune_stage(self, spec: StageSpec) -> tuple[float | None, str]:
+        pairs, bounded, why = self._stage_pairs(spec)
+        if not pairs:
+            return None, why
         top, why = self._find_max(spec, pairs, bounded)
         if top is None:
             return None, why
@@ -446,6 +467,10 @@ class Autotuner:
         skipped: dict[int, str] = {}
         leader: tuple[int, float] | None = None
         stop = ""
+        prefetch = getattr(self.runner, "prefetch", None)
+        if callable(prefetch):  # e.g. the simulator: every planned experiment in one batch
+            prefetch([e for spec in ZERO_STAGES if spec.stage in self.config.stages
+                      for e in self._planned(spec)])
         for spec in ZERO_STAGES:
             if spec.stage not in self.config.stages:
                 continue
