@@ -11,9 +11,10 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
 * CP ring attention (forward KV, backward KV and dKV), overlapped with the attention core;
 * 1F1B pipeline: the critical path is (m + pp − 1) micro-batch slots of a stage, with
   2(m + pp − 2) p2p transfers; m = batch / (dp · micro_batch);
-* once per step: the data-parallel gradient reduction (all-reduce for ZeRO 0–2,
-  reduce-scatter for ZeRO 3, which all-gathers parameters per layer instead) and the
-  Adam optimizer step (HBM-bound);
+* the data-parallel gradient reduction: one all-reduce per step for ZeRO 0–1; a
+  reduce-scatter after every micro-batch for ZeRO 2–3 (partitioned gradients, as
+  DeepSpeed does), plus one all-gather of the updated parameters for ZeRO 2 (ZeRO 3
+  all-gathers parameters per layer instead); then the HBM-bound Adam step;
 * memory per device: ZeRO model states (DeepSpeed's fp16 formula: Z0 = 20N/mp,
   Z1 = (4 + 16/G)N/mp, Z2 = (2 + 18/G)N/mp, Z3 = 20N/(G·mp)) plus activations after
   Korthikanti et al. 2022 (Table 2) for the micro-batches in flight on the first stage.
@@ -257,12 +258,13 @@ def _train_row(lay, mp, wp, topo, out):
     tail[:] = 0.0
     if dp > 1:
         grads = p_dev * gb
-        if zs == 3:
-            add_comm(tail, tier_dp, allgather_factor(fdp) * grads,
-                     (fdp - 1.0) * topo[T_A0 + tier_dp])
-        else:
-            add_comm(tail, tier_dp, allreduce_factor(fdp) * grads,
-                     2.0 * (fdp - 1.0) * topo[T_A0 + tier_dp])
+        a_dp = topo[T_A0 + tier_dp]
+        if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
+            add_comm(tail, tier_dp, m * allgather_factor(fdp) * grads, m * (fdp - 1.0) * a_dp)
+            if zs == 2:  # then all-gather the updated 16-bit parameters once
+                add_comm(tail, tier_dp, allgather_factor(fdp) * p_dev * bw, (fdp - 1.0) * a_dp)
+        else:  # ZeRO 0/1: one all-reduce (or reduce-scatter + all-gather) per step
+            add_comm(tail, tier_dp, allreduce_factor(fdp) * grads, 2.0 * (fdp - 1.0) * a_dp)
     opt_share = p_dev / fdp if zs >= 1 else p_dev
     tail_mem = opt_share * (ADAM_BYTES_PER_PARAM + gb)
 

@@ -133,8 +133,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     emb = model.vocab_size * d / tp if pp > 1 else model.embedding_params / tp
     params = layers_per_stage * layer_params + emb
     grads = params * workload.grad_bytes
-    if zs == 3:
-        t_grad = coll.allgather_ns(grads, dp, *dp_link)  # a reduce-scatter costs the same
+    if zs >= 2:  # reduce-scatter (costs what an all-gather does) after every micro-batch
+        t_grad = micro_batches * coll.allgather_ns(grads, dp, *dp_link)
+        if zs == 2:
+            t_grad += coll.allgather_ns(params * wb, dp, *dp_link)
     else:
         t_grad = coll.allreduce_ns(grads, dp, *dp_link)
     t_opt = (params / dp if zs >= 1 else params) * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
