@@ -184,9 +184,9 @@ def add_tune_parsers(subparsers: Any) -> None:
 
 def _tune_setup(args: argparse.Namespace) -> tuple[dict[str, Any], SimulatorRunner, list[str]]:
     model = _model(args.model)
-    gpus = _pos_int("--gpus", args.gpus)
+    gpus = _pos_int("--gpus", args.gpus) or 8
     mem = _pos_float("--gpu-mem-gb", args.gpu_mem_gb)
-    seq = _pos_int("--seq-len", args.seq_len)
+    seq = _pos_int("--seq-len", args.seq_len) or 2048
     try:
         family = get_family(args.family)
     except ValueError as exc:

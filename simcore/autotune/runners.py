@@ -585,7 +585,7 @@ class ResultsFolderRunner:
             return None
         clean = {k: v for k, v in ds.items() if k != "autotuning"}
         knobs = {k: v for k, v in zero.items() if k != "stage"}
-        common = dict(name=name, stage=stage, micro_batch=mbs, grad_accum=gas,
+        common: dict[str, Any] = dict(name=name, stage=stage, micro_batch=mbs, grad_accum=gas,
                       ds_config=clean, knobs=knobs, phase="recorded", result_dir=str(d),
                       command=_recorded_command(exp, d))
         metrics_path = d / "metrics.json"
