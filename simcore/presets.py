@@ -85,6 +85,12 @@ HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
                  bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
         _GPU_CLUSTER,
         "DGX A100 nodes: NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s per node"),
+    "A100-40G": HardwareFamily(
+        "A100-40G",
+        Hardware(pe_hbm_gb=40.0, bw_hbm_gbs=1555.0, peak_tflops_f16=312.0,
+                 bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
+        _GPU_CLUSTER,
+        "DGX A100 40GB nodes: HBM2 1555 GB/s, NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s"),
     "H100-SXM": HardwareFamily(
         "H100-SXM",
         Hardware(pe_hbm_gb=80.0, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,

@@ -402,17 +402,20 @@ class Topology:
 class Efficiency:
     """Achievable fractions of peak, fitted once against public measurements.
 
-    ``compute`` scales ``peak_tflops_f16`` (matmul MFU ceiling), ``memory`` scales
+    ``compute`` scales ``peak_tflops_f16`` for inference matmuls, ``train_compute`` for
+    training matmuls (forward, backward, recomputation), ``memory`` scales
     ``bw_hbm_gbs``, ``network`` scales every link bandwidth, ``hbm_usable`` is the part
     of HBM available to weights, KV and activations (the rest: runtime, fragmentation).
-    See ``simcore.validation`` for how they were fitted.
+    The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
+    (24 published training and inference results; mean absolute error 8.5%); see
+    ``simcore/validation/fitted.py`` for how, and ``simcore validate`` for the table.
     """
 
-    compute: float = 0.80
-    memory: float = 0.85
-    network: float = 0.80
+    compute: float = 0.700
+    memory: float = 0.650
+    network: float = 0.362
     hbm_usable: float = 0.90
-    train_compute: float = 0.55
+    train_compute: float = 0.798
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -1,0 +1,159 @@
+"""Validation of simcore against public measurements of real LLM training and inference.
+
+A simulator is only worth what its numbers are worth. :data:`MEASUREMENTS` holds published
+measurements (Megatron-LM training on A100 clusters; TensorRT-LLM, lmdeploy and
+FasterTransformer inference on A100s), each with the model, hardware, parallel layout,
+workload, measured value and its source. :func:`predict` reproduces one with
+:func:`simcore.evaluate` on exactly the measured layout; :func:`validate` compares them
+all, with the efficiency factors :data:`FITTED_EFFICIENCY` fitted once for all points
+together (see :mod:`simcore.validation.fitted` for how).
+
+The goal: mean absolute percentage error ≤ :data:`MEAN_ERROR_THRESHOLD` (10%) and no point
+beyond :data:`POINT_ERROR_THRESHOLD` (25%). ``simcore validate`` prints the table.
+
+Examples
+--------
+>>> from simcore.validation import MEASUREMENTS, validate, mean_abs_error
+>>> rows = validate()
+>>> len(rows) == len(MEASUREMENTS)
+True
+>>> mean_abs_error(rows) <= MEAN_ERROR_THRESHOLD
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ..specs import Efficiency
+from .data import MEASUREMENTS, UNMODELLED
+from .fitted import FITTED_EFFICIENCY
+from .points import KINDS, METRICS, Measurement, evaluate_point, megatron_flops_per_step, predict
+
+__all__ = [
+    "FITTED_EFFICIENCY",
+    "KINDS",
+    "MEAN_ERROR_THRESHOLD",
+    "MEASUREMENTS",
+    "METRICS",
+    "POINT_ERROR_THRESHOLD",
+    "UNMODELLED",
+    "Measurement",
+    "ValidationRow",
+    "get_measurement",
+    "max_abs_error",
+    "mean_abs_error",
+    "megatron_flops_per_step",
+    "predict",
+    "validate",
+]
+
+#: Target mean absolute percentage error over all points (peers: Calculon ~3.7%,
+#: LLMCompass ~4.1%, GenZ ~5.8% geomean).
+MEAN_ERROR_THRESHOLD = 0.10
+#: No single point may err by more than this.
+POINT_ERROR_THRESHOLD = 0.25
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One measurement next to simcore's prediction.
+
+    ``error`` is signed and relative: ``predicted / measured - 1`` (``+0.05`` = simcore
+    predicts 5% more than was measured — slower for a latency, faster for a TFLOP/s).
+    """
+
+    id: str
+    kind: str
+    model: str
+    hardware: str
+    layout: str
+    measured: float
+    predicted: float
+    unit: str
+    error: float
+    fits: bool
+    source: str
+
+    @property
+    def abs_error(self) -> float:
+        return abs(self.error)
+
+
+def get_measurement(id: str) -> Measurement:
+    """The measurement with this id (from :data:`MEASUREMENTS` or :data:`UNMODELLED`).
+
+    Examples
+    --------
+    >>> get_measurement("korthikanti-175b-full").measured
+    18.13
+    """
+    for m in (*MEASUREMENTS, *UNMODELLED):
+        if m.id == id:
+            return m
+    raise ValueError(f"no measurement {id!r}; pass one of {[m.id for m in MEASUREMENTS]}")
+
+
+def validate(
+    points: Iterable[Measurement] | None = None,
+    *,
+    efficiency: Efficiency | None = None,
+    kinds: Sequence[str] | None = None,
+) -> list[ValidationRow]:
+    """Predict every measurement and compare.
+
+    Parameters
+    ----------
+    points : iterable of Measurement, optional
+        Default :data:`MEASUREMENTS`.
+    efficiency : Efficiency, optional
+        Default :data:`FITTED_EFFICIENCY`.
+    kinds : sequence of {"train", "prefill", "decode"}, optional
+        Keep only these kinds.
+
+    Returns
+    -------
+    list of ValidationRow
+        In the order of ``points``.
+
+    Examples
+    --------
+    >>> rows = validate(kinds=["decode"])
+    >>> {r.kind for r in rows}
+    {'decode'}
+    """
+    pts = list(MEASUREMENTS if points is None else points)
+    eff = FITTED_EFFICIENCY if efficiency is None else efficiency
+    if not isinstance(eff, Efficiency):
+        raise ValueError(f"efficiency must be a simcore.Efficiency, got {type(eff).__name__}")
+    if kinds is not None:
+        kinds = list(kinds)
+        bad = [k for k in kinds if k not in KINDS]
+        if bad:
+            raise ValueError(f"unknown kinds {bad}; pass some of {list(KINDS)}")
+        pts = [p for p in pts if p.kind in kinds]
+    rows = []
+    for p in pts:
+        if not isinstance(p, Measurement):
+            raise ValueError(f"validate takes Measurement objects, got {type(p).__name__}")
+        latency_ns, fits = evaluate_point(p, eff)
+        pred = p.from_latency_ns(latency_ns)
+        rows.append(ValidationRow(p.id, p.kind, p.model.name, p.family.name, p.layout_label,
+                                  float(p.measured), pred, p.unit, pred / p.measured - 1.0, fits,
+                                  p.source))
+    return rows
+
+
+def mean_abs_error(rows: Sequence[ValidationRow]) -> float:
+    """Mean absolute percentage error of validation rows, as a fraction (0.05 = 5%)."""
+    if not rows:
+        raise ValueError("mean_abs_error needs at least one row; pass validate()")
+    return sum(r.abs_error for r in rows) / len(rows)
+
+
+def max_abs_error(rows: Sequence[ValidationRow]) -> float:
+    """Largest absolute relative error of validation rows, as a fraction."""
+    if not rows:
+        raise ValueError("max_abs_error needs at least one row; pass validate()")
+    return max(r.abs_error for r in rows)

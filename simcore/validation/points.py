@@ -1,0 +1,263 @@
+"""One measurement, and simcore's prediction of it.
+
+A :class:`Measurement` is a declarative, validated value object: what ran (model, hardware
+family, parallel layout, workload), what was measured (metric, value, unit) and where it
+was published (source). :func:`predict` runs :func:`simcore.evaluate` on exactly that
+layout and converts the result to the measurement's unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..specs import Efficiency, HardwareFamily, Model, Workload
+
+__all__ = [
+    "KINDS",
+    "LAYOUT_DIMS",
+    "METRICS",
+    "Measurement",
+    "megatron_flops_per_step",
+    "predict",
+]
+
+#: Kinds of measurement; each is also the :class:`~simcore.specs.Workload` mode it runs.
+KINDS: tuple[str, ...] = ("train", "prefill", "decode")
+
+#: Parallel dims a measurement's layout may set (the rest of the layout is fixed, see
+#: :meth:`Measurement.space`).
+LAYOUT_DIMS: tuple[str, ...] = ("cp", "tp", "pp", "dp")
+
+#: Metric name → units it may be reported in (value of one unit in the engine's base unit:
+#: nanoseconds for ``latency``, FLOP/s for ``megatron_tflops_per_gpu``).
+METRICS: dict[str, dict[str, float]] = {
+    # TTFT (prefill), time per output token (decode) or time per iteration (train)
+    "latency": {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9},
+    # achieved TFLOP/s per GPU, FLOPs counted with Narayanan et al. 2021, Eq. 3
+    "megatron_tflops_per_gpu": {"TFLOP/s": 1e12},
+}
+
+
+def megatron_flops_per_step(model: Model, workload: Workload) -> float:
+    """FLOPs of one training iteration as Megatron-LM reports them (full recomputation).
+
+    Narayanan et al. 2021, Eq. 3: ``96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h))`` — forward,
+    backward and the recomputed forward of every GEMM, attention included, plus the
+    logit layer.
+
+    Examples
+    --------
+    >>> from simcore.validation.data import MEGATRON_175B
+    >>> w = Workload("train", batch=1536, s_kv=2048, recompute="full")
+    >>> round(megatron_flops_per_step(MEGATRON_175B, w) / 1e18, 2)
+    4.51
+    """
+    if workload.mode != "train":
+        raise ValueError(
+            f"megatron_flops_per_step needs a training workload, got mode={workload.mode!r}; "
+            "pass Workload('train', ...)"
+        )
+    B, s = float(workload.batch), float(workload.s_kv)
+    lyr, h, v = float(model.n_layers), float(model.d_model), float(model.vocab_size)
+    return 96.0 * B * s * lyr * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * lyr * h))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A published measurement of an LLM run and how to reproduce it in simcore.
+
+    Parameters
+    ----------
+    id : str
+        Short unique name (``"korthikanti-175b-full"``).
+    kind : {"train", "prefill", "decode"}
+        What ran; must equal ``workload.mode``.
+    model : Model
+        The model's shape.
+    family : HardwareFamily
+        The hardware (data-sheet knobs) and its topology.
+    layout : tuple of (dim, size) pairs
+        The measured parallel layout over ``cp``, ``tp``, ``pp``, ``dp`` (unset dims are 1).
+    workload : Workload
+        Batch, sequence lengths and, for training, micro-batch and recomputation.
+    metric : {"latency", "megatron_tflops_per_gpu"}
+        What was measured (see :data:`METRICS`).
+    measured : float
+        The published value, in ``unit``.
+    unit : str
+        One of ``METRICS[metric]``.
+    source : str
+        Paper and table/figure, or vendor page, the value comes from.
+    ref : str
+        Short citation for tables (default: the source up to its first comma).
+    notes : str
+        Assumptions made where the source left a setting implicit.
+
+    Examples
+    --------
+    >>> from simcore.validation import MEASUREMENTS
+    >>> m = MEASUREMENTS[0]
+    >>> m.kind, m.layout_label, m.n_devices
+    ('train', 'TP8 PP12 DP4', 384)
+    >>> Measurement("x", "decode", m.model, m.family, (("tp", 8),), Workload("decode"),
+    ...             "latency", 10.0, "ms", "")
+    Traceback (most recent call last):
+    ...
+    ValueError: Measurement 'x': source is empty; cite the paper and table/figure or the vendor page
+    """
+
+    id: str
+    kind: str
+    model: Model
+    family: HardwareFamily
+    layout: tuple[tuple[str, int], ...]
+    workload: Workload
+    metric: str
+    measured: float
+    unit: str
+    source: str
+    ref: str = ""
+    notes: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise ValueError(f"Measurement.id must be a non-empty string, got {self.id!r}")
+        where = f"Measurement {self.id!r}"
+        if self.kind not in KINDS:
+            raise ValueError(f"{where}: kind={self.kind!r} is unknown; pass one of {list(KINDS)}")
+        if not isinstance(self.model, Model):
+            raise ValueError(f"{where}: model must be a simcore.Model, got "
+                             f"{type(self.model).__name__}")
+        if not isinstance(self.family, HardwareFamily):
+            raise ValueError(f"{where}: family must be a simcore.HardwareFamily (e.g. "
+                             f"simcore.HARDWARE_FAMILIES['A100-80G']), got "
+                             f"{type(self.family).__name__}")
+        if not isinstance(self.workload, Workload):
+            raise ValueError(f"{where}: workload must be a simcore.Workload, got "
+                             f"{type(self.workload).__name__}")
+        if self.workload.mode != self.kind:
+            raise ValueError(f"{where}: kind={self.kind!r} but workload.mode="
+                             f"{self.workload.mode!r}; pass a Workload({self.kind!r}, ...)")
+        self._check_layout(where)
+        if self.metric not in METRICS:
+            raise ValueError(f"{where}: metric={self.metric!r} is unknown; pass one of "
+                             f"{list(METRICS)}")
+        if self.metric == "megatron_tflops_per_gpu" and self.kind != "train":
+            raise ValueError(f"{where}: metric 'megatron_tflops_per_gpu' is for training "
+                             "runs; use metric 'latency' for prefill/decode")
+        if self.unit not in METRICS[self.metric]:
+            raise ValueError(f"{where}: unit={self.unit!r} does not fit metric "
+                             f"{self.metric!r}; pass one of {list(METRICS[self.metric])}")
+        v = self.measured
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"{where}: measured must be a number > 0, got {v!r}")
+        if not isinstance(self.source, str) or not self.source.strip():
+            raise ValueError(f"{where}: source is empty; cite the paper and table/figure or "
+                             "the vendor page")
+        if not self.ref:
+            object.__setattr__(self, "ref", self.source.split(",")[0].strip()[:40])
+
+    def _check_layout(self, where: str) -> None:
+        if isinstance(self.layout, Mapping):
+            object.__setattr__(self, "layout", tuple(self.layout.items()))
+        try:
+            pairs = tuple((str(k), v) for k, v in self.layout)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: layout must be (dim, size) pairs such as "
+                             f"(('tp', 8), ('pp', 1)), got {self.layout!r}") from None
+        dims = [k for k, _ in pairs]
+        bad = sorted(set(dims) - set(LAYOUT_DIMS))
+        if bad or len(set(dims)) != len(dims):
+            raise ValueError(f"{where}: layout dims {bad or dims} are unknown or repeated; "
+                             f"use each of {list(LAYOUT_DIMS)} at most once")
+        for k, v in pairs:
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{where}: layout {k}={v!r} must be a positive integer")
+        object.__setattr__(self, "layout", pairs)
+
+    # -- derived ------------------------------------------------------------------------
+    @property
+    def layout_dict(self) -> dict[str, int]:
+        """Sizes of ``cp``, ``tp``, ``pp``, ``dp`` (1 where the layout leaves a dim unset)."""
+        d = dict.fromkeys(LAYOUT_DIMS, 1)
+        d.update(dict(self.layout))
+        return d
+
+    @property
+    def n_devices(self) -> int:
+        return math.prod(self.layout_dict.values())
+
+    @property
+    def layout_label(self) -> str:
+        """``"TP8 PP12 DP4"`` (CP shown only when > 1)."""
+        d = self.layout_dict
+        parts = [f"TP{d['tp']}", f"PP{d['pp']}", f"DP{d['dp']}"]
+        if d["cp"] > 1:
+            parts.insert(0, f"CP{d['cp']}")
+        return " ".join(parts)
+
+    @property
+    def space(self) -> dict[str, tuple[Any, ...]]:
+        """The one-layout space mapping passed to :func:`simcore.evaluate`."""
+        d = self.layout_dict
+        return {
+            "cp": (d["cp"],), "tp": (d["tp"],), "pp": (d["pp"],), "dp": (d["dp"],),
+            "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",),
+            "tp_placement": ("inner",), "cp_placement": ("inner",),
+            "cp_ring_variant": ("qoml",) if self.kind == "decode" else ("kv",),
+        }
+
+    def from_latency_ns(self, latency_ns: float) -> float:
+        """Convert a predicted latency (ns) into this measurement's metric and unit."""
+        if self.metric == "latency":
+            return latency_ns / METRICS["latency"][self.unit]
+        flops = megatron_flops_per_step(self.model, self.workload)
+        return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
+
+
+def evaluate_point(point: Measurement, efficiency: Efficiency) -> tuple[float, bool]:
+    """(latency_ns, fits) of the point's single layout; raises if the layout is invalid."""
+    from ..evaluate import evaluate
+
+    ds = evaluate(point.model, point.workload, space=point.space, family=point.family,
+                  efficiency=efficiency)
+    if not bool(ds.valid.values.ravel()[0]):
+        raise ValueError(
+            f"measurement {point.id!r}: simcore marks layout {point.layout_label} invalid for "
+            f"{point.model.name} on {point.family.name}; check that TP divides the heads, the "
+            "device count fits the family and the batch splits over DP and micro-batches"
+        )
+    return float(ds.latency_ns.values.ravel()[0]), bool(ds.fits.values.ravel()[0])
+
+
+def predict(point: Measurement, *, efficiency: Efficiency | None = None) -> float:
+    """simcore's prediction of a measurement, in the measurement's metric and unit.
+
+    Parameters
+    ----------
+    point : Measurement
+        One of :data:`simcore.validation.MEASUREMENTS` (or your own).
+    efficiency : Efficiency, optional
+        Achievable fractions of peak; default the fitted
+        :data:`simcore.validation.FITTED_EFFICIENCY`.
+
+    Examples
+    --------
+    >>> from simcore.validation import MEASUREMENTS, get_measurement
+    >>> p = get_measurement("korthikanti-175b-full")
+    >>> 10 < predict(p) < 30   # seconds per iteration; measured 18.13
+    True
+    """
+    from .fitted import FITTED_EFFICIENCY
+
+    if not isinstance(point, Measurement):
+        raise ValueError(f"predict takes a simcore.validation.Measurement, got "
+                         f"{type(point).__name__}; pick one from MEASUREMENTS")
+    eff = FITTED_EFFICIENCY if efficiency is None else efficiency
+    if not isinstance(eff, Efficiency):
+        raise ValueError(f"efficiency must be a simcore.Efficiency, got {type(eff).__name__}")
+    latency_ns, _ = evaluate_point(point, eff)
+    return point.from_latency_ns(latency_ns)

@@ -1,0 +1,235 @@
+"""simcore against public measurements: accuracy thresholds, the data table, error paths."""
+
+from dataclasses import fields, replace
+
+import pytest
+
+from simcore import Efficiency, Workload
+from simcore.cli import main
+from simcore.validation import (
+    FITTED_EFFICIENCY,
+    KINDS,
+    MEAN_ERROR_THRESHOLD,
+    MEASUREMENTS,
+    POINT_ERROR_THRESHOLD,
+    UNMODELLED,
+    Measurement,
+    get_measurement,
+    max_abs_error,
+    mean_abs_error,
+    megatron_flops_per_step,
+    predict,
+    validate,
+)
+from simcore.validation.data import MEGATRON_175B
+from simcore.validation.fit import fast_predictor, fit_efficiency
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return validate()
+
+
+# --- accuracy -----------------------------------------------------------------------------
+
+def test_validate__mean_error_within_threshold(rows):
+    assert mean_abs_error(rows) <= MEAN_ERROR_THRESHOLD, _report(rows)
+
+
+def test_validate__every_point_within_point_threshold(rows):
+    bad = [r for r in rows if r.abs_error > POINT_ERROR_THRESHOLD]
+    assert not bad, _report(bad)
+
+
+def test_validate__every_kind_within_threshold(rows):
+    for kind in KINDS:
+        sel = [r for r in rows if r.kind == kind]
+        assert sel and mean_abs_error(sel) <= MEAN_ERROR_THRESHOLD, _report(sel)
+
+
+def test_validate__every_measured_run_fits_memory(rows):
+    assert all(r.fits for r in rows), [r.id for r in rows if not r.fits]
+
+
+def test_validate__engine_defaults_are_the_fit(rows):
+    assert Efficiency() == FITTED_EFFICIENCY
+    # and the fit beats an unfitted, data-sheet-style guess
+    guess = Efficiency(compute=0.8, memory=0.85, network=0.8, hbm_usable=0.9, train_compute=0.55)
+    assert mean_abs_error(rows) < mean_abs_error(validate(efficiency=guess))
+
+
+def test_fitted_efficiency__physically_plausible():
+    for f in fields(Efficiency):
+        assert 0.3 <= getattr(FITTED_EFFICIENCY, f.name) <= 0.95, f.name
+
+
+def test_fast_predictor__matches_predict():
+    pts = [get_measurement("korthikanti-175b-full"), get_measurement("lmdeploy-llama2-70b-tp4-decode"),
+           get_measurement("trtllm-llama-7b-tp1-in2048")]
+    fast = fast_predictor(pts)(FITTED_EFFICIENCY)
+    for pt, v in zip(pts, fast, strict=True):
+        assert v == pytest.approx(predict(pt), rel=1e-12)
+
+
+def _report(rows) -> str:
+    return "\n".join(f"{r.id}: measured {r.measured} predicted {r.predicted:.4g} {r.unit} "
+                     f"({100 * r.error:+.1f}%)" for r in rows)
+
+
+# --- the table ------------------------------------------------------------------------------
+
+def test_measurements__at_least_ten_points_training_and_inference():
+    kinds = {m.kind for m in MEASUREMENTS}
+    assert len(MEASUREMENTS) >= 10
+    assert "train" in kinds and kinds & {"prefill", "decode"}
+
+
+def test_measurements__ids_unique_and_sources_cited():
+    ids = [m.id for m in (*MEASUREMENTS, *UNMODELLED)]
+    assert len(ids) == len(set(ids))
+    for m in (*MEASUREMENTS, *UNMODELLED):
+        assert m.source.strip() and m.ref.strip(), m.id
+        assert m.workload.mode == m.kind
+
+
+def test_unmodelled__explain_why(rows):
+    assert all(m.notes for m in UNMODELLED)
+    assert not {m.id for m in UNMODELLED} & {r.id for r in rows}
+
+
+def test_validate__rows_follow_points_and_sign_convention():
+    pt = get_measurement("korthikanti-22b-full")
+    (row,) = validate([pt])
+    assert row.id == pt.id and row.measured == pt.measured and row.unit == "s"
+    assert row.error == pytest.approx(row.predicted / row.measured - 1.0)
+    assert row.layout == "TP8 PP1 DP1" and row.hardware == "A100-80G"
+
+
+def test_validate__kinds_filter():
+    assert {r.kind for r in validate(kinds=["prefill"])} == {"prefill"}
+
+
+def test_megatron_flops_per_step__paper_formula():
+    w = Workload("train", batch=1536, s_kv=2048, recompute="full")
+    h, s, lyr, v = 12288, 2048, 96, 51200
+    expected = 96 * 1536 * s * lyr * h**2 * (1 + s / (6 * h) + v / (16 * lyr * h))
+    assert megatron_flops_per_step(MEGATRON_175B, w) == pytest.approx(expected)
+
+
+# --- error paths -------------------------------------------------------------------------
+
+def _base(**kw):
+    m = get_measurement("lmdeploy-llama2-7b-tp1-decode")
+    d = {f.name: getattr(m, f.name) for f in fields(Measurement)}
+    d.update(kw)
+    return Measurement(**d)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"source": "  "}, "source is empty"),
+    ({"id": ""}, "id must be a non-empty"),
+    ({"kind": "serve"}, "kind='serve' is unknown"),
+    ({"kind": "prefill"}, "workload.mode='decode'"),
+    ({"metric": "joules"}, "metric='joules' is unknown"),
+    ({"metric": "megatron_tflops_per_gpu", "unit": "TFLOP/s"}, "for training runs"),
+    ({"unit": "hours"}, "unit='hours'"),
+    ({"measured": 0.0}, "measured must be a number > 0"),
+    ({"measured": float("nan")}, "measured must be a number > 0"),
+    ({"layout": (("ep", 2),)}, "unknown or repeated"),
+    ({"layout": (("tp", 2), ("tp", 4))}, "unknown or repeated"),
+    ({"layout": (("tp", 0),)}, "must be a positive integer"),
+    ({"layout": "tp4"}, "layout must be"),
+    ({"model": "Llama 2 7B"}, "model must be a simcore.Model"),
+    ({"family": "A100-80G"}, "family must be a simcore.HardwareFamily"),
+    ({"workload": {"mode": "decode"}}, "workload must be a simcore.Workload"),
+])
+def test_measurement__rejects_bad_fields(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _base(**kw)
+
+
+def test_measurement__layout_mapping_accepted_and_defaults():
+    m = _base(layout={"tp": 2})
+    assert m.layout == (("tp", 2),) and m.layout_dict == {"cp": 1, "tp": 2, "pp": 1, "dp": 1}
+    assert m.n_devices == 2 and m.layout_label == "TP2 PP1 DP1"
+    assert _base(layout={"cp": 2, "tp": 2}).layout_label == "CP2 TP2 PP1 DP1"
+
+
+def test_measurement__ref_defaults_to_source_head():
+    assert _base(ref="", source="Some Paper, Table 9").ref == "Some Paper"
+
+
+def test_predict__invalid_layout_says_why():
+    bad = _base(layout={"tp": 3})  # 32 heads do not split over 3 ranks
+    with pytest.raises(ValueError, match="invalid"):
+        predict(bad)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: predict("korthikanti-175b-full"), "takes a simcore.validation.Measurement"),
+    (lambda: predict(MEASUREMENTS[0], efficiency={"compute": 0.5}), "simcore.Efficiency"),
+    (lambda: validate(kinds=["serve"]), "unknown kinds"),
+    (lambda: validate(efficiency=0.5), "simcore.Efficiency"),
+    (lambda: validate(["x"]), "Measurement objects"),
+    (lambda: get_measurement("nope"), "no measurement 'nope'"),
+    (lambda: mean_abs_error([]), "at least one row"),
+    (lambda: max_abs_error([]), "at least one row"),
+    (lambda: megatron_flops_per_step(MEGATRON_175B, Workload("decode")), "training workload"),
+    (lambda: fit_efficiency([]), "at least one measurement"),
+    (lambda: fit_efficiency(MEASUREMENTS[:1], bounds=(0.9, 0.5)), "bounds"),
+    (lambda: fit_efficiency(MEASUREMENTS[:1], fixed=["speed"]), "unknown"),
+])
+def test_api__errors_say_what_to_pass(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_fit_efficiency__recovers_factor_on_synthetic_point():
+    pt = get_measurement("lmdeploy-llama2-7b-tp1-decode")
+    truth = replace(Efficiency(), memory=0.62)
+    synthetic = replace(pt, measured=predict(pt, efficiency=truth))
+    res = fit_efficiency([synthetic], base=Efficiency(), fixed=["compute", "network"],
+                         coarse_step=0.1)
+    assert res.fitted == ("memory",) and res.efficiency.memory == pytest.approx(0.62, abs=0.002)
+    assert res.mean_abs_error < 1e-2
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+def test_cli_validate__prints_table_and_passes(capsys):
+    assert main(["validate"]) == 0
+    out = capsys.readouterr().out
+    for m in MEASUREMENTS:
+        assert m.id in out
+    assert "mean |error|" in out and "PASS" in out and "sources:" in out
+    assert "Korthikanti" in out and "predicted" in out
+
+
+def test_cli_validate__kind_filter_and_unmodelled(capsys):
+    assert main(["validate", "--kind", "decode", "--unmodelled"]) == 0
+    out = capsys.readouterr().out
+    assert "lmdeploy-llama2-70b-tp4-decode" in out and "korthikanti-175b-full" not in out
+    assert "not covered by the cost model" not in out  # no decode point is unmodelled
+    assert main(["validate", "--kind", "prefill", "--unmodelled"]) == 0
+    out = capsys.readouterr().out
+    assert "not covered by the cost model" in out and "trtllm-llama-7b-tp1-in128" in out
+
+
+def test_cli_validate__threshold_failure_exits_1(capsys):
+    rc = main(["validate", "--efficiency", "compute=0.3", "--efficiency", "train_compute=0.3"])
+    assert rc == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["validate", "--kind", "serve"],
+    ["validate", "--efficiency", "speed=0.5"],
+    ["validate", "--efficiency", "compute=2"],
+    ["validate", "--efficiency", "compute"],
+    ["validate", "--efficiency", "compute=fast"],
+    ["validate", "--bogus"],
+])
+def test_cli_validate__bad_options_one_line_exit_2(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error" in err
