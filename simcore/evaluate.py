@@ -32,6 +32,9 @@ UNITS = {
     "memory_ns": "ns",
     "comm_ns": "ns",
     "mem_bytes": "B",
+    "mem_weights_bytes": "B",
+    "mem_kv_bytes": "B",
+    "mem_act_bytes": "B",
     "n_devices": "1",
     "pe_hbm_gb": "GB",
     "bw_hbm_gbs": "GB/s",
@@ -51,6 +54,9 @@ _DESCRIPTIONS = {
     "fits": "valid layout whose per-device memory fits usable HBM",
     "valid": "layout is a legal combination for this model and system",
     "mem_bytes": "memory per device: weights, KV cache, activations",
+    "mem_weights_bytes": "weights (inference) or ZeRO model states (training) per device",
+    "mem_kv_bytes": "KV cache per device",
+    "mem_act_bytes": "activations and logits per device",
     "n_devices": "devices the layout occupies",
 }
 
@@ -188,8 +194,9 @@ def evaluate(
     xarray.Dataset
         Dims: the six knobs then the nine layout dims. Variables ``latency_ns``,
         ``throughput_tok_s``, ``flops_per_device``, ``compute_ns``, ``memory_ns``,
-        ``comm_ns``, ``fits`` over all dims; ``mem_bytes``, ``valid``, ``n_devices``
-        over the layout dims. Units in each variable's ``attrs["units"]``.
+        ``comm_ns``, ``fits`` over all dims; ``mem_bytes`` (= ``mem_weights_bytes`` +
+        ``mem_kv_bytes`` + ``mem_act_bytes``), ``valid``, ``n_devices`` over the layout
+        dims. Units in each variable's ``attrs["units"]``.
 
     Examples
     --------
@@ -223,12 +230,14 @@ def evaluate(
     ds = xr.Dataset(dict(zip(k.OUTPUTS, outs, strict=True)))
     lay = {
         "mem_bytes": p.coeffs[:, k.C_MEM].reshape(layout_shape),
+        **{n: p.coeffs[:, c].reshape(layout_shape) for n, c in k.MEM_PARTS.items()},
         "valid": (p.coeffs[:, k.C_VALID] == 1.0).reshape(layout_shape),
         "n_devices": p.coeffs[:, k.C_NDEV].astype(np.int64).reshape(layout_shape),
     }
     for name, arr in lay.items():
         ds[name] = (PARALLEL_DIMS, arr)
-    ds["mem_bytes"] = ds.mem_bytes.where(ds.valid)
+    for name in ("mem_bytes", *k.MEM_PARTS):
+        ds[name] = ds[name].where(ds.valid)
     ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
     for name in map(str, ds.variables):
         if name in UNITS:
@@ -318,7 +327,8 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
     data: dict[str, Any] = {}
     for q, name in enumerate(k.OUTPUTS[:-1]):
         data[name] = (dims, vals[:, q].reshape(shape))
-    data["mem_bytes"] = (dims, np.where(ok, p.coeffs[safe, k.C_MEM], np.nan).reshape(shape))
+    for name, c in {"mem_bytes": k.C_MEM, **k.MEM_PARTS}.items():
+        data[name] = (dims, np.where(ok, p.coeffs[safe, c], np.nan).reshape(shape))
     data["n_devices"] = (dims, np.where(ok, p.coeffs[safe, k.C_NDEV], np.nan).reshape(shape))
     for j, (dim, values) in enumerate(p.space.coords):
         col = np.asarray(values, dtype=object if dim in CHOICES else np.int64)

@@ -64,7 +64,8 @@ def test_evaluate_best__agrees_with_best_of_full_tensor(metric):
     fused = evaluate_best("Llama 3.1 70B", wl, space="full", hardware=GRID, metric=metric,
                           chunk_size=5)
     for name in ["latency_ns", "throughput_tok_s", "compute_ns", "memory_ns", "comm_ns",
-                 "mem_bytes", "any_fits", *[f"best_{d}" for d in PARALLEL_DIMS]]:
+                 "mem_bytes", "mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes", "any_fits",
+                 *[f"best_{d}" for d in PARALLEL_DIMS]]:
         np.testing.assert_array_equal(full[name].values, fused[name].values, err_msg=name)
 
 

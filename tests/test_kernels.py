@@ -85,7 +85,15 @@ def _kernel_point(model, workload, hw, topo, eff, lay):
     res = {name: o[0, 0] for name, o in zip(ki.OUTPUTS, outs, strict=True)}
     res["valid"] = bool(coeffs[0, ki.C_VALID])
     res["mem_bytes"] = coeffs[0, ki.C_MEM]
+    for name, col in ki.MEM_PARTS.items():
+        res[name] = coeffs[0, col]
     return res
+
+
+def _check_mem_parts(got, want):
+    for name in ki.MEM_PARTS:
+        assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-9), name
+    assert sum(got[n] for n in ki.MEM_PARTS) == pytest.approx(got["mem_bytes"], rel=1e-12)
 
 
 @given(models(), workloads(), hardware, topologies, efficiencies, layouts)
@@ -98,6 +106,7 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
         assert math.isnan(got["latency_ns"])
         return
     assert got["mem_bytes"] == pytest.approx(want["mem_bytes"], rel=REL)
+    _check_mem_parts(got, want)
     for name in ki.OUTPUTS[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     # the breakdown adds up to the latency
@@ -170,6 +179,8 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
         assert math.isnan(got["latency_ns"])
         return
     assert coeffs[0, ki.C_MEM] == pytest.approx(want["mem_bytes"], rel=REL)
+    _check_mem_parts({"mem_bytes": coeffs[0, ki.C_MEM],
+                      **{n: coeffs[0, c] for n, c in ki.MEM_PARTS.items()}}, want)
     for name in ki.OUTPUTS[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]

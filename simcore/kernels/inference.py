@@ -44,8 +44,12 @@ RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
 (C_VALID, C_NDEV, C_MEM, C_F_LIN, C_B_LIN, C_F_CORE, C_B_CORE, C_F_FFN, C_B_FFN, C_F_HEAD,
  C_B_HEAD, C_COMM0, C_COMM1, C_COMM2, C_COMM_ALPHA, C_RING_BYTES, C_RING_TIER, C_RING_ALPHA,
  C_RING_OVERLAP, C_LAYER_MULT, C_PP_BYTES, C_PP_TIER, C_PP_ALPHA, C_TOKENS, C_MODEL_FLOPS,
- C_TAIL0, C_TAIL1, C_TAIL2, C_TAIL_ALPHA, C_TAIL_MEM) = range(30)
-N_COEF = 30
+ C_TAIL0, C_TAIL1, C_TAIL2, C_TAIL_ALPHA, C_TAIL_MEM, C_MEM_STATIC, C_MEM_KV, C_MEM_ACT) = range(33)
+N_COEF = 33
+#: memory parts per device: weights (inference) or ZeRO model states (training), KV cache,
+#: activations (+ logits); they add up to ``C_MEM``.
+MEM_PARTS = {"mem_weights_bytes": C_MEM_STATIC, "mem_kv_bytes": C_MEM_KV,
+             "mem_act_bytes": C_MEM_ACT}
 
 #: Outputs of :func:`point`, in order.
 OUTPUTS = ("latency_ns", "throughput_tok_s", "flops_per_device", "compute_ns", "memory_ns",
@@ -320,6 +324,9 @@ def _coeff_row(lay, mp, wp, topo, out):
     out[C_VALID] = 1.0 if valid else 0.0
     out[C_NDEV] = n_dev
     out[C_MEM] = mem
+    out[C_MEM_STATIC] = lps * w_layer + emb
+    out[C_MEM_KV] = lps * kv_layer
+    out[C_MEM_ACT] = act_mem
     out[C_F_LIN] = f_lin
     out[C_B_LIN] = b_lin
     out[C_F_CORE] = f_core

@@ -200,4 +200,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable,
         valid=True,
         mem_bytes=mem,
+        mem_weights_bytes=layers_per_stage * layer_bytes + emb,
+        mem_kv_bytes=layers_per_stage * kv_bytes,
+        mem_act_bytes=act_bytes,
     )

@@ -44,6 +44,9 @@ from .inference import (
     C_F_LIN,
     C_LAYER_MULT,
     C_MEM,
+    C_MEM_ACT,
+    C_MEM_KV,
+    C_MEM_STATIC,
     C_MODEL_FLOPS,
     C_NDEV,
     C_PP_ALPHA,
@@ -283,6 +286,9 @@ def _train_row(lay, mp, wp, topo, out):
     out[C_VALID] = 1.0 if valid else 0.0
     out[C_NDEV] = n_dev
     out[C_MEM] = mem
+    out[C_MEM_STATIC] = states
+    out[C_MEM_KV] = 0.0
+    out[C_MEM_ACT] = act_mem + logits
     slow = 2.0 if prec == 2 else 1.0  # fp32 (TF32) matmuls run at half the 16-bit peak
     out[C_F_LIN] = slow * f_lin
     out[C_B_LIN] = b_lin

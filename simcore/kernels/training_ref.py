@@ -155,7 +155,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         s / cp, mb, d, h, tp, rc, sp)
     if rc == "full":
         act_mem += activations_per_layer(s / cp, mb, d, h, tp, "none", sp)
-    mem = states + act_mem + tokens * model.vocab_size / tp * 4
+    logits = tokens * model.vocab_size / tp * 4
+    mem = states + act_mem + logits
 
     n_tokens = B * s
     flops = 6 * model.n_active_params * n_tokens + 12 * model.n_layers * B * s * s * causal * h * hd
@@ -165,4 +166,5 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         flops_per_device=flops / (cp * tp * pp * dp) / seconds,
         compute_ns=compute, memory_ns=memory, comm_ns=comm_total,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable, valid=True, mem_bytes=mem,
+        mem_weights_bytes=states, mem_kv_bytes=0.0, mem_act_bytes=act_mem + logits,
     )
