@@ -306,13 +306,12 @@ class TrainingEngine:
         return self._rows[run]
 
     def memory(self, run: TrainingRun) -> tuple[float, float]:
-        """(model states, activations per sample): intercept and slope of the engine's
-        per-device memory in the micro-batch."""
-        from ..kernels.inference import C_MEM
+        """(model states, activations per sample) from the engine's memory breakdown
+        (activations and logits grow linearly in the micro-batch without a pipeline)."""
+        from ..kernels.inference import C_MEM_ACT, C_MEM_STATIC
 
-        one = float(self.row(replace(run, micro_batch=1))[C_MEM])
-        two = float(self.row(replace(run, micro_batch=2))[C_MEM])
-        return one - (two - one), two - one
+        one = self.row(replace(run, micro_batch=1))
+        return float(one[C_MEM_STATIC]), float(one[C_MEM_ACT])
 
     def usable_bytes(self) -> float:
         return self.hardware.pe_hbm_gb * 1e9 * self.efficiency.hbm_usable
@@ -328,7 +327,7 @@ class TrainingEngine:
         usable = self.usable_bytes()
         found = []
         for j, run in enumerate(runs):
-            states, _ = self.memory(run)
+            states = float(rows[j, k.C_MEM_STATIC])
             mem = float(rows[j, k.C_MEM])
             found.append(TrainingEstimate(
                 run=run, valid=bool(rows[j, k.C_VALID] == 1.0), fits=bool(outs["fits"][0, j]),
