@@ -342,6 +342,8 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
     data["best_layout_index"] = (dims, best_idx.reshape(shape))
     data["n_fits"] = (dims, n_fit.reshape(shape))
     data["any_fits"] = (dims, ok.reshape(shape))
+    data["fits"] = (dims, ok.reshape(shape))  # the winner fits (as best() reports it)
+    data["valid"] = (dims, ok.reshape(shape))
     ds = xr.Dataset(data, coords=p.hw_coords())
     for name in map(str, ds.variables):
         if name in UNITS:

@@ -246,8 +246,9 @@ def best(
 
     Infeasible points (``feasible`` variable False) and NaN never win. The result holds
     every variable at the winning point, the winning coordinates as ``best_<dim>``
-    variables, and ``any_fits`` (False where nothing fits: then numeric values are NaN
-    and ``best_<dim>`` is -1 or "").
+    variables, the flat winning index ``best_layout_index`` (C order over ``dims``),
+    ``n_fits`` and ``any_fits`` (False where nothing fits: then numeric values are NaN,
+    booleans False, ``best_<dim>`` -1 or "" and ``best_layout_index`` -1).
 
     Parameters
     ----------
@@ -283,36 +284,31 @@ def best(
     ok = val.notnull()
     if feasible is not None and feasible in stacked:
         ok = ok & stacked[feasible]
+    ok.attrs = {}
     score = xr.where(ok, val * m.sign, math.inf)
     idx = score.argmin("_layout")
     any_ok = ok.any("_layout")
+    if idx.chunks is not None:  # vectorised indexing needs concrete indexers
+        idx, any_ok = idx.compute(), any_ok.compute()
     picked = stacked.isel(_layout=idx)
     out = xr.Dataset(attrs=dict(ds.attrs, best_metric=m.name, best_direction=m.direction))
     for name, var in picked.data_vars.items():
-        if var.dtype.kind == "f":
-            var = var.where(any_ok)
-        out[name] = var.drop_vars(["_layout", *dims], errors="ignore")
+        var = var.drop_vars(["_layout", *dims], errors="ignore")
+        if var.dtype.kind == "b":
+            var = var & any_ok
+        elif var.dtype.kind in "fiu":
+            var = var.where(any_ok)  # ints become float NaN where nothing fits
+        out[name] = var
     for d in dims:
         coord = picked[d].drop_vars(["_layout", *dims], errors="ignore")
         fill: Any = "" if coord.dtype.kind in "OUS" else -1
         if coord.dtype.kind in "OUS":
             coord = coord.astype(object)
         out[f"best_{d}"] = coord.where(any_ok, fill)
+    out["best_layout_index"] = idx.where(any_ok, -1).drop_vars(["_layout", *dims], errors="ignore")
+    out["n_fits"] = ok.sum("_layout").drop_vars(["_layout", *dims], errors="ignore")
     out["any_fits"] = any_ok
     return out
-
-
-def nan_to_none(x: Any) -> float | None:
-    """Float or None (for JSON and tables)."""
-    v = _as_number(x)
-    return v
-
-
-def as_sign_array(metric: str | Metric, values: np.ndarray) -> np.ndarray:
-    """Values turned into a minimisation score (NaN → +inf)."""
-    m = get_metric(metric)
-    s = np.asarray(values, dtype=float) * m.sign
-    return np.where(np.isnan(s), np.inf, s)
 
 
 def top_points(ds: Any, metric: str | Metric = "latency", n: int = 10, *,
@@ -322,6 +318,8 @@ def top_points(ds: Any, metric: str | Metric = "latency", n: int = 10, *,
     Sorting is stable, so the first row is exactly what :func:`best` picks over all
     dims. Rows carry every coordinate and every variable at that point.
     """
+    import xarray as xr
+
     m = get_metric(metric)
     key = m.key if m.key in ds.data_vars else m.name
     if key not in ds.data_vars:
@@ -331,10 +329,11 @@ def top_points(ds: Any, metric: str | Metric = "latency", n: int = 10, *,
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     val = ds[key]
-    dims = list(val.dims)
     ok = val.notnull()
     if feasible is not None and feasible in ds:
         ok = ok & ds[feasible]
+    val, ok = xr.broadcast(val, ok)
+    dims = list(val.dims)
     score = (val * m.sign).where(ok).transpose(*dims).values.ravel()
     order = np.argsort(np.where(np.isnan(score), np.inf, score), kind="stable")
     n_ok = int(np.count_nonzero(~np.isnan(score)))

@@ -35,10 +35,18 @@ class StoreMismatchError(ValueError):
 
 def fingerprint(p: Prepared, metric: Metric, chunk_size: int) -> str:
     """Hash of everything that determines the sweep's results and chunking."""
+    import json
+
     h = hashlib.sha256()
-    for arr in (p.coeffs, p.eff, *(p.knobs[k] for k in sorted(p.knobs))):
-        h.update(np.ascontiguousarray(arr).tobytes())
-    h.update(f"{metric.name}|{chunk_size}|{p.space.size}|{p.model.name}".encode())
+    h.update(np.ascontiguousarray(p.coeffs).tobytes())
+    h.update(np.ascontiguousarray(p.eff).tobytes())
+    h.update(json.dumps({
+        "shape": list(p.coeffs.shape),
+        "knobs": {k: p.knobs[k].tolist() for k in sorted(p.knobs)},
+        "model": repr(p.model), "workload": repr(p.workload), "topology": repr(p.topology),
+        "space": [[d, list(map(str, v))] for d, v in p.space.coords],
+        "metric": metric.name, "chunk_size": chunk_size,
+    }, sort_keys=True).encode())
     return h.hexdigest()
 
 

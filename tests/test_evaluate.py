@@ -16,7 +16,7 @@ GRID = {k: [v, 2 * v] for k, v in Hardware().as_dict().items()}
 
 def test_spaces__sizes():
     assert reduced_space().size == 1920
-    assert full_space().size >= 28800
+    assert full_space().size == 30720
 
 
 def test_evaluate__dims_units_and_masks():
@@ -60,13 +60,34 @@ def test_evaluate__bad_inputs_raise_clearly():
 @pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
 def test_evaluate_best__agrees_with_best_of_full_tensor(metric):
     wl = Workload("decode", s_kv=32768, batch=4)
-    full = best(evaluate("Llama 3.1 70B", wl, space="full", hardware=GRID), metric)
-    fused = evaluate_best("Llama 3.1 70B", wl, space="full", hardware=GRID, metric=metric,
+    grid = {**GRID, "pe_hbm_gb": [0.1, 96.0, 192.0]}  # 0.1 GB: nothing fits there
+    full = best(evaluate("Llama 3.1 70B", wl, space="full", hardware=grid), metric)
+    fused = evaluate_best("Llama 3.1 70B", wl, space="full", hardware=grid, metric=metric,
                           chunk_size=5)
-    for name in ["latency_ns", "throughput_tok_s", "compute_ns", "memory_ns", "comm_ns",
-                 "mem_bytes", "mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes", "any_fits",
-                 *[f"best_{d}" for d in PARALLEL_DIMS]]:
+    assert not bool(full.any_fits.sel(pe_hbm_gb=0.1).any())
+    assert bool(full.any_fits.sel(pe_hbm_gb=96.0).all())
+    assert set(full.data_vars) == set(fused.data_vars)
+    for name in full.data_vars:
         np.testing.assert_array_equal(full[name].values, fused[name].values, err_msg=name)
+
+
+def test_best__works_on_lazy_datasets():
+    wl = Workload("decode", s_kv=32768, batch=4)
+    eager = best(evaluate("Llama 3.1 8B", wl, hardware=GRID), "latency")
+    lazy = best(evaluate("Llama 3.1 8B", wl, hardware=GRID, chunks={"bw_hbm_gbs": 1}), "latency")
+    xr.testing.assert_identical(eager, lazy.compute())
+
+
+def test_top_points__layout_only_metric_and_first_row_is_best():
+    from simcore.metrics import top_points
+
+    ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), hardware=GRID)
+    rows = top_points(ds, "memory", n=3)
+    assert len(rows) == 3 and rows[0]["mem_bytes"] <= rows[1]["mem_bytes"] <= rows[2]["mem_bytes"]
+    b = best(ds, "latency", dims=[*HW_KNOBS, *PARALLEL_DIMS])
+    r0 = top_points(ds, "latency", n=1)[0]
+    assert r0["latency_ns"] == float(b.latency_ns)
+    assert all(r0[d] == b[f"best_{d}"].item() for d in PARALLEL_DIMS)
 
 
 @pytest.mark.parametrize("knob", HW_KNOBS)

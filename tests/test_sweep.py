@@ -78,6 +78,15 @@ def test_resumable_best__refuses_a_different_sweep(tmp_path):
         resumable_best(q, store, chunk_size=8)
     with pytest.raises(StoreMismatchError, match="different sweep"):
         resumable_best(p, store, chunk_size=4)
+    # same values, spread over the knobs differently: a different sweep
+    a = prepare("Llama 3.1 8B", Workload("decode", s_kv=4096),
+                hardware={"bw_hbm_gbs": [4000.0, 8000.0], "bw_inter_gbs": [400.0]})
+    b = prepare("Llama 3.1 8B", Workload("decode", s_kv=4096),
+                hardware={"bw_hbm_gbs": [4000.0], "bw_inter_gbs": [8000.0, 400.0]})
+    store2 = tmp_path / "s2.zarr"
+    resumable_best(a, store2, chunk_size=1)
+    with pytest.raises(StoreMismatchError, match="different sweep"):
+        resumable_best(b, store2, chunk_size=1)
     junk = tmp_path / "junk.zarr"
     junk.write_text("not a store")
     with pytest.raises(StoreMismatchError, match="not a simcore sweep store"):
