@@ -19,6 +19,7 @@ import xarray as xr
 from .evaluate import Prepared, best_of_prepared, prepare
 from .metrics import Metric, get_metric
 from .pareto import pareto
+from .presets import get_family
 from .space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
@@ -57,16 +58,19 @@ class HardwareCandidate(Hardware):
 
 def enumerate_hardware(
     depth: str | int | Mapping[str, Sequence[float]] = "balanced",
+    *,
+    family: str | HardwareFamily | None = None,
 ) -> list[HardwareCandidate]:
     """Hardware candidates of a depth: ``two_stage`` (1), ``balanced`` (64), ``coarse``
-    (729), an int ``n`` (n^6) or a custom grid (mapping knob → values).
+    (729), an int ``n`` (n^6) or a custom grid (mapping knob → values), as multiples of
+    the family's hardware (default: the SiP defaults).
 
     Examples
     --------
     >>> [len(enumerate_hardware(d)) for d in ("two_stage", "balanced", "coarse")]
     [1, 64, 729]
     """
-    grid = depth_grid(depth)
+    grid = depth_grid(depth, defaults=get_family(family).hardware.as_dict())
     return [HardwareCandidate(**dict(zip(HW_KNOBS, vals, strict=True)))
             for vals in itertools.product(*(grid[k].tolist() for k in HW_KNOBS))]
 
@@ -85,10 +89,7 @@ class JointScore:
     comm_ns: float
     mem_bytes: float
     n_devices: int
-
-    @property
-    def cost_score(self) -> float:
-        return self.hardware.cost_score
+    cost_score: float
 
     def metric(self, metric: str | Metric) -> float:
         m = get_metric(metric)
@@ -162,7 +163,7 @@ def _scores(ds: xr.Dataset) -> tuple[list[JointScore], list[bool]]:
             flops_per_device=float(cols["flops_per_device"][i]),
             compute_ns=float(cols["compute_ns"][i]), memory_ns=float(cols["memory_ns"][i]),
             comm_ns=float(cols["comm_ns"][i]), mem_bytes=float(cols["mem_bytes"][i]),
-            n_devices=int(cols["n_devices"][i]),
+            n_devices=int(cols["n_devices"][i]), cost_score=float(cols["cost_score"][i]),
         ))
     return out, [bool(front[i]) for i in np.flatnonzero(ok)]
 
@@ -182,9 +183,9 @@ def sensitivity(
     ``rel_speedup = baseline / doubled - 1`` (≥ 0: doubling a knob never hurts). Rows are
     ranked by ``rel_speedup``, largest first. Empty if nothing fits at ``hardware``.
     """
-    p = prepare(model, workload, space=space, hardware=hardware or Hardware(), family=family,
-                efficiency=efficiency)
-    return sensitivity_of_prepared(p, hardware or Hardware(), metric=metric)
+    hw = hardware or get_family(family).hardware
+    p = prepare(model, workload, space=space, hardware=hw, family=family, efficiency=efficiency)
+    return sensitivity_of_prepared(p, hw, metric=metric)
 
 
 def sensitivity_of_prepared(p: Prepared, hardware: Hardware, *,
@@ -259,6 +260,9 @@ def joint_explore(
         Layout space.
     metric : str
         ``"latency"`` (default), ``"throughput"`` or ``"FLOPS"``.
+    family : str or HardwareFamily, optional
+        Topology and the default hardware the depth multiplies (and ``cost_score``
+        divides by); default ``"SiP"``.
     client : dask.distributed.Client, optional
         Run the sweep on a dask cluster (see :mod:`simcore.distributed`).
     store : str, optional
@@ -273,8 +277,10 @@ def joint_explore(
     """
     m = get_metric(metric)
     wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
-    p = prepare(model, wl, space=space, hardware=depth_grid(depth), family=family,
-                efficiency=efficiency)
+    fam = get_family(family)
+    defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
+    p = prepare(model, wl, space=space, hardware=depth_grid(depth, defaults=defaults),
+                family=fam, efficiency=efficiency)
     if store is not None:
         from .sweep import resumable_best
 
@@ -288,8 +294,9 @@ def joint_explore(
     else:
         ds = best_of_prepared(p, metric=m, chunk_size=chunk_size, progress=progress)
     knob_da = {k: ds[k] for k in HW_KNOBS}
-    ds["cost_score"] = cost_score(knob_da).transpose(*HW_KNOBS)
-    ds["cost_score"].attrs["description"] = "sum of knob / default knob (6.0 at defaults)"
+    ds["cost_score"] = cost_score(knob_da, defaults).transpose(*HW_KNOBS)
+    ds["cost_score"].attrs["description"] = (
+        f"sum of knob / {fam.name} default knob (6.0 at the family's hardware)")
     ds["pareto"] = pareto(ds, objectives={m.key: m.direction, "cost_score": "min"},
                           feasible="any_fits").transpose(*HW_KNOBS)
     scores, on_front = _scores(ds)

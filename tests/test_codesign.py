@@ -134,3 +134,17 @@ def test_joint_explore__throughput_metric_sorted_descending():
                       metric="throughput", with_sensitivity=False)
     thr = [s.throughput_tok_s for s in r.all_scores]
     assert thr == sorted(thr, reverse=True)
+
+
+def test_joint_explore__family_sets_hardware_defaults_and_cost():
+    r = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage", family="H100-SXM")
+    hw = r.best.hardware
+    assert (hw.pe_hbm_gb, hw.bw_hbm_gbs, hw.peak_tflops_f16) == (80.0, 3350.0, 989.0)
+    assert r.best.cost_score == 6.0
+    assert {c.bw_hbm_gbs for c in enumerate_hardware("balanced", family="H100-SXM")} == {3350.0, 6700.0}
+    sens = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage", family="H100-SXM").sensitivity
+    from simcore.codesign import sensitivity
+
+    direct = sensitivity("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM")
+    assert [(s.knob, s.baseline_latency_ns) for s in sens] == [(s.knob, s.baseline_latency_ns)
+                                                                for s in direct]
