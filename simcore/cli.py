@@ -92,18 +92,13 @@ def positive_int(text: str) -> int:
 
 
 def resolve_model(name: str):
-    """A preset name or a path to a HuggingFace config.json."""
-    import os
+    """A preset name, a HuggingFace config.json path or a folder holding one."""
+    from .presets import load_model
 
-    from .presets import get_model
-    from .specs import Model
-
-    if os.path.exists(name):
-        return Model.from_hf_config(name)
     try:
-        return get_model(name)
-    except ValueError as exc:
-        raise CliError(f"simcore: error: {exc}") from None
+        return load_model(name)
+    except (ValueError, FileNotFoundError) as exc:
+        raise CliError(f"simcore: error: --model: {exc}") from None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -192,14 +187,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"simcore: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # e.g. `simcore explore | head`
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except (ValueError, OSError) as exc:  # bad input, unreachable scheduler, unreadable file
+        print(f"simcore: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("simcore: interrupted", file=sys.stderr)
         return 130

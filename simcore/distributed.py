@@ -16,7 +16,6 @@ or from Python: ``joint_explore(..., client=distributed.Client("tcp://<host>:878
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -73,12 +72,15 @@ def connect(address: str) -> tuple[Any, Any]:
     if "://" not in address:
         raise ValueError(f"scheduler address must look like tcp://host:8786 or be 'local', got {address!r}")
     warm_cache()
-    return Client(address, timeout="20s"), None
+    try:
+        return Client(address, timeout="20s"), None
+    except OSError as exc:
+        raise OSError(f"cannot reach the dask scheduler at {address}: {exc}; start one with "
+                      "`dask scheduler` or pass --scheduler local") from None
 
 
 def _run_chunk(p: Prepared, start: int, stop: int, code: int, sign: int
                ) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
-    os.environ.setdefault("NUMBA_THREADING_LAYER", "omp")
     bi, v, nf = fused_chunk(p, start, stop, code, sign)
     return start, stop, bi, v, nf
 
@@ -112,7 +114,10 @@ def distributed_best(
 
         it = tqdm(it, total=len(futures), desc="hardware chunks (dask)", unit="chunk",
                   file=sys.stderr)
-    for fut in it:
-        a, b, bi, v, nf = fut.result()
-        best_idx[a:b], vals[a:b], n_fit[a:b] = bi, v, nf
+    try:
+        for fut in it:
+            a, b, bi, v, nf = fut.result()
+            best_idx[a:b], vals[a:b], n_fit[a:b] = bi, v, nf
+    finally:  # a failed chunk (or Ctrl-C) must not leave the rest running on the cluster
+        client.cancel([f for f in futures if not f.done()])
     return assemble_best(p, m, best_idx, vals, n_fit)

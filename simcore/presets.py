@@ -27,6 +27,7 @@ __all__ = [
     "ModelPreset",
     "get_model",
     "get_family",
+    "load_model",
 ]
 
 
@@ -116,6 +117,23 @@ def get_model(model: str | Model) -> Model:
         if name.lower() == str(model).lower():
             return preset.model
     raise ValueError(f"unknown model {model!r}; pass one of {list(PRESETS)} or a Model")
+
+
+def load_model(spec: str | Model) -> Model:
+    """A preset name, a HuggingFace ``config.json`` path, or a folder holding one.
+
+    Errors are ``ValueError`` / ``FileNotFoundError`` saying what to pass instead.
+    """
+    import os
+
+    if isinstance(spec, Model):
+        return spec
+    if not spec:
+        raise ValueError(f"pass a model: a preset ({', '.join(PRESETS)}) or a config.json path")
+    if spec.endswith(".json") or os.sep in spec or os.path.exists(spec):
+        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+        return Model.from_hf_config(path)
+    return get_model(spec)
 
 
 def get_family(family: str | HardwareFamily | None) -> HardwareFamily:

@@ -396,6 +396,27 @@ def test_command_runner__timeout_kills_and_records(tmp_path):
     assert trial.duration_s < 10
 
 
+def test_command_runner__interrupt_kills_the_job(tmp_path, monkeypatch):
+    import subprocess
+
+    runner = _replay_runner(tmp_path, {"1-1-1": {"sleep": 30, "metrics": {"latency": 1.0}}},
+                            timeout_s=60)
+    started = []
+    real_wait = subprocess.Popen.wait
+
+    def interrupted_wait(self, timeout=None):
+        if timeout is not None:  # the runner's wait for the job: Ctrl-C arrives
+            started.append(self)
+            raise KeyboardInterrupt
+        return real_wait(self)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", interrupted_wait)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(_exp())
+    [proc] = started
+    assert proc.poll() is not None  # the training job was killed and reaped, not orphaned
+
+
 def test_command_runner__missing_executable_raises():
     with pytest.raises(FileNotFoundError, match="not on PATH"):
         CommandRunner(["no-such-launcher-xyz", "train.py"], n_gpus=8)

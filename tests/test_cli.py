@@ -67,3 +67,28 @@ def test_main__train_mode_and_hardware_override(capsys):
         value, unit = out.split("best by latency: ")[1].split(" ")[:2]
         lat.append(float(value) * scale[unit])
     assert lat[0] < lat[1]
+
+
+def test_main__model_from_a_config_folder_and_bad_paths(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    folder = tmp_path / "llama"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parent / "data" / "llama3_8b_config.json", folder / "config.json")
+    assert main(["evaluate", "--model", str(folder), "--s-kv", "4096", "--space", "reduced",
+                 "--top", "1"]) == 0
+    assert "best by latency" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["evaluate", "--model", str(empty)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no HuggingFace config" in err
+
+
+def test_main__unreachable_scheduler_one_line_exit_2(capsys):
+    rc = main(["explore", "--model", "Llama 3.1 8B", "--s-kv", "4096", "--depth", "two_stage",
+               "--scheduler", "tcp://127.0.0.1:1", "--no-progress"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot reach the dask scheduler" in err

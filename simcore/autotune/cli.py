@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..metrics import get_metric
-from ..presets import HARDWARE_FAMILIES, PRESETS, get_family, get_model
+from ..presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
 from ..specs import Model
 from .config import TUNER_TYPES, AutotuneConfigError, load_ds_config, parse_stages
 from .results import NoResultError
@@ -96,15 +96,9 @@ def _model(text: str | None) -> Model:
             f"--model is required; pass a preset ({', '.join(PRESETS)}) or a HuggingFace "
             "config.json path"
         )
-    if text.endswith(".json") or os.sep in text or os.path.exists(text):
-        path = os.path.join(text, "config.json") if os.path.isdir(text) else text
-        try:
-            return Model.from_hf_config(path)
-        except (FileNotFoundError, ValueError) as exc:
-            raise _BadOption(f"--model: {exc}") from None
     try:
-        return get_model(text)
-    except ValueError as exc:
+        return load_model(text or "")
+    except (FileNotFoundError, ValueError) as exc:
         raise _BadOption(f"--model: {exc}") from None
 
 

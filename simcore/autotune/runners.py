@@ -437,6 +437,9 @@ class CommandRunner:
                 return Trial.from_experiment(
                     experiment, status="failed", duration_s=time.monotonic() - t0,
                     error=f"timed out after {self.timeout_s:g} s (killed)", **common)
+            except BaseException:  # Ctrl-C or any error here: never orphan a training job
+                _kill_group(proc)
+                raise
         duration = time.monotonic() - t0
         metrics, why = _read_json(metrics_path)
         if metrics is not None and not isinstance(metrics, dict):

@@ -1,8 +1,9 @@
 """Project-wide numba defaults: one place to set caching, threading and fastmath.
 
-``SIMCORE_NUMBA_CACHE=0`` turns the on-disk cache off (default on). The threading
-layer defaults to ``omp`` (the one that is reliable on our machines) unless
-``NUMBA_THREADING_LAYER`` is set.
+``SIMCORE_NUMBA_CACHE=0`` turns the on-disk cache off (default on). numba picks the
+``omp`` threading layer first (the one that is reliable on our machines), then ``tbb``,
+then ``workqueue`` where OpenMP is missing, unless ``NUMBA_THREADING_LAYER`` or
+``NUMBA_THREADING_LAYER_PRIORITY`` is set.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-os.environ.setdefault("NUMBA_THREADING_LAYER", "omp")
+os.environ.setdefault("NUMBA_THREADING_LAYER_PRIORITY", "omp tbb workqueue")
 
 import numba  # noqa: E402
 
