@@ -3,7 +3,9 @@
 Model shapes come from the published configs (Meta's Llama 3.1 model cards / HF
 config.json, Brown et al. 2020 Table 2.1 for GPT-3, Mistral's Mixtral config). GPU
 figures are vendor data sheets (dense fp16/bf16 tensor TFLOP/s, HBM GB/s, NVLink
-per-direction GB/s, one 200/400 Gb/s NIC per GPU).
+per-direction GB/s, one 200/400 Gb/s NIC per GPU). ``pe_hbm_gb`` is in GB (1e9 bytes):
+the "80 GB" parts hold 80 GiB = 85.9 GB (nvidia-smi: 81920 MiB), the 40 GB part 42.9 GB,
+the H200's "141 GB" 143771 MiB = 150.8 GB.
 
 Examples
 --------
@@ -82,25 +84,25 @@ HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
         "default system-in-package family: 8 PEs per cube, 4 cubes per SiP, 8 SiPs"),
     "A100-80G": HardwareFamily(
         "A100-80G",
-        Hardware(pe_hbm_gb=80.0, bw_hbm_gbs=2039.0, peak_tflops_f16=312.0,
+        Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=2039.0, peak_tflops_f16=312.0,
                  bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
         _GPU_CLUSTER,
         "DGX A100 nodes: NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s per node"),
     "A100-40G": HardwareFamily(
         "A100-40G",
-        Hardware(pe_hbm_gb=40.0, bw_hbm_gbs=1555.0, peak_tflops_f16=312.0,
+        Hardware(pe_hbm_gb=42.9, bw_hbm_gbs=1555.0, peak_tflops_f16=312.0,
                  bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
         _GPU_CLUSTER,
         "DGX A100 40GB nodes: HBM2 1555 GB/s, NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s"),
     "H100-SXM": HardwareFamily(
         "H100-SXM",
-        Hardware(pe_hbm_gb=80.0, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,
+        Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,
                  bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
         _GPU_CLUSTER,
         "DGX H100 nodes: NVLink4 450 GB/s per direction, 8x NDR 400 Gb/s per node"),
     "H200": HardwareFamily(
         "H200",
-        Hardware(pe_hbm_gb=141.0, bw_hbm_gbs=4800.0, peak_tflops_f16=989.0,
+        Hardware(pe_hbm_gb=150.8, bw_hbm_gbs=4800.0, peak_tflops_f16=989.0,
                  bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
         _GPU_CLUSTER,
         "HGX H200 nodes: 141 GB HBM3e at 4.8 TB/s, NVLink4, 8x NDR 400 Gb/s per node"),

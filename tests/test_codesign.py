@@ -139,7 +139,7 @@ def test_joint_explore__throughput_metric_sorted_descending():
 def test_joint_explore__family_sets_hardware_defaults_and_cost():
     r = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage", family="H100-SXM")
     hw = r.best.hardware
-    assert (hw.pe_hbm_gb, hw.bw_hbm_gbs, hw.peak_tflops_f16) == (80.0, 3350.0, 989.0)
+    assert (hw.pe_hbm_gb, hw.bw_hbm_gbs, hw.peak_tflops_f16) == (85.9, 3350.0, 989.0)
     assert r.best.cost_score == 6.0
     assert {c.bw_hbm_gbs for c in enumerate_hardware("balanced", family="H100-SXM")} == {3350.0, 6700.0}
     sens = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage", family="H100-SXM").sensitivity

@@ -143,7 +143,7 @@ def test_best__throughput_is_larger_is_better():
 def test_evaluate__family_changes_topology():
     ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=4096), family="H100-SXM")
     assert ds.attrs["n_system_devices"] == 8 * 16 * 32
-    assert ds.pe_hbm_gb.values.tolist() == [80.0]
+    assert ds.pe_hbm_gb.values.tolist() == [85.9]
 
 
 def test_simcore_import__compiles_nothing():

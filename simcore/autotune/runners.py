@@ -136,7 +136,7 @@ class SimulatorRunner:
     --------
     >>> r = SimulatorRunner("Llama 2 7B", family="A100-80G", n_gpus=8)
     >>> r.n_gpus, r.hardware.pe_hbm_gb
-    (8, 80.0)
+    (8, 85.9)
     """
 
     def __init__(
