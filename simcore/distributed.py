@@ -29,6 +29,7 @@ from .evaluate import (
     fused_metric,
     hw_chunks,
 )
+from .kernels.inference import N_BEST
 from .metrics import Metric
 
 __all__ = ["warm_cache", "connect", "local_cluster", "distributed_best"]
@@ -104,7 +105,7 @@ def distributed_best(
     futures = [client.submit(_run_chunk, prep, a, b, code, m.sign, pure=False)
                for a, b in hw_chunks(p.n_hw, chunk_size)]
     best_idx = np.empty(p.n_hw, dtype=np.int64)
-    vals = np.empty((p.n_hw, 6))
+    vals = np.empty((p.n_hw, N_BEST))
     n_fit = np.empty(p.n_hw, dtype=np.int64)
     it: Any = as_completed(futures)
     if progress:

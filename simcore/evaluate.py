@@ -397,6 +397,8 @@ def best_of_prepared(
     progress: bool = False,
 ) -> xr.Dataset:
     """The fused reduction over already-prepared inputs (see :func:`evaluate_best`)."""
+    from .kernels.inference import N_BEST
+
     m, code = fused_metric(metric)
     n_hw = p.n_hw
     if chunk_size is None:
@@ -404,7 +406,7 @@ def best_of_prepared(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1 hardware points, got {chunk_size}")
     best_idx = np.empty(n_hw, dtype=np.int64)
-    vals = np.empty((n_hw, 6))
+    vals = np.empty((n_hw, N_BEST))
     n_fit = np.empty(n_hw, dtype=np.int64)
     chunks = list(hw_chunks(n_hw, chunk_size))
     it: Any = chunks

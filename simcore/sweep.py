@@ -24,6 +24,7 @@ from .evaluate import (
     fused_metric,
     hw_chunks,
 )
+from .kernels.inference import N_BEST
 from .metrics import Metric
 
 __all__ = ["resumable_best", "fingerprint", "StoreMismatchError"]
@@ -73,7 +74,7 @@ def _open(store: str | os.PathLike[str], p: Prepared, m: Metric, chunk_size: int
         return g
     g = zarr.open_group(path, mode="w")
     g.create_array("best_idx", shape=(n_hw,), chunks=(chunk_size,), dtype="int64", fill_value=-1)
-    g.create_array("vals", shape=(n_hw, 6), chunks=(chunk_size, 6), dtype="float64",
+    g.create_array("vals", shape=(n_hw, N_BEST), chunks=(chunk_size, N_BEST), dtype="float64",
                    fill_value=np.nan)
     g.create_array("n_fit", shape=(n_hw,), chunks=(chunk_size,), dtype="int64", fill_value=0)
     g.create_array("done", shape=(n_chunks,), chunks=(1,), dtype="bool", fill_value=False)

@@ -85,4 +85,5 @@ def test_select_best__matches_min_max_of_valid(values, metric):
         return
     want = min(valid) if metric == "latency" else max(valid)
     assert val == want
-    assert items.index(item) == [v if v is not None else None for v in values].index(want)
+    first = next(i for i, v in enumerate(values) if v == want)  # ties: the first one wins
+    assert item is items[first]

@@ -310,8 +310,8 @@ class TrainingEngine:
         (activations and logits grow linearly in the micro-batch without a pipeline)."""
         from ..kernels.inference import C_MEM_ACT, C_MEM_STATIC
 
-        one = self.row(replace(run, micro_batch=1))
-        return float(one[C_MEM_STATIC]), float(one[C_MEM_ACT])
+        row = self.row(run)
+        return float(row[C_MEM_STATIC]), float(row[C_MEM_ACT]) / run.micro_batch
 
     def usable_bytes(self) -> float:
         return self.hardware.pe_hbm_gb * 1e9 * self.efficiency.hbm_usable

@@ -29,7 +29,7 @@ from typing import Any
 from ..metrics import get_metric, metric_is_better, select_best
 from .config import AutotuneConfig, AutotuneConfigError
 from .results import Experiment, Trial, TuneResult, experiment_name
-from .runners import MemoryEstimate, ResultsFolderRunner, SimulatorRunner
+from .runners import MemoryEstimate, ResultsFolderRunner, SimulatorRunner, _gb
 
 __all__ = ["ZERO_STAGES", "Autotuner", "StageSpec", "rank"]
 
@@ -65,10 +65,6 @@ ZERO_STAGES: tuple[StageSpec, ...] = (
 )
 
 Point = tuple[int, tuple[tuple[str, Any], ...]]  # (micro_batch, sorted knob items)
-
-
-def _gb(x: float) -> str:
-    return f"{x / 1e9:.1f} GB"
 
 
 class _GridSearch:

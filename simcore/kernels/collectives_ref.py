@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-TIER_NAMES = ("intra", "inter", "intersip")
-
 
 def tier_of(span: int, pes_per_cube: int, pes_per_sip: int) -> int:
     for tier, size in enumerate((pes_per_cube, pes_per_sip)):

@@ -54,6 +54,8 @@ MEM_PARTS = {"mem_weights_bytes": C_MEM_STATIC, "mem_kv_bytes": C_MEM_KV,
 #: Outputs of :func:`point`, in order.
 OUTPUTS = ("latency_ns", "throughput_tok_s", "flops_per_device", "compute_ns", "memory_ns",
            "comm_ns", "fits")
+#: The numeric outputs (all but ``fits``) that :func:`fused_best` returns per winner.
+N_BEST = len(OUTPUTS) - 1
 
 # placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first
 _ORDERS = np.array([
@@ -451,13 +453,13 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
 
     Minimises ``sign * OUTPUTS[metric_code]`` over fitting layouts (ties: first layout,
     as ``argmin`` does). Returns ``best_idx`` (-1 where nothing fits) and the outputs
-    at the winner as an (n_hw, 6) array (NaN where nothing fits) plus the count of
+    at the winner as an (n_hw, N_BEST) array (NaN where nothing fits) plus the count of
     fitting layouts per hardware row.
     """
     n_hw = hw.shape[0]
     n_lay = coeffs.shape[0]
     best_idx = np.full(n_hw, -1, dtype=np.int64)
-    vals = np.full((n_hw, 6), np.nan)
+    vals = np.full((n_hw, N_BEST), np.nan)
     n_fit = np.zeros(n_hw, dtype=np.int64)
     for i in prange(n_hw):
         h = hw[i]

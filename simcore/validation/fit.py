@@ -68,10 +68,7 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
 
 
 def _pack(k, eff: Efficiency, train: bool) -> np.ndarray:
-    try:
-        return k.pack_efficiency(eff, train=train)
-    except TypeError:  # an engine whose training mode shares the inference factors
-        return k.pack_efficiency(eff)
+    return k.pack_efficiency(eff, train=train)
 
 
 def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
