@@ -130,12 +130,12 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return 1
     knob_cols = [(k, k) for k in HW_KNOBS]
     rows = [s.as_row() for s in r.pareto_scores[: args.top]]
-    print(f"\nPareto frontier (latency vs cost_score): {len(r.pareto_scores)} of "
+    print(f"\nPareto frontier ({r.metric} vs cost_score): {len(r.pareto_scores)} of "
           f"{len(r.all_scores)} fitting candidates")
     print(table(rows, [("cost_score", "cost"), ("latency_ns", "latency"),
                        ("throughput_tok_s", "tok/s")] + knob_cols + LAYOUT_COLUMNS[:5]
                 + [("n_devices", "devices")]))
-    print("\nSensitivity: doubling each knob on the fastest hardware "
+    print(f"\nSensitivity: latency when doubling each knob on the {r.metric}-best hardware "
           f"(baseline {fmt_ns(r.sensitivity[0].baseline_latency_ns) if r.sensitivity else '-'})")
     print(table([{"knob": s.knob, "doubled_latency_ns": s.doubled_latency_ns,
                   "speedup": f"{100 * s.rel_speedup:.3f}%"} for s in r.sensitivity],

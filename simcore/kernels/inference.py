@@ -303,7 +303,9 @@ def _coeff_row(lay, mp, wp, topo, out):
     # -- pipeline ------------------------------------------------------------------------
     lps = math.ceil(L / fpp)
     m = 1.0 if decode else float(Bd)
-    layer_mult = lps * (m + fpp - 1.0) / m
+    # decode: a token passes every stage once, so the critical path is all L layers;
+    # prefill: m micro-batches through pp stages of lps layers (1F1B bubble)
+    layer_mult = L if decode else lps * (m + fpp - 1.0) / m
     pp_bytes = 0.0
     pp_alpha = 0.0
     if pp > 1:

@@ -166,7 +166,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     layers_per_stage = math.ceil(model.n_layers / pp)
     micro = 1 if decode else replica_batch
-    path_layers = layers_per_stage * (micro + pp - 1) / micro
+    path_layers = model.n_layers if decode else layers_per_stage * (micro + pp - 1) / micro
     t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * wb, *pp_link) if pp > 1 else 0.0
 
     t_head, head_kind = roofline(*head)
