@@ -54,3 +54,16 @@ def test_connect__bad_address():
 
     with pytest.raises(ValueError, match="tcp://host:8786"):
         connect("nowhere")
+
+
+def test_resumable_best__on_the_cluster_equals_in_memory(client, tmp_path):
+    from simcore.sweep import resumable_best
+
+    p = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), space="full",
+                hardware=depth_grid("balanced"))
+    store = tmp_path / "s.zarr"
+    first = resumable_best(p, store, chunk_size=8, client=client)
+    assert first.attrs["chunks_computed"] == 8
+    again = resumable_best(p, store, chunk_size=8, client=client)
+    assert again.attrs["chunks_computed"] == 0
+    xr.testing.assert_equal(again.drop_attrs(), best_of_prepared(p).drop_attrs())
