@@ -22,7 +22,8 @@ from .presets import get_family, get_model
 from .space import CHOICES, PARALLEL_DIMS, Space, get_space, hardware_grid, layout_table
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
-__all__ = ["evaluate", "evaluate_best", "best_of_prepared", "prepare", "Prepared", "UNITS"]
+__all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
+           "UNITS"]
 
 UNITS = {
     "latency_ns": "ns",
@@ -133,22 +134,47 @@ def prepare(
     sp = get_space(space, workload.mode)
     eff = efficiency or Efficiency()
     layouts = layout_table(sp)
+    coeffs = build_coeffs(layouts, model, workload, fam.topology)
+    return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
+                    k.pack_efficiency(eff, train=workload.mode == "train"))
+
+
+def build_coeffs(layouts: np.ndarray, model: Model, workload: Workload,
+                 topology: Topology) -> np.ndarray:
+    """Per-layout coefficient rows from the right kernel (training or inference)."""
+    from .kernels import inference as k
+
     if workload.mode == "train":
         from .kernels import training
 
         build = training.layout_coeffs
     else:
         build = k.layout_coeffs
-    coeffs = build(layouts, k.pack_model(model), k.pack_workload(workload),
-                   k.pack_topology(fam.topology))
-    return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
-                    k.pack_efficiency(eff, train=workload.mode == "train"))
+    return build(np.ascontiguousarray(layouts, dtype=np.int64), k.pack_model(model),
+                 k.pack_workload(workload), k.pack_topology(topology))
 
 
-def _grid_block(coeffs: np.ndarray, eff: np.ndarray, layout_shape: tuple[int, ...],
-                *knob_blocks: np.ndarray) -> tuple[np.ndarray, ...]:
+@dataclass(frozen=True)
+class _CoeffRecipe:
+    """What a dask block needs to rebuild the coefficients: a compact layout table and
+    the specs (~0.5 MB for the full space instead of the 8 MB coefficient table, so task
+    graphs stay small whatever the space)."""
+
+    layouts: np.ndarray
+    model: Model
+    workload: Workload
+    topology: Topology
+
+    def coeffs(self) -> np.ndarray:
+        return build_coeffs(self.layouts, self.model, self.workload, self.topology)
+
+
+def _grid_block(coeffs: np.ndarray | _CoeffRecipe, eff: np.ndarray,
+                layout_shape: tuple[int, ...], *knob_blocks: np.ndarray) -> tuple[np.ndarray, ...]:
     from .kernels import inference as k
 
+    if isinstance(coeffs, _CoeffRecipe):
+        coeffs = coeffs.coeffs()
     arrs = np.broadcast_arrays(*knob_blocks)
     shape = arrs[0].shape
     hw = np.stack([np.ascontiguousarray(a).ravel() for a in arrs], axis=1).astype(np.float64)
@@ -276,7 +302,11 @@ def _apply(p: Prepared, knob_das: list[xr.DataArray],
 
     n_out = len(k.OUTPUTS)
     layout_shape = p.space.shape
-    func = partial(_grid_block, p.coeffs, p.eff, layout_shape)
+    source: np.ndarray | _CoeffRecipe = p.coeffs
+    if dask_mode == "parallelized":
+        small = np.int16 if int(p.layouts.max(initial=0)) < 2**15 else np.int64
+        source = _CoeffRecipe(p.layouts.astype(small), p.model, p.workload, p.topology)
+    func = partial(_grid_block, source, p.eff, layout_shape)
     return xr.apply_ufunc(
         func,
         *knob_das,

@@ -242,3 +242,12 @@ def test_evaluate__large_sweeps_come_back_chunked():
                                 "pe_hbm_gb": ds.pe_hbm_gb.values[:1],
                                 "bw_hbm_gbs": ds.bw_hbm_gbs.values[1:2]})
     xr.testing.assert_identical(sub, direct)
+
+
+def test_evaluate__lazy_graph_stays_small_for_the_full_space():
+    import pickle
+
+    ds = evaluate("Llama 3.1 70B", DECODE_128K, space="full", hardware=GRID,
+                  chunks={"bw_hbm_gbs": 1})
+    graph = dict(ds.latency_ns.data.__dask_graph__())
+    assert len(pickle.dumps(graph)) < 2_000_000  # the 8 MB coefficient table is not shipped
