@@ -28,7 +28,7 @@ from ..metrics import get_metric
 from ..presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
 from ..specs import Model
 from .config import TUNER_TYPES, AutotuneConfigError, load_ds_config, parse_stages
-from .results import NoResultError
+from .results import NoResultError, launcher_gpu_args
 from .runners import MalformedExperimentWarning, SimulatorRunner
 from .training import PRECISIONS
 from .tuner import Autotuner, rank
@@ -243,9 +243,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[dict[str, Any], SimulatorRunn
                                  activation_checkpointing=args.activation_checkpointing)
     except ValueError as exc:
         raise _BadOption(str(exc)) from None
-    cmd = ["deepspeed", *(["--num_gpus", str(gpus)] if gpus <= family.topology.pes_per_cube
-                          else ["--num_nodes", str(-(-gpus // family.topology.pes_per_cube)),
-                                "--num_gpus", str(family.topology.pes_per_cube)]),
+    cmd = ["deepspeed", *launcher_gpu_args(gpus, per_node=family.topology.pes_per_cube),
            args.script, "--deepspeed_config", "{ds_config}"]
     return cfg, runner, cmd
 

@@ -256,11 +256,7 @@ class AutotuneConfig:
 
         gas = _int("config", "gradient_accumulation_steps", ds.get("gradient_accumulation_steps", 1))
         tbs = _int("config", "train_batch_size", ds.get("train_batch_size"), optional=True)
-        precision = "fp32"
-        for key in ("fp16", "bf16"):
-            sect = ds.get(key)
-            if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
-                precision = key
+        precision = precision_of(ds)
         if "fp16" in ds and "bf16" in ds and all(
             isinstance(ds[k], Mapping) and ds[k].get("enabled") is True for k in ("fp16", "bf16")
         ):
@@ -273,3 +269,18 @@ class AutotuneConfig:
             results_dir=a["results_dir"], exps_dir=a["exps_dir"], mp_size=mp, grad_accum=gas,
             train_batch_size=tbs, precision=precision, autotuning=dict(at),
         )
+
+
+def precision_of(ds_config: Mapping[str, Any]) -> str:
+    """``"fp16"``, ``"bf16"`` or ``"fp32"`` from a DeepSpeed config.
+
+    Examples
+    --------
+    >>> precision_of({"bf16": {"enabled": True}})
+    'bf16'
+    """
+    for key in ("fp16", "bf16"):
+        sect = ds_config.get(key)
+        if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
+            return key
+    return "fp32"

@@ -439,7 +439,8 @@ class TuneResult:
 _CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config")
 
 
-def _launcher_gpus(n_gpus: int | None, per_node: int = 8) -> list[str]:
+def launcher_gpu_args(n_gpus: int | None, per_node: int = 8) -> list[str]:
+    """``deepspeed`` launcher flags for ``n_gpus`` GPUs, ``per_node`` to a node."""
     if not n_gpus:
         return []
     if n_gpus <= per_node:
@@ -462,7 +463,7 @@ def command_with_config(command: Sequence[str], *, ds_config: str,
     """
     args = list(command)
     if not args:
-        args = ["deepspeed", *_launcher_gpus(n_gpus), "train.py"]
+        args = ["deepspeed", *launcher_gpu_args(n_gpus), "train.py"]
     if any("{ds_config}" in a for a in args):
         return [a.replace("{ds_config}", ds_config) for a in args]
     out: list[str] = []

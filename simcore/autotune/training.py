@@ -40,7 +40,7 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,6 +48,7 @@ import numpy as np
 
 from ..presets import get_family, get_model
 from ..specs import Efficiency, Hardware, HardwareFamily, Model, Workload
+from .config import precision_of
 
 __all__ = [
     "PRECISIONS",
@@ -65,21 +66,6 @@ PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "fp32")
 
 #: Bytes per gradient element of DeepSpeed's ``communication_data_type`` values.
 _COMM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
-
-
-def precision_of(ds_config: Mapping[str, Any]) -> str:
-    """``"fp16"``, ``"bf16"`` or ``"fp32"`` from a DeepSpeed config.
-
-    Examples
-    --------
-    >>> precision_of({"bf16": {"enabled": True}})
-    'bf16'
-    """
-    for key in ("fp16", "bf16"):
-        sect = ds_config.get(key)
-        if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
-            return key
-    return "fp32"
 
 
 def _positive_int(name: str, v: Any) -> None:
