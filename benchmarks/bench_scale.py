@@ -56,10 +56,8 @@ def sweep(depth, repeat: int = 3) -> dict:
     from simcore.space import depth_grid
 
     p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full", hardware=depth_grid(depth))
-    from simcore.kernels.inference import C_VALID
-
     n = p.n_hw * p.space.size
-    n_valid = p.n_hw * int((p.coeffs[:, C_VALID] == 1.0).sum())
+    n_valid = p.n_hw * int(p.valid.sum())
     walls = []
     for _ in range(repeat):
         t0 = time.perf_counter()

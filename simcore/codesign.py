@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .evaluate import Prepared, best_of_prepared, prepare
+from .chunks import reduce_best
+from .engine import Prepared, prepare
 from .metrics import Metric, get_metric
 from .pareto import pareto
 from .presets import get_family
@@ -36,24 +37,46 @@ __all__ = [
 ]
 
 
-def cost_score(knobs: Mapping[str, Any], defaults: Mapping[str, float] = HW_KNOB_DEFAULTS) -> Any:
-    """Σ knob / knob_default over the six knobs (6.0 at the defaults); works on arrays."""
+def cost_score(knobs: Mapping[str, Any],
+               defaults: Mapping[str, float] | str | HardwareFamily | None = None) -> Any:
+    """Σ knob / knob_default over the six knobs (6.0 at the defaults); works on arrays.
+
+    ``defaults``: the knob values to divide by, or a hardware family (name or spec)
+    whose hardware they are; default the SiP defaults. This is the one definition of
+    ``cost_score``: the explorer's Dataset and :attr:`HardwareCandidate.cost_score` both
+    call it with the family of the sweep.
+
+    Examples
+    --------
+    >>> fam = get_family("H100-SXM")
+    >>> cost_score(fam.hardware.as_dict(), fam)
+    6.0
+    """
+    if defaults is None:
+        defaults = HW_KNOB_DEFAULTS
+    elif isinstance(defaults, str | HardwareFamily):
+        defaults = get_family(defaults).hardware.as_dict()
     return sum(knobs[k] / defaults[k] for k in HW_KNOBS)
 
 
 @dataclass(frozen=True)
 class HardwareCandidate(Hardware):
-    """A hardware point of the sweep; ``cost_score`` = Σ knob/default (6.0 at defaults).
+    """A hardware point of the sweep; ``cost_score`` = Σ knob / the family's knob (6.0 at
+    the family's hardware; ``family`` defaults to the SiP).
 
     Examples
     --------
     >>> HardwareCandidate().cost_score
     6.0
+    >>> HardwareCandidate(**get_family("H100-SXM").hardware.as_dict(), family="H100-SXM").cost_score
+    6.0
     """
+
+    family: str = "SiP"
 
     @property
     def cost_score(self) -> float:
-        return float(cost_score(self.as_dict()))
+        return float(cost_score(self.as_dict(), self.family))
 
 
 def enumerate_hardware(
@@ -70,8 +93,9 @@ def enumerate_hardware(
     >>> [len(enumerate_hardware(d)) for d in ("two_stage", "balanced", "coarse")]
     [1, 64, 729]
     """
-    grid = depth_grid(depth, defaults=get_family(family).hardware.as_dict())
-    return [HardwareCandidate(**dict(zip(HW_KNOBS, vals, strict=True)))
+    fam = get_family(family)
+    grid = depth_grid(depth, defaults=fam.hardware.as_dict())
+    return [HardwareCandidate(**dict(zip(HW_KNOBS, vals, strict=True)), family=fam.name)
             for vals in itertools.product(*(grid[k].tolist() for k in HW_KNOBS))]
 
 
@@ -104,10 +128,23 @@ class JointScore:
 
 @dataclass(frozen=True)
 class SensitivityRow:
+    """Doubling one knob on a hardware point, measured by the sweep's metric.
+
+    ``baseline`` and ``doubled`` are the chosen metric (``metric``, in its own unit) of
+    the metric-best layout before and after doubling; ``rel_speedup`` is the relative
+    gain, direction-aware (``baseline/doubled - 1`` for a smaller-is-better metric,
+    ``doubled/baseline - 1`` for a larger-is-better one), so it is ≥ 0 whenever doubling
+    does not hurt. ``baseline_latency_ns`` / ``doubled_latency_ns`` are the latencies of
+    those same layouts.
+    """
+
     knob: str
     baseline_latency_ns: float
     doubled_latency_ns: float
     rel_speedup: float
+    metric: str = "latency"
+    baseline: float = float("nan")
+    doubled: float = float("nan")
 
 
 @dataclass
@@ -144,7 +181,7 @@ class JointExploreResult:
         return self.all_scores[0] if self.all_scores else None
 
 
-def _scores(ds: xr.Dataset) -> tuple[list[JointScore], list[bool]]:
+def _scores(ds: xr.Dataset, family: str) -> tuple[list[JointScore], list[bool]]:
     """Fitting hardware points as JointScores (hw C-order) and their Pareto flags."""
     flat = ds.stack(_hw=list(HW_KNOBS))
     ok = flat.any_fits.values
@@ -153,7 +190,7 @@ def _scores(ds: xr.Dataset) -> tuple[list[JointScore], list[bool]]:
     cols = {name: flat[name].values for name in flat.data_vars}
     knob_vals = {k: flat[k].values for k in HW_KNOBS}
     for i in np.flatnonzero(ok):
-        hw = HardwareCandidate(**{k: float(knob_vals[k][i]) for k in HW_KNOBS})
+        hw = HardwareCandidate(**{k: float(knob_vals[k][i]) for k in HW_KNOBS}, family=family)
         layout = {d: (cols[f"best_{d}"][i].item() if hasattr(cols[f"best_{d}"][i], "item")
                       else cols[f"best_{d}"][i]) for d in PARALLEL_DIMS}
         out.append(JointScore(
@@ -191,28 +228,21 @@ def sensitivity(
 def sensitivity_of_prepared(p: Prepared, hardware: Hardware, *,
                             metric: str | Metric = "latency") -> list[SensitivityRow]:
     """:func:`sensitivity` reusing prepared layout coefficients (one kernel call)."""
-    from .evaluate import fused_metric
-    from .kernels import inference as k
-
-    m, code = fused_metric(metric)
-    base = np.array([hardware.as_dict()[kn] for kn in HW_KNOBS])
-    rows_hw = np.tile(base, (len(HW_KNOBS) + 1, 1))
-    for j in range(len(HW_KNOBS)):
-        rows_hw[j + 1, j] *= 2.0
-    idx, vals, _ = k.fused_best(p.coeffs, rows_hw, p.eff, code, float(m.sign))
-    if idx[0] < 0:
+    m = get_metric(metric)
+    found = p.doubling(hardware, m)
+    if found is None:
         return []
-    lat = vals[:, 0]
-    rows = [SensitivityRow(kn, float(lat[0]), float(lat[j + 1]), float(lat[0] / lat[j + 1] - 1.0))
+    vals, lat = found
+    gain = vals[0] / vals[1:] - 1.0 if m.direction == "min" else vals[1:] / vals[0] - 1.0
+    rows = [SensitivityRow(kn, float(lat[0]), float(lat[j + 1]), float(gain[j]), m.name,
+                           float(vals[0]), float(vals[j + 1]))
             for j, kn in enumerate(HW_KNOBS)]
     rows.sort(key=lambda r: -r.rel_speedup)
     return rows
 
 
 def _no_fit_message(p: Prepared) -> str:
-    from .kernels import inference as k
-
-    valid = p.coeffs[:, k.C_VALID] == 1.0
+    valid = p.valid
     usable = p.efficiency.hbm_usable
     max_hbm = float(p.knobs["pe_hbm_gb"].max())
     w = p.workload
@@ -220,7 +250,7 @@ def _no_fit_message(p: Prepared) -> str:
         return (f"{p.model.name}: no layout of the {p.space.name} space is valid on "
                 f"{p.family} ({p.topology.n_devices} devices); widen the space or pick a "
                 "larger family")
-    need = float(p.coeffs[valid, k.C_MEM].min()) / 1e9
+    need = float(p.column("mem_bytes")[valid].min()) / 1e9
     return (f"{p.model.name} ({w.mode}, batch={w.batch}, s_kv={w.s_kv}) fits on none of the "
             f"{p.n_hw} hardware candidates: the leanest valid layout needs {need:.1f} GB per "
             f"device, the most HBM swept is {max_hbm:g} GB ({usable:.0%} usable); sweep larger "
@@ -281,25 +311,15 @@ def joint_explore(
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     p = prepare(model, wl, space=space, hardware=depth_grid(depth, defaults=defaults),
                 family=fam, efficiency=efficiency)
-    if store is not None:
-        from .sweep import resumable_best
-
-        ds = resumable_best(p, store, metric=m, chunk_size=chunk_size, progress=progress,
-                            client=client)
-    elif client is not None:
-        from .distributed import distributed_best
-
-        ds = distributed_best(p, metric=m, client=client, chunk_size=chunk_size,
-                              progress=progress)
-    else:
-        ds = best_of_prepared(p, metric=m, chunk_size=chunk_size, progress=progress)
+    ds = reduce_best(p, metric=m, chunk_size=chunk_size, progress=progress, client=client,
+                     store=store)
     knob_da = {k: ds[k] for k in HW_KNOBS}
-    ds["cost_score"] = cost_score(knob_da, defaults).transpose(*HW_KNOBS)
+    ds["cost_score"] = cost_score(knob_da, fam).transpose(*HW_KNOBS)
     ds["cost_score"].attrs["description"] = (
         f"sum of knob / {fam.name} default knob (6.0 at the family's hardware)")
     ds["pareto"] = pareto(ds, objectives={m.key: m.direction, "cost_score": "min"},
                           feasible="any_fits").transpose(*HW_KNOBS)
-    scores, on_front = _scores(ds)
+    scores, on_front = _scores(ds, fam.name)
     # by the metric, then the cheaper hardware among equals
     order = sorted(range(len(scores)),
                    key=lambda i: (m.sign * scores[i].metric(m), scores[i].cost_score))

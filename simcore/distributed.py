@@ -21,15 +21,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .evaluate import (
-    Prepared,
-    assemble_best,
-    default_chunk_size,
-    fused_chunk,
-    fused_metric,
-    hw_chunks,
-)
-from .kernels.inference import N_BEST
+from .chunks import reduce_best
+from .engine import Prepared
 from .metrics import Metric
 
 __all__ = ["warm_cache", "connect", "local_cluster", "distributed_best"]
@@ -42,7 +35,7 @@ def warm_cache() -> None:
     each compiling it.
     """
     from . import Workload, evaluate_best
-    from .kernels import pareto
+    from .engine import pareto_mask
 
     evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=128), space="reduced")
     evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=128), space="reduced",
@@ -50,7 +43,7 @@ def warm_cache() -> None:
     from .evaluate import evaluate
 
     evaluate("Llama 3.1 8B", Workload("decode", s_kv=128), space={"tp": (1,)})
-    pareto.pareto_mask(np.zeros((2, 2)))
+    pareto_mask(np.zeros((2, 2)))
 
 
 def local_cluster(n_workers: int = 2, threads_per_worker: int = 1) -> Any:
@@ -80,12 +73,6 @@ def connect(address: str) -> tuple[Any, Any]:
                       "`dask scheduler` or pass --scheduler local") from None
 
 
-def _run_chunk(p: Prepared, start: int, stop: int, code: int, sign: int
-               ) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray]:
-    bi, v, nf = fused_chunk(p, start, stop, code, sign)
-    return start, stop, bi, v, nf
-
-
 def distributed_best(
     p: Prepared,
     *,
@@ -95,30 +82,4 @@ def distributed_best(
     progress: bool = False,
 ) -> xr.Dataset:
     """:func:`simcore.evaluate.best_of_prepared` on a dask cluster (identical result)."""
-    from distributed import as_completed
-
-    m, code = fused_metric(metric)
-    if chunk_size is None:
-        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-        chunk_size = max(1, min(default_chunk_size(p), -(-p.n_hw // (4 * n_workers))))
-    [prep] = client.scatter([p], broadcast=True, hash=False)
-    futures = [client.submit(_run_chunk, prep, a, b, code, m.sign, pure=False)
-               for a, b in hw_chunks(p.n_hw, chunk_size)]
-    best_idx = np.empty(p.n_hw, dtype=np.int64)
-    vals = np.empty((p.n_hw, N_BEST))
-    n_fit = np.empty(p.n_hw, dtype=np.int64)
-    it: Any = as_completed(futures)
-    if progress:
-        import sys
-
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, total=len(futures), desc="hardware chunks (dask)", unit="chunk",
-                  file=sys.stderr)
-    try:
-        for fut in it:
-            a, b, bi, v, nf = fut.result()
-            best_idx[a:b], vals[a:b], n_fit[a:b] = bi, v, nf
-    finally:  # a failed chunk (or Ctrl-C) must not leave the rest running on the cluster
-        client.cancel([f for f in futures if not f.done()])
-    return assemble_best(p, m, best_idx, vals, n_fit)
+    return reduce_best(p, metric=metric, chunk_size=chunk_size, progress=progress, client=client)

@@ -7,16 +7,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from .engine import pareto_mask
 from .metrics import get_metric
 
 __all__ = ["pareto", "pareto_mask"]
-
-
-def pareto_mask(points: np.ndarray) -> np.ndarray:
-    """Non-dominated rows of an (n, k) array, every column minimised."""
-    from .kernels.pareto import pareto_mask as _mask
-
-    return _mask(points)
 
 
 def _objectives(objectives: Sequence[str] | Mapping[str, str]) -> list[tuple[str, int]]:

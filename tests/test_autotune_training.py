@@ -205,16 +205,16 @@ def test_simulator_runner__estimate_bounds_exactly_what_fits():
 
 
 def test_autotuner__simulator_evaluates_the_whole_plan_in_one_engine_call(monkeypatch):
-    from simcore.kernels import inference
+    from simcore import engine
 
     calls = []
-    real = inference.evaluate_grid
+    real = engine.combine
 
     def counting(coeffs, hw, eff):
         calls.append(coeffs.shape[0])
         return real(coeffs, hw, eff)
 
-    monkeypatch.setattr(inference, "evaluate_grid", counting)
+    monkeypatch.setattr(engine, "combine", counting)
     runner = SimulatorRunner("Llama 2 7B", family="H100-SXM", n_gpus=8,
                              activation_checkpointing=True)
     cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": "all"},

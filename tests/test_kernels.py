@@ -11,6 +11,7 @@ from simcore.kernels import collectives as kc
 from simcore.kernels import collectives_ref as kr
 from simcore.kernels import inference as ki
 from simcore.kernels import inference_ref as ref
+from simcore.kernels import schema
 from simcore.space import CHOICES, PARALLEL_DIMS
 from simcore.specs import HW_KNOBS, Efficiency, Hardware, Model, Topology, Workload
 
@@ -71,6 +72,8 @@ layouts = st.builds(
     **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
 )
 
+OUT_NAMES = tuple(f.name for f in schema.OUTPUTS)
+
 
 def _layout_row(lay):
     return np.array([[getattr(lay, d) if d not in CHOICES else CHOICES[d].index(getattr(lay, d))
@@ -78,22 +81,22 @@ def _layout_row(lay):
 
 
 def _kernel_point(model, workload, hw, topo, eff, lay):
-    coeffs = ki.layout_coeffs(_layout_row(lay), ki.pack_model(model), ki.pack_workload(workload),
-                              ki.pack_topology(topo))
+    coeffs = ki.layout_coeffs(_layout_row(lay), schema.pack_model(model), schema.pack_workload(workload),
+                              schema.pack_topology(topo))
     hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
-    outs = ki.evaluate_grid(coeffs, hw_row, ki.pack_efficiency(eff))
-    res = {name: o[0, 0] for name, o in zip(ki.OUTPUTS, outs, strict=True)}
-    res["valid"] = bool(coeffs[0, ki.C_VALID])
-    res["mem_bytes"] = coeffs[0, ki.C_MEM]
-    for name, col in ki.MEM_PARTS.items():
-        res[name] = coeffs[0, col]
+    outs = ki.evaluate_grid(coeffs, hw_row, schema.pack_efficiency(eff))
+    res = {name: o[0, 0] for name, o in zip(OUT_NAMES, outs, strict=True)}
+    res["valid"] = bool(coeffs["valid"][0])
+    res["mem_bytes"] = coeffs["mem_bytes"][0]
+    for name in schema.MEM_PARTS:
+        res[name] = coeffs[name][0]
     return res
 
 
 def _check_mem_parts(got, want):
-    for name in ki.MEM_PARTS:
+    for name in schema.MEM_PARTS:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-9), name
-    assert sum(got[n] for n in ki.MEM_PARTS) == pytest.approx(got["mem_bytes"], rel=1e-12)
+    assert sum(got[n] for n in schema.MEM_PARTS) == pytest.approx(got["mem_bytes"], rel=1e-12)
 
 
 @given(models(), workloads(), hardware, topologies, efficiencies, layouts)
@@ -107,7 +110,7 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
         return
     assert got["mem_bytes"] == pytest.approx(want["mem_bytes"], rel=REL)
     _check_mem_parts(got, want)
-    for name in ki.OUTPUTS[:-1]:
+    for name in OUT_NAMES[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     # the breakdown adds up to the latency
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
@@ -118,10 +121,10 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
        st.lists(layouts, min_size=1, max_size=12), st.sampled_from(list(ki.FUSED_METRICS)))
 def test_fused_best__matches_argbest_of_grid(model, workload, hw, topo, eff, lays, metric):
     rows = np.concatenate([_layout_row(lay) for lay in lays])
-    coeffs = ki.layout_coeffs(rows, ki.pack_model(model), ki.pack_workload(workload),
-                              ki.pack_topology(topo))
+    coeffs = ki.layout_coeffs(rows, schema.pack_model(model), schema.pack_workload(workload),
+                              schema.pack_topology(topo))
     hw_rows = np.array([[getattr(hw, k) for k in HW_KNOBS], [getattr(hw, k) * 2 for k in HW_KNOBS]])
-    e = ki.pack_efficiency(eff)
+    e = schema.pack_efficiency(eff)
     code = ki.FUSED_METRICS[metric]
     sign = 1.0 if metric == "latency_ns" else -1.0
     idx, vals, n_fit = ki.fused_best(coeffs, hw_rows, e, code, sign)
@@ -167,21 +170,21 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
     from simcore.kernels import training as kt
     from simcore.kernels import training_ref as tref
 
-    coeffs = kt.layout_coeffs(_layout_row(lay), ki.pack_model(model), ki.pack_workload(workload),
-                              ki.pack_topology(topo))
+    coeffs = kt.layout_coeffs(_layout_row(lay), schema.pack_model(model), schema.pack_workload(workload),
+                              schema.pack_topology(topo))
     hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
-    outs = ki.evaluate_grid(coeffs, hw_row, ki.pack_efficiency(eff, train=True))
-    got = {name: o[0, 0] for name, o in zip(ki.OUTPUTS, outs, strict=True)}
+    outs = ki.evaluate_grid(coeffs, hw_row, schema.pack_efficiency(eff, train=True))
+    got = {name: o[0, 0] for name, o in zip(OUT_NAMES, outs, strict=True)}
     want = tref.evaluate_point(model, workload, hw, topo, eff, lay)
-    assert bool(coeffs[0, ki.C_VALID]) == want["valid"]
+    assert bool(coeffs["valid"][0]) == want["valid"]
     assert got["fits"] == want["fits"]
     if not want["valid"]:
         assert math.isnan(got["latency_ns"])
         return
-    assert coeffs[0, ki.C_MEM] == pytest.approx(want["mem_bytes"], rel=REL)
-    _check_mem_parts({"mem_bytes": coeffs[0, ki.C_MEM],
-                      **{n: coeffs[0, c] for n, c in ki.MEM_PARTS.items()}}, want)
-    for name in ki.OUTPUTS[:-1]:
+    assert coeffs["mem_bytes"][0] == pytest.approx(want["mem_bytes"], rel=REL)
+    _check_mem_parts({"mem_bytes": coeffs["mem_bytes"][0],
+                      **{n: coeffs[n][0] for n in schema.MEM_PARTS}}, want)
+    for name in OUT_NAMES[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)

@@ -278,15 +278,16 @@ class TrainingEngine:
             model, family, hardware, efficiency)
         self._rows: dict[TrainingRun, np.ndarray] = {}
         self._hw: np.ndarray | None = None
-        self._eff: np.ndarray | None = None
+        self._eff: Any = None
 
     def row(self, run: TrainingRun) -> np.ndarray:
+        """The run's coefficient record (a one-row structured table of the engine)."""
         if run not in self._rows:
-            from ..evaluate import prepare
+            from ..engine import prepare
 
             p = prepare(self.model, run.workload(), space=run.space(), hardware=self.hardware,
                         family=self.family, efficiency=self.efficiency)
-            self._rows[run] = p.coeffs[0]
+            self._rows[run] = p.coeffs[:1]
             if self._hw is None:
                 self._hw, self._eff = p.hw_rows(0, 1), p.eff
         return self._rows[run]
@@ -294,29 +295,28 @@ class TrainingEngine:
     def memory(self, run: TrainingRun) -> tuple[float, float]:
         """(model states, activations per sample) from the engine's memory breakdown
         (activations and logits grow linearly in the micro-batch without a pipeline)."""
-        from ..kernels.inference import C_MEM_ACT, C_MEM_STATIC
-
         row = self.row(run)
-        return float(row[C_MEM_STATIC]), float(row[C_MEM_ACT]) / run.micro_batch
+        return float(row["mem_weights_bytes"][0]), float(row["mem_act_bytes"][0]) / run.micro_batch
 
     def usable_bytes(self) -> float:
         return self.hardware.pe_hbm_gb * 1e9 * self.efficiency.hbm_usable
 
     def estimates(self, runs: Sequence[TrainingRun]) -> list[TrainingEstimate]:
         """All ``runs`` through one call of the engine's hardware combine."""
-        from ..kernels import inference as k
+        from ..engine import combine
 
         if not runs:
             return []
-        rows = np.ascontiguousarray(np.stack([self.row(r) for r in runs]))
-        outs = dict(zip(k.OUTPUTS, k.evaluate_grid(rows, self._hw, self._eff), strict=True))
+        rows = np.concatenate([self.row(r) for r in runs])
+        assert self._hw is not None  # set by the first row()
+        outs = combine(rows, self._hw, self._eff)
         usable = self.usable_bytes()
         found = []
         for j, run in enumerate(runs):
-            states = float(rows[j, k.C_MEM_STATIC])
-            mem = float(rows[j, k.C_MEM])
+            states = float(rows["mem_weights_bytes"][j])
+            mem = float(rows["mem_bytes"][j])
             found.append(TrainingEstimate(
-                run=run, valid=bool(rows[j, k.C_VALID] == 1.0), fits=bool(outs["fits"][0, j]),
+                run=run, valid=bool(rows["valid"][j] == 1.0), fits=bool(outs["fits"][0, j]),
                 model_states_bytes=states, activation_bytes=mem - states, mem_bytes=mem,
                 usable_bytes=usable, compute_ns=float(outs["compute_ns"][0, j]),
                 memory_ns=float(outs["memory_ns"][0, j]), comm_ns=float(outs["comm_ns"][0, j]),

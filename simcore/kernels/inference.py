@@ -26,36 +26,9 @@ import numpy as np
 
 from ._numba import jit, prange
 from .collectives import allgather_factor, allreduce_factor, tier_of
+from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
-# --- packed parameter vectors -------------------------------------------------------
-M_L, M_D, M_H, M_KVH, M_HD, M_FF, M_V, M_E, M_K, M_BW, M_BKV = range(11)
-M_QO, M_KVW, M_FFNW, M_EXPERT, M_ROUTER, M_FFN_ACTIVE, M_NORM, M_N_ACTIVE, M_EMB = range(11, 20)
-N_MODEL = 20
-W_MODE, W_B, W_SQ, W_SKV, W_MICRO, W_RECOMPUTE, W_SP, W_ZERO, W_GRAD_BYTES, W_PREC = range(10)
-N_WORK = 10
-PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2}
-T_CUBE, T_SIP, T_NDEV, T_A0, T_A1, T_A2 = range(6)
-E_C, E_M, E_N, E_HBM = range(4)
-
-MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
-RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
-
-# --- coefficient row ----------------------------------------------------------------
-(C_VALID, C_NDEV, C_MEM, C_F_LIN, C_B_LIN, C_F_CORE, C_B_CORE, C_F_FFN, C_B_FFN, C_F_HEAD,
- C_B_HEAD, C_COMM0, C_COMM1, C_COMM2, C_COMM_ALPHA, C_RING_BYTES, C_RING_TIER, C_RING_ALPHA,
- C_RING_OVERLAP, C_LAYER_MULT, C_PP_BYTES, C_PP_TIER, C_PP_ALPHA, C_TOKENS, C_MODEL_FLOPS,
- C_TAIL0, C_TAIL1, C_TAIL2, C_TAIL_ALPHA, C_TAIL_MEM, C_MEM_STATIC, C_MEM_KV, C_MEM_ACT) = range(33)
-N_COEF = 33
-#: memory parts per device: weights (inference) or ZeRO model states (training), KV cache,
-#: activations (+ logits); they add up to ``C_MEM``.
-MEM_PARTS = {"mem_weights_bytes": C_MEM_STATIC, "mem_kv_bytes": C_MEM_KV,
-             "mem_act_bytes": C_MEM_ACT}
-
-#: Outputs of :func:`point`, in order.
-OUTPUTS = ("latency_ns", "throughput_tok_s", "flops_per_device", "compute_ns", "memory_ns",
-           "comm_ns", "fits")
-#: The numeric outputs (all but ``fits``) that :func:`fused_best` returns per winner.
-N_BEST = len(OUTPUTS) - 1
+__all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
 
 # placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first
 _ORDERS = np.array([
@@ -66,64 +39,22 @@ _ORDERS = np.array([
 ], dtype=np.int64)
 
 
-def pack_model(model) -> np.ndarray:
-    """Model spec → float vector (indices ``M_*``)."""
-    v = np.zeros(N_MODEL)
-    v[M_L], v[M_D], v[M_H], v[M_KVH] = model.n_layers, model.d_model, model.n_heads, model.n_kv_heads
-    v[M_HD], v[M_FF], v[M_V] = model.head_dim, model.d_ff, model.vocab_size
-    v[M_E], v[M_K] = model.n_experts, model.top_k
-    v[M_BW], v[M_BKV] = model.bytes_per_param, model.bytes_per_kv
-    kvw = 2 * model.d_model * model.n_kv_heads * model.head_dim
-    v[M_KVW] = kvw
-    v[M_QO] = model.attn_params_per_layer - kvw
-    v[M_FFNW] = model.ffn_params_per_layer
-    v[M_EXPERT] = model.expert_params
-    v[M_ROUTER] = model.ffn_params_per_layer - model.n_experts * model.expert_params
-    v[M_FFN_ACTIVE] = model.ffn_active_params_per_layer
-    v[M_NORM] = model.norm_params_per_layer
-    v[M_N_ACTIVE] = model.n_active_params
-    v[M_EMB] = model.embedding_params
-    return v
-
-
-def pack_workload(workload) -> np.ndarray:
-    """Workload spec → float vector (indices ``W_*``); training fields are 0 for inference."""
-    v = np.zeros(N_WORK)
-    v[W_MODE] = MODE_CODES[workload.mode]
-    v[W_B], v[W_SQ], v[W_SKV] = workload.batch, workload.s_q, workload.s_kv
-    if workload.mode == "train":
-        v[W_MICRO] = workload.micro_batch
-        v[W_RECOMPUTE] = RECOMPUTE_CODES[workload.recompute]
-        v[W_SP] = 1.0 if workload.sequence_parallel else 0.0
-        v[W_ZERO] = workload.zero_stage
-        v[W_GRAD_BYTES] = workload.grad_bytes
-        v[W_PREC] = PRECISION_CODES[workload.precision]
-    return v
-
-
-def pack_topology(topology) -> np.ndarray:
-    return np.array([topology.pes_per_cube, topology.pes_per_sip, topology.n_devices,
-                     topology.alpha_intra_ns, topology.alpha_inter_ns, topology.alpha_intersip_ns],
-                    dtype=np.float64)
-
-
-def pack_efficiency(eff, *, train: bool = False) -> np.ndarray:
-    """Efficiency spec → float vector; training steps use ``train_compute`` for matmuls."""
-    compute = eff.train_compute if train else eff.compute
-    return np.array([compute, eff.memory, eff.network, eff.hbm_usable], dtype=np.float64)
-
-
 @jit()
 def _alpha(topo, tier):
-    return topo[T_A0 + tier]
+    """Link latency (ns) of a tier: 0 intra, 1 inter, 2 inter-SiP."""
+    if tier == 0:
+        return topo.alpha_intra_ns
+    if tier == 1:
+        return topo.alpha_inter_ns
+    return topo.alpha_intersip_ns
 
 
 @jit()
 def placement(tp, cp, pp, dp, tpp, cpp, topo):
     """Strides of the TP/CP/PP/DP groups and the tier each spans (plus TP×CP and the
     KV split-K subgroup are derived from these by the callers)."""
-    cube = int(topo[T_CUBE])
-    sip = int(topo[T_SIP])
+    cube = int(topo.pes_per_cube)
+    sip = int(topo.pes_per_sip)
     sizes = (tp, cp, pp, dp)
     order = _ORDERS[tpp + 2 * cpp]
     strides = np.ones(4, dtype=np.int64)
@@ -149,31 +80,31 @@ def add_comm(acc, tier, nbytes_eff, alpha_ns):
 
 @jit()
 def _coeff_row(lay, mp, wp, topo, out):
-    cp = lay[0]
-    tp = lay[1]
-    pp = lay[2]
-    dp = lay[3]
-    kvm = lay[4]
-    ffs = lay[5]
-    tpp = lay[6]
-    cpp = lay[7]
-    ring = lay[8]
+    cp = lay[LAYOUT.cp]
+    tp = lay[LAYOUT.tp]
+    pp = lay[LAYOUT.pp]
+    dp = lay[LAYOUT.dp]
+    kvm = lay[LAYOUT.kv_shard_mode]
+    ffs = lay[LAYOUT.ffn_shard_scope]
+    tpp = lay[LAYOUT.tp_placement]
+    cpp = lay[LAYOUT.cp_placement]
+    ring = lay[LAYOUT.cp_ring_variant]
 
-    L = mp[M_L]
-    d = mp[M_D]
-    h = mp[M_H]
-    kvh = mp[M_KVH]
-    hd = mp[M_HD]
-    bw = mp[M_BW]
-    bkv = mp[M_BKV]
-    E = mp[M_E]
-    k = mp[M_K]
-    decode = wp[W_MODE] == 1.0
-    B = wp[W_B]
-    s_q = wp[W_SQ]
-    s_kv = wp[W_SKV]
-    cube = int(topo[T_CUBE])
-    sip = int(topo[T_SIP])
+    L = mp.n_layers
+    d = mp.d_model
+    h = mp.n_heads
+    kvh = mp.n_kv_heads
+    hd = mp.head_dim
+    bw = mp.bytes_per_param
+    bkv = mp.bytes_per_kv
+    E = mp.n_experts
+    k = mp.top_k
+    decode = wp.mode == 1.0
+    B = wp.batch
+    s_q = wp.s_q
+    s_kv = wp.s_kv
+    cube = int(topo.pes_per_cube)
+    sip = int(topo.pes_per_sip)
 
     fcp = float(cp)
     ftp = float(tp)
@@ -181,7 +112,7 @@ def _coeff_row(lay, mp, wp, topo, out):
     n_dev = cp * tp * pp * dp
 
     # -- validity --------------------------------------------------------------------
-    valid = n_dev <= topo[T_NDEV] and int(h) % tp == 0 and fpp <= L and float(dp) <= B
+    valid = n_dev <= topo.n_devices and int(h) % tp == 0 and fpp <= L and float(dp) <= B
     if not decode and fcp > s_q:
         valid = False
     if fcp > s_kv:
@@ -226,8 +157,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     kv_layer = Bd * (s_kv / fcp) * seq_frac * kvh_loc * hd * 2.0 * bkv
 
     # -- roofline ops per layer ----------------------------------------------------------
-    attn_w = mp[M_QO] / ftp + mp[M_KVW] / kvw_shard
-    f_lin = 2.0 * T_lin * (mp[M_QO] + mp[M_KVW]) / ftp
+    attn_w = mp.qo_params / ftp + mp.kv_params / kvw_shard
+    f_lin = 2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp
     b_lin = attn_w * bw + T_lin * d * bw * (2.0 + 2.0 / ftp)
 
     f_core = 4.0 * Bd * s_q * s_kv * causal * hd * h / (ftp * fcp)
@@ -244,18 +175,17 @@ def _coeff_row(lay, mp, wp, topo, out):
     else:
         shard = ftp
         ffn_tokens = T_lin
-    f_ffn = 2.0 * ffn_tokens * mp[M_FFN_ACTIVE] / shard
+    f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard
     touched = min(E, ffn_tokens * k) if E > 1.0 else 1.0
-    ffn_read = (touched * mp[M_EXPERT] + mp[M_ROUTER]) / shard
+    ffn_read = (touched * mp.expert_params + mp.router_params) / shard
     b_ffn = ffn_read * bw + ffn_tokens * d * bw * 2.0
 
     # -- LM head (last stage; TTFT needs the last position's logits only) ----------------
-    f_head = 2.0 * Bd * d * mp[M_V] / ftp
-    b_head = mp[M_V] * d * bw / ftp + Bd * mp[M_V] / ftp * 4.0
+    f_head = 2.0 * Bd * d * mp.vocab_size / ftp
+    b_head = mp.vocab_size * d * bw / ftp + Bd * mp.vocab_size / ftp * 4.0
 
     # -- communication per layer (effective bytes per tier, link latency) ----------------
-    acc = out[C_COMM0:C_COMM_ALPHA + 1]  # add_comm accumulates in place
-    acc[:] = 0.0
+    acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
     act = T_lin * d * bw
     # attention output all-reduce over TP
     if tp > 1:
@@ -313,50 +243,58 @@ def _coeff_row(lay, mp, wp, topo, out):
         pp_alpha = (fpp - 1.0) * _alpha(topo, tier_pp)
 
     # -- memory per device ---------------------------------------------------------------
-    ffn_w = mp[M_FFNW] / shard
-    w_layer = (attn_w + ffn_w + mp[M_NORM]) * bw
-    emb = mp[M_EMB] * bw / ftp
+    ffn_w = mp.ffn_params / shard
+    w_layer = (attn_w + ffn_w + mp.norm_params) * bw
+    emb = mp.embedding_params * bw / ftp
     if pp > 1:
-        emb = mp[M_V] * d * bw / ftp
-    f_loc = mp[M_FF] * min(k, E) / shard
-    act_mem = T_lin * (4.0 * d + 2.0 * f_loc) * bw + Bd * mp[M_V] / ftp * 4.0
+        emb = mp.vocab_size * d * bw / ftp
+    f_loc = mp.d_ff * min(k, E) / shard
+    act_mem = T_lin * (4.0 * d + 2.0 * f_loc) * bw + Bd * mp.vocab_size / ftp * 4.0
     mem = lps * (w_layer + kv_layer) + emb + act_mem
 
     tokens = B if decode else B * s_q
-    model_flops = 2.0 * mp[M_N_ACTIVE] * tokens + 4.0 * L * B * s_q * s_kv * causal * h * hd
+    model_flops = 2.0 * mp.n_active_params * tokens + 4.0 * L * B * s_q * s_kv * causal * h * hd
 
-    out[C_VALID] = 1.0 if valid else 0.0
-    out[C_NDEV] = n_dev
-    out[C_MEM] = mem
-    out[C_MEM_STATIC] = lps * w_layer + emb
-    out[C_MEM_KV] = lps * kv_layer
-    out[C_MEM_ACT] = act_mem
-    out[C_F_LIN] = f_lin
-    out[C_B_LIN] = b_lin
-    out[C_F_CORE] = f_core
-    out[C_B_CORE] = b_core
-    out[C_F_FFN] = f_ffn
-    out[C_B_FFN] = b_ffn
-    out[C_F_HEAD] = f_head
-    out[C_B_HEAD] = b_head
-    out[C_RING_BYTES] = ring_bytes
-    out[C_RING_TIER] = tier_cp
-    out[C_RING_ALPHA] = ring_alpha
-    out[C_RING_OVERLAP] = 0.0 if decode else 1.0
-    out[C_LAYER_MULT] = layer_mult
-    out[C_PP_BYTES] = pp_bytes
-    out[C_PP_TIER] = tier_pp
-    out[C_PP_ALPHA] = pp_alpha
-    out[C_TOKENS] = tokens
-    out[C_MODEL_FLOPS] = model_flops
-    out[C_TAIL0:C_TAIL_MEM + 1] = 0.0
+    out.valid = 1.0 if valid else 0.0
+    out.n_devices = n_dev
+    out.mem_bytes = mem
+    out.mem_weights_bytes = lps * w_layer + emb
+    out.mem_kv_bytes = lps * kv_layer
+    out.mem_act_bytes = act_mem
+    out.f_lin = f_lin
+    out.b_lin = b_lin
+    out.f_core = f_core
+    out.b_core = b_core
+    out.f_ffn = f_ffn
+    out.b_ffn = b_ffn
+    out.f_head = f_head
+    out.b_head = b_head
+    out.ring_bytes = ring_bytes
+    out.ring_tier = tier_cp
+    out.ring_alpha_ns = ring_alpha
+    out.ring_overlap = 0.0 if decode else 1.0
+    out.layer_mult = layer_mult
+    out.pp_bytes = pp_bytes
+    out.pp_tier = tier_pp
+    out.pp_alpha_ns = pp_alpha
+    out.tokens = tokens
+    out.model_flops = model_flops
+    out.comm0_bytes = acc[0]
+    out.comm1_bytes = acc[1]
+    out.comm2_bytes = acc[2]
+    out.comm_alpha_ns = acc[3]
+    out.tail0_bytes = 0.0
+    out.tail1_bytes = 0.0
+    out.tail2_bytes = 0.0
+    out.tail_alpha_ns = 0.0
+    out.tail_mem_bytes = 0.0
 
 
 @jit()
 def layout_coeffs(layouts, mp, wp, topo):
-    """Coefficient rows (n_layout, N_COEF) for integer layout rows (n_layout, 9)."""
+    """Coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows."""
     n = layouts.shape[0]
-    out = np.empty((n, N_COEF))
+    out = np.empty(n, dtype=COEF_DTYPE)
     for i in range(n):
         _coeff_row(layouts[i], mp, wp, topo, out[i])
     return out
@@ -374,48 +312,48 @@ def _roof(f, b, P, M):
 @jit(inline="always")
 def point(c, hw, eff):
     """One (hardware, layout) pair → the values of :data:`OUTPUTS`."""
-    if c[C_VALID] == 0.0:
+    if c.valid == 0.0:
         nan = np.nan
         return nan, nan, nan, nan, nan, nan, False
-    P = hw[2] * 1e3 * eff[E_C]
-    M = hw[1] * eff[E_M]
-    en = eff[E_N]
-    b0 = hw[3] * en
-    b1 = hw[4] * en
-    b2 = hw[5] * en
+    P = hw[HW.peak_tflops_f16] * 1e3 * eff.compute
+    M = hw[HW.bw_hbm_gbs] * eff.memory
+    en = eff.network
+    b0 = hw[HW.bw_intra_gbs] * en
+    b1 = hw[HW.bw_inter_gbs] * en
+    b2 = hw[HW.bw_intersip_gbs] * en
 
-    t_lin, cl, ml = _roof(c[C_F_LIN], c[C_B_LIN], P, M)
-    t_core, cc, mc = _roof(c[C_F_CORE], c[C_B_CORE], P, M)
-    t_ffn, cf, mf = _roof(c[C_F_FFN], c[C_B_FFN], P, M)
-    t_head, ch, mh = _roof(c[C_F_HEAD], c[C_B_HEAD], P, M)
+    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P, M)
+    t_core, cc, mc = _roof(c.f_core, c.b_core, P, M)
+    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P, M)
+    t_head, ch, mh = _roof(c.f_head, c.b_head, P, M)
 
-    rt = c[C_RING_TIER]
+    rt = c.ring_tier
     rbw = b0 if rt == 0.0 else (b1 if rt == 1.0 else b2)
-    ring_t = c[C_RING_BYTES] / rbw + c[C_RING_ALPHA]
-    if c[C_RING_OVERLAP] == 1.0:
+    ring_t = c.ring_bytes / rbw + c.ring_alpha_ns
+    if c.ring_overlap == 1.0:
         exposed = ring_t - t_core
         if exposed < 0.0:
             exposed = 0.0
     else:
         exposed = ring_t
-    comm_l = c[C_COMM0] / b0 + c[C_COMM1] / b1 + c[C_COMM2] / b2 + c[C_COMM_ALPHA]
-    pt = c[C_PP_TIER]
+    comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
+    pt = c.pp_tier
     pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
-    t_pp = c[C_PP_BYTES] / pbw + c[C_PP_ALPHA]
+    t_pp = c.pp_bytes / pbw + c.pp_alpha_ns
 
-    t_tail = c[C_TAIL0] / b0 + c[C_TAIL1] / b1 + c[C_TAIL2] / b2 + c[C_TAIL_ALPHA]
-    t_tail_mem = c[C_TAIL_MEM] / M
+    t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
+    t_tail_mem = c.tail_mem_bytes / M
 
-    mult = c[C_LAYER_MULT]
+    mult = c.layer_mult
     t_layer = t_lin + t_core + t_ffn + exposed + comm_l
     latency = mult * t_layer + t_head + t_pp + t_tail + t_tail_mem
     compute = mult * (cl + cc + cf) + ch
     memory = mult * (ml + mc + mf) + mh + t_tail_mem
     comm = mult * (exposed + comm_l) + t_pp + t_tail
     sec = latency * 1e-9
-    throughput = c[C_TOKENS] / sec
-    flops_dev = c[C_MODEL_FLOPS] / c[C_NDEV] / sec
-    fits = c[C_MEM] <= hw[0] * 1e9 * eff[E_HBM]
+    throughput = c.tokens / sec
+    flops_dev = c.model_flops / c.n_devices / sec
+    fits = c.mem_bytes <= hw[HW.pe_hbm_gb] * 1e9 * eff.hbm_usable
     return latency, throughput, flops_dev, compute, memory, comm, fits
 
 
@@ -443,10 +381,6 @@ def evaluate_grid(coeffs, hw, eff):
             comm[i, j] = r[5]
             fits[i, j] = r[6]
     return lat, thr, fl, comp, mem, comm, fits
-
-
-#: metric codes understood by :func:`fused_best` (index into :data:`OUTPUTS`).
-FUSED_METRICS = {"latency_ns": 0, "throughput_tok_s": 1, "flops_per_device": 2}
 
 
 @jit(parallel=True)

@@ -31,68 +31,8 @@ import numpy as np
 
 from ._numba import jit
 from .collectives import allgather_factor, allreduce_factor
-from .inference import (
-    C_B_CORE,
-    C_B_FFN,
-    C_B_HEAD,
-    C_B_LIN,
-    C_COMM0,
-    C_COMM_ALPHA,
-    C_F_CORE,
-    C_F_FFN,
-    C_F_HEAD,
-    C_F_LIN,
-    C_LAYER_MULT,
-    C_MEM,
-    C_MEM_ACT,
-    C_MEM_KV,
-    C_MEM_STATIC,
-    C_MODEL_FLOPS,
-    C_NDEV,
-    C_PP_ALPHA,
-    C_PP_BYTES,
-    C_PP_TIER,
-    C_RING_ALPHA,
-    C_RING_BYTES,
-    C_RING_OVERLAP,
-    C_RING_TIER,
-    C_TAIL0,
-    C_TAIL_ALPHA,
-    C_TAIL_MEM,
-    C_TOKENS,
-    C_VALID,
-    M_BW,
-    M_D,
-    M_E,
-    M_EMB,
-    M_EXPERT,
-    M_FFN_ACTIVE,
-    M_FFNW,
-    M_H,
-    M_HD,
-    M_K,
-    M_KVH,
-    M_KVW,
-    M_L,
-    M_N_ACTIVE,
-    M_NORM,
-    M_QO,
-    M_ROUTER,
-    M_V,
-    N_COEF,
-    T_A0,
-    T_NDEV,
-    W_B,
-    W_GRAD_BYTES,
-    W_MICRO,
-    W_PREC,
-    W_RECOMPUTE,
-    W_SKV,
-    W_SP,
-    W_ZERO,
-    add_comm,
-    placement,
-)
+from .inference import _alpha, add_comm, placement
+from .schema import COEF_DTYPE, LAYOUT
 
 #: Adam step bytes per parameter besides the gradient: read+write fp32 master, m, v
 #: (3 × 4 B × 2) and write the 16-bit weights (2 B).
@@ -135,32 +75,32 @@ def activation_bytes_per_layer(s, b, d, a, t, recompute, sp):
 
 @jit()
 def _train_row(lay, mp, wp, topo, out):
-    cp = lay[0]
-    tp = lay[1]
-    pp = lay[2]
-    dp = lay[3]
-    kvm = lay[4]
-    ffs = lay[5]
-    tpp = lay[6]
-    cpp = lay[7]
-    ring = lay[8]
+    cp = lay[LAYOUT.cp]
+    tp = lay[LAYOUT.tp]
+    pp = lay[LAYOUT.pp]
+    dp = lay[LAYOUT.dp]
+    kvm = lay[LAYOUT.kv_shard_mode]
+    ffs = lay[LAYOUT.ffn_shard_scope]
+    tpp = lay[LAYOUT.tp_placement]
+    cpp = lay[LAYOUT.cp_placement]
+    ring = lay[LAYOUT.cp_ring_variant]
 
-    L = mp[M_L]
-    d = mp[M_D]
-    h = mp[M_H]
-    kvh = mp[M_KVH]
-    hd = mp[M_HD]
-    bw = mp[M_BW]
-    E = mp[M_E]
-    k = mp[M_K]
-    B = wp[W_B]
-    s = wp[W_SKV]
-    mb = wp[W_MICRO]
-    rc = int(wp[W_RECOMPUTE])
-    sp = wp[W_SP] == 1.0
-    zs = int(wp[W_ZERO])
-    gb = wp[W_GRAD_BYTES]
-    prec = int(wp[W_PREC])
+    L = mp.n_layers
+    d = mp.d_model
+    h = mp.n_heads
+    kvh = mp.n_kv_heads
+    hd = mp.head_dim
+    bw = mp.bytes_per_param
+    E = mp.n_experts
+    k = mp.top_k
+    B = wp.batch
+    s = wp.s_kv
+    mb = wp.micro_batch
+    rc = int(wp.recompute)
+    sp = wp.sequence_parallel == 1.0
+    zs = int(wp.zero_stage)
+    gb = wp.grad_bytes
+    prec = int(wp.precision)
 
     fcp = float(cp)
     ftp = float(tp)
@@ -169,7 +109,7 @@ def _train_row(lay, mp, wp, topo, out):
     n_dev = cp * tp * pp * dp
     ikvh = int(kvh)
 
-    valid = n_dev <= topo[T_NDEV] and int(h) % tp == 0 and fpp <= L and fcp <= s
+    valid = n_dev <= topo.n_devices and int(h) % tp == 0 and fpp <= L and fcp <= s
     valid = valid and kvm == 0 and int(B) % (dp * int(mb)) == 0
     if tp <= ikvh:
         valid = valid and ikvh % tp == 0
@@ -186,8 +126,8 @@ def _train_row(lay, mp, wp, topo, out):
     p_core = 3.0 if rc == 0 else 4.0
 
     kvh_loc = kvh / ftp if ftp <= kvh else 1.0
-    attn_w = mp[M_QO] / ftp + mp[M_KVW] / min(ftp, kvh)
-    f_lin = p_lin * 2.0 * T * (mp[M_QO] + mp[M_KVW]) / ftp
+    attn_w = mp.qo_params / ftp + mp.kv_params / min(ftp, kvh)
+    f_lin = p_lin * 2.0 * T * (mp.qo_params + mp.kv_params) / ftp
     b_lin = p_lin * (attn_w * bw + T * d * bw * (2.0 + 2.0 / ftp))
 
     kv_block = mb * (s / fcp) * kvh_loc * hd * 2.0 * bw
@@ -199,19 +139,18 @@ def _train_row(lay, mp, wp, topo, out):
     shard = ftp * fcp if wide else ftp
     ffn_tokens = mb * s if wide else T
     touched = min(E, ffn_tokens * k) if E > 1.0 else 1.0
-    f_ffn = p_lin * 2.0 * ffn_tokens * mp[M_FFN_ACTIVE] / shard
-    b_ffn = p_lin * ((touched * mp[M_EXPERT] + mp[M_ROUTER]) / shard * bw
+    f_ffn = p_lin * 2.0 * ffn_tokens * mp.ffn_active_params / shard
+    b_ffn = p_lin * ((touched * mp.expert_params + mp.router_params) / shard * bw
                      + 2.0 * ffn_tokens * d * bw)
 
-    f_head = m * 3.0 * 2.0 * T * d * mp[M_V] / ftp
-    b_head = m * (3.0 * mp[M_V] * d * bw / ftp + 2.0 * T * mp[M_V] / ftp * 4.0)
+    f_head = m * 3.0 * 2.0 * T * d * mp.vocab_size / ftp
+    b_head = m * (3.0 * mp.vocab_size * d * bw / ftp + 2.0 * T * mp.vocab_size / ftp * 4.0)
 
     # per layer, per micro-batch communication
-    acc = out[C_COMM0:C_COMM_ALPHA + 1]  # add_comm accumulates in place
-    acc[:] = 0.0
+    acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
     act = T * d * bw
     n_half = 3.0 if rc == 2 else 2.0  # collectives per sub-block (attention, FFN)
-    a_tp = topo[T_A0 + tier_tp]
+    a_tp = _alpha(topo, tier_tp)
     if tp > 1:
         add_comm(acc, tier_tp, n_half * allreduce_factor(ftp) * act,
                  n_half * 2.0 * (ftp - 1.0) * a_tp)
@@ -219,19 +158,19 @@ def _train_row(lay, mp, wp, topo, out):
         g = ftp * fcp
         full_act = mb * s * d * bw
         add_comm(acc, tier_tpcp, n_half * allreduce_factor(g) * full_act,
-                 n_half * 2.0 * (g - 1.0) * topo[T_A0 + tier_tpcp])
+                 n_half * 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
-                 n_half * (fcp - 1.0) * topo[T_A0 + tier_cp])
+                 n_half * (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
         add_comm(acc, tier_tp, n_half * allreduce_factor(ftp) * act,
                  n_half * 2.0 * (ftp - 1.0) * a_tp)
 
-    ffn_w = mp[M_FFNW] / shard
-    layer_params = attn_w + ffn_w + mp[M_NORM]
+    ffn_w = mp.ffn_params / shard
+    layer_params = attn_w + ffn_w + mp.norm_params
     if zs == 3 and dp > 1:  # parameters gathered for forward, backward (and recompute)
         n_ag = 3.0 if rc == 2 else 2.0
         add_comm(acc, tier_dp, n_ag * allgather_factor(fdp) * layer_params * bw,
-                 n_ag * (fdp - 1.0) * topo[T_A0 + tier_dp])
+                 n_ag * (fdp - 1.0) * _alpha(topo, tier_dp))
 
     ring_bytes = 0.0
     ring_alpha = 0.0
@@ -242,7 +181,7 @@ def _train_row(lay, mp, wp, topo, out):
         else:
             per_step = mb * (s / fcp) * (h / ftp) * (2.0 * hd * bw + 8.0)
         ring_bytes = n_ring * (fcp - 1.0) * per_step
-        ring_alpha = n_ring * (fcp - 1.0) * topo[T_A0 + tier_cp]
+        ring_alpha = n_ring * (fcp - 1.0) * _alpha(topo, tier_cp)
 
     lps = math.ceil(L / fpp)
     layer_mult = lps * (m + fpp - 1.0)
@@ -251,17 +190,16 @@ def _train_row(lay, mp, wp, topo, out):
     if pp > 1:
         n_p2p = 2.0 * (m + fpp - 2.0)
         pp_bytes = n_p2p * act
-        pp_alpha = n_p2p * topo[T_A0 + tier_pp]
+        pp_alpha = n_p2p * _alpha(topo, tier_pp)
 
     # parameters on the busiest device
-    emb = mp[M_V] * d / ftp if pp > 1 else mp[M_EMB] / ftp
+    emb = mp.vocab_size * d / ftp if pp > 1 else mp.embedding_params / ftp
     p_dev = lps * layer_params + emb
 
-    tail = out[C_TAIL0:C_TAIL_ALPHA + 1]
-    tail[:] = 0.0
+    tail = np.zeros(4)  # once-per-step wire bytes per tier and latency
     if dp > 1:
         grads = p_dev * gb
-        a_dp = topo[T_A0 + tier_dp]
+        a_dp = _alpha(topo, tier_dp)
         if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
             add_comm(tail, tier_dp, m * allgather_factor(fdp) * grads, m * (fdp - 1.0) * a_dp)
             if zs == 2:  # then all-gather the updated 16-bit parameters once
@@ -277,45 +215,53 @@ def _train_row(lay, mp, wp, topo, out):
     act_mem = lps * inflight * act_layer
     if rc == 2:  # the layer being recomputed holds its full working set
         act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 0, sp)
-    logits = T * mp[M_V] / ftp * 4.0
+    logits = T * mp.vocab_size / ftp * 4.0
     mem = states + act_mem + logits
 
     tokens = B * s
-    model_flops = 6.0 * mp[M_N_ACTIVE] * tokens + 12.0 * L * B * s * s * causal * h * hd
+    model_flops = 6.0 * mp.n_active_params * tokens + 12.0 * L * B * s * s * causal * h * hd
 
-    out[C_VALID] = 1.0 if valid else 0.0
-    out[C_NDEV] = n_dev
-    out[C_MEM] = mem
-    out[C_MEM_STATIC] = states
-    out[C_MEM_KV] = 0.0
-    out[C_MEM_ACT] = act_mem + logits
+    out.valid = 1.0 if valid else 0.0
+    out.n_devices = n_dev
+    out.mem_bytes = mem
+    out.mem_weights_bytes = states
+    out.mem_kv_bytes = 0.0
+    out.mem_act_bytes = act_mem + logits
     slow = 2.0 if prec == 2 else 1.0  # fp32 (TF32) matmuls run at half the 16-bit peak
-    out[C_F_LIN] = slow * f_lin
-    out[C_B_LIN] = b_lin
-    out[C_F_CORE] = slow * f_core
-    out[C_B_CORE] = b_core
-    out[C_F_FFN] = slow * f_ffn
-    out[C_B_FFN] = b_ffn
-    out[C_F_HEAD] = slow * f_head
-    out[C_B_HEAD] = b_head
-    out[C_RING_BYTES] = ring_bytes
-    out[C_RING_TIER] = tier_cp
-    out[C_RING_ALPHA] = ring_alpha
-    out[C_RING_OVERLAP] = 1.0
-    out[C_LAYER_MULT] = layer_mult
-    out[C_PP_BYTES] = pp_bytes
-    out[C_PP_TIER] = tier_pp
-    out[C_PP_ALPHA] = pp_alpha
-    out[C_TOKENS] = tokens
-    out[C_MODEL_FLOPS] = model_flops
-    out[C_TAIL_MEM] = tail_mem
+    out.f_lin = slow * f_lin
+    out.b_lin = b_lin
+    out.f_core = slow * f_core
+    out.b_core = b_core
+    out.f_ffn = slow * f_ffn
+    out.b_ffn = b_ffn
+    out.f_head = slow * f_head
+    out.b_head = b_head
+    out.ring_bytes = ring_bytes
+    out.ring_tier = tier_cp
+    out.ring_alpha_ns = ring_alpha
+    out.ring_overlap = 1.0
+    out.layer_mult = layer_mult
+    out.pp_bytes = pp_bytes
+    out.pp_tier = tier_pp
+    out.pp_alpha_ns = pp_alpha
+    out.tokens = tokens
+    out.model_flops = model_flops
+    out.tail_mem_bytes = tail_mem
+    out.comm0_bytes = acc[0]
+    out.comm1_bytes = acc[1]
+    out.comm2_bytes = acc[2]
+    out.comm_alpha_ns = acc[3]
+    out.tail0_bytes = tail[0]
+    out.tail1_bytes = tail[1]
+    out.tail2_bytes = tail[2]
+    out.tail_alpha_ns = tail[3]
 
 
 @jit()
 def layout_coeffs(layouts, mp, wp, topo):
-    """Training coefficient rows (n_layout, N_COEF) for integer layout rows (n_layout, 9)."""
+    """Training coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows."""
     n = layouts.shape[0]
-    out = np.empty((n, N_COEF))
+    out = np.empty(n, dtype=COEF_DTYPE)
     for i in range(n):
         _train_row(layouts[i], mp, wp, topo, out[i])
     return out

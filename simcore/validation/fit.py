@@ -45,13 +45,12 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
     Identical numerics to :func:`simcore.validation.predict` (same coefficients, same
     kernel), without rebuilding the labelled Dataset per call.
     """
-    from ..evaluate import prepare
-    from ..kernels import inference as k
+    from ..engine import combine, pack_efficiency, prepare
 
     prepared = []
     for pt in points:
         p = prepare(pt.model, pt.workload, space=pt.space, family=pt.family)
-        if p.coeffs[0, k.C_VALID] != 1.0:
+        if not p.valid[0]:
             raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid in "
                              f"simcore for {pt.model.name}")
         hw = p.hw_rows(0, 1).astype(np.float64)
@@ -60,15 +59,11 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
     def run(eff: Efficiency) -> np.ndarray:
         out = np.empty(len(prepared))
         for i, (pt, coeffs, hw, train) in enumerate(prepared):
-            lat = k.evaluate_grid(coeffs, hw, _pack(k, eff, train))[0][0, 0]
+            lat = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"][0, 0]
             out[i] = pt.from_latency_ns(float(lat))
         return out
 
     return run
-
-
-def _pack(k, eff: Efficiency, train: bool) -> np.ndarray:
-    return k.pack_efficiency(eff, train=train)
 
 
 def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:

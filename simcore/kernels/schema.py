@@ -1,0 +1,274 @@
+"""The kernel interface, declared once.
+
+Everything that crosses between the labelled layer and the numba kernels is declared
+here and nowhere else:
+
+* :data:`COEFFICIENTS` — the per-layout coefficient record (one row of the first
+  stage, hardware-independent). :data:`COEF_DTYPE` is the numpy structured dtype
+  generated from it; kernels read and write fields by name (``c.f_lin``), the
+  labelled layer reads columns by name (``coeffs["mem_bytes"]``). Adding a
+  coefficient is one row of the table.
+* The parameter bundles :class:`ModelParams`, :class:`WorkloadParams`,
+  :class:`TopologyParams`, :class:`EfficiencyParams` — float NamedTuples numba passes
+  by value — and the ``pack_*`` functions that build them from the specs.
+* :data:`HW` — the column of each hardware knob in a hardware row.
+* :data:`LAYOUT` — the column of each layout dim in an integer layout row.
+* :data:`OUTPUTS` (per hardware × layout point) and :data:`LAYOUT_OUTPUTS` (per
+  layout, read straight from the coefficients), with units and long names; the
+  Dataset attrs come from here.
+
+The reference twins (``*_ref.py``) do not use this module: they take the specs as they
+are, so they stay an independent oracle.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "COEFFICIENTS", "COEF_DTYPE", "EfficiencyParams", "Field", "FUSED_METRICS", "HW",
+    "KNOB_FIELDS", "LAYOUT", "LAYOUT_OUTPUTS", "MEM_PARTS", "MODE_CODES", "ModelParams",
+    "N_BEST", "OUTPUTS", "PRECISION_CODES", "RECOMPUTE_CODES", "TopologyParams",
+    "WorkloadParams", "field_attrs", "pack_efficiency", "pack_model",
+    "pack_topology", "pack_workload",
+]
+
+
+class Field(NamedTuple):
+    """One declared quantity: its name, units and a long name for plots and tables."""
+
+    name: str
+    units: str
+    long_name: str
+
+
+# --- the per-layout coefficient record ----------------------------------------------------
+#: Per-layout coefficients (first stage). "per layer" means per layer of the critical
+#: path's stage, per micro-batch for training; the combine multiplies by ``layer_mult``.
+#: Tiers are 0 intra (cube), 1 inter (SiP), 2 inter-SiP.
+COEFFICIENTS: tuple[Field, ...] = (
+    Field("valid", "1", "1 if the layout is a legal combination for this model and system"),
+    Field("n_devices", "1", "devices the layout occupies"),
+    Field("mem_bytes", "B", "memory per device: weights or ZeRO states, KV cache, activations"),
+    Field("f_lin", "FLOP", "attention projection FLOPs per layer"),
+    Field("b_lin", "B", "attention projection HBM bytes per layer"),
+    Field("f_core", "FLOP", "attention core (QK^T, softmax, AV) FLOPs per layer"),
+    Field("b_core", "B", "attention core HBM bytes per layer (KV cache, Q, O)"),
+    Field("f_ffn", "FLOP", "FFN / experts FLOPs per layer"),
+    Field("b_ffn", "B", "FFN / experts HBM bytes per layer"),
+    Field("f_head", "FLOP", "LM head FLOPs (once per step)"),
+    Field("b_head", "B", "LM head HBM bytes (once per step)"),
+    Field("comm0_bytes", "B", "effective wire bytes per layer on the intra tier"),
+    Field("comm1_bytes", "B", "effective wire bytes per layer on the inter tier"),
+    Field("comm2_bytes", "B", "effective wire bytes per layer on the inter-SiP tier"),
+    Field("comm_alpha_ns", "ns", "link latency per layer"),
+    Field("ring_bytes", "B", "CP ring bytes per layer"),
+    Field("ring_tier", "1", "tier the CP ring runs on"),
+    Field("ring_alpha_ns", "ns", "CP ring link latency per layer"),
+    Field("ring_overlap", "1", "1 if the ring overlaps the attention core"),
+    Field("layer_mult", "1", "layer slots on the critical path (pipeline included)"),
+    Field("pp_bytes", "B", "pipeline p2p bytes per step"),
+    Field("pp_tier", "1", "tier the pipeline sends run on"),
+    Field("pp_alpha_ns", "ns", "pipeline p2p link latency per step"),
+    Field("tokens", "1", "tokens produced (inference) or processed (train) per step"),
+    Field("model_flops", "FLOP", "model FLOPs per step, whole system"),
+    Field("tail0_bytes", "B", "once-per-step wire bytes on the intra tier (DP gradients)"),
+    Field("tail1_bytes", "B", "once-per-step wire bytes on the inter tier"),
+    Field("tail2_bytes", "B", "once-per-step wire bytes on the inter-SiP tier"),
+    Field("tail_alpha_ns", "ns", "once-per-step link latency"),
+    Field("tail_mem_bytes", "B", "once-per-step HBM bytes (optimizer step)"),
+    Field("mem_weights_bytes", "B", "weights (inference) or ZeRO model states (training) per device"),
+    Field("mem_kv_bytes", "B", "KV cache per device"),
+    Field("mem_act_bytes", "B", "activations and logits per device"),
+)
+
+#: The structured dtype of a coefficient table (all float64, in declaration order).
+COEF_DTYPE = np.dtype([(f.name, np.float64) for f in COEFFICIENTS])
+
+#: Memory parts per device; they add up to ``mem_bytes``.
+MEM_PARTS: tuple[str, ...] = ("mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes")
+
+
+# --- outputs ------------------------------------------------------------------------------
+#: Outputs of the combine, per (hardware, layout) point, in kernel order.
+OUTPUTS: tuple[Field, ...] = (
+    Field("latency_ns", "ns", "TTFT (prefill), time per output token (decode) or step time (train)"),
+    Field("throughput_tok_s", "tokens/s", "tokens produced per second by the whole system"),
+    Field("flops_per_device", "FLOP/s", "achieved model FLOP/s per device"),
+    Field("compute_ns", "ns", "time in compute-bound ops"),
+    Field("memory_ns", "ns", "time in HBM-bound ops"),
+    Field("comm_ns", "ns", "exposed communication time"),
+    Field("fits", "1", "valid layout whose per-device memory fits usable HBM"),
+)
+#: The numeric outputs (all but ``fits``) the fused reduction returns per winner.
+N_BEST = len(OUTPUTS) - 1
+#: Output name → code understood by the fused kernels (its position in :data:`OUTPUTS`).
+FUSED_METRICS: dict[str, int] = {"latency_ns": 0, "throughput_tok_s": 1, "flops_per_device": 2}
+
+#: Outputs per layout (no hardware dims), each a coefficient column.
+LAYOUT_OUTPUTS: tuple[str, ...] = ("mem_bytes", *MEM_PARTS, "valid", "n_devices")
+
+# --- hardware rows and layout rows --------------------------------------------------------
+
+
+class _Knobs(NamedTuple):
+    pe_hbm_gb: int
+    bw_hbm_gbs: int
+    peak_tflops_f16: int
+    bw_intra_gbs: int
+    bw_inter_gbs: int
+    bw_intersip_gbs: int
+
+
+#: Column of each knob in a hardware row (the order of ``simcore.specs.HW_KNOBS``).
+HW = _Knobs(*range(len(_Knobs._fields)))
+#: The knobs as declared fields (units from their names).
+KNOB_FIELDS: tuple[Field, ...] = (
+    Field("pe_hbm_gb", "GB", "HBM capacity per device"),
+    Field("bw_hbm_gbs", "GB/s", "HBM bandwidth per device"),
+    Field("peak_tflops_f16", "TFLOP/s", "16-bit matmul peak per device"),
+    Field("bw_intra_gbs", "GB/s", "scale-up (cube / NVLink) bandwidth per device"),
+    Field("bw_inter_gbs", "GB/s", "SiP-level (inter-cube) bandwidth per device"),
+    Field("bw_intersip_gbs", "GB/s", "scale-out (inter-SiP) bandwidth per device"),
+)
+
+
+class _LayoutCols(NamedTuple):
+    cp: int
+    tp: int
+    pp: int
+    dp: int
+    kv_shard_mode: int
+    ffn_shard_scope: int
+    tp_placement: int
+    cp_placement: int
+    cp_ring_variant: int
+
+
+#: Column of each layout dim in an integer layout row (the order of
+#: ``simcore.space.PARALLEL_DIMS``; categorical dims hold the index of their choice).
+LAYOUT = _LayoutCols(*range(len(_LayoutCols._fields)))
+
+# --- parameter bundles --------------------------------------------------------------------
+MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
+PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2}
+
+
+class ModelParams(NamedTuple):
+    """The model as the kernels see it (all float64; parameter counts per layer)."""
+
+    n_layers: float
+    d_model: float
+    n_heads: float
+    n_kv_heads: float
+    head_dim: float
+    d_ff: float
+    vocab_size: float
+    n_experts: float
+    top_k: float
+    bytes_per_param: float
+    bytes_per_kv: float
+    qo_params: float  #: Q and O projections (+ biases) per layer
+    kv_params: float  #: K and V projections per layer
+    ffn_params: float  #: all experts + router per layer
+    expert_params: float  #: one expert
+    router_params: float  #: the router (0 for a dense model)
+    ffn_active_params: float  #: FFN weights one token touches
+    norm_params: float
+    n_active_params: float  #: parameters one token touches, whole model
+    embedding_params: float  #: embedding + LM head (once if tied)
+
+
+class WorkloadParams(NamedTuple):
+    """The workload (codes from :data:`MODE_CODES`, ...; training fields 0 for inference)."""
+
+    mode: float
+    batch: float
+    s_q: float
+    s_kv: float
+    micro_batch: float
+    recompute: float
+    sequence_parallel: float
+    zero_stage: float
+    grad_bytes: float
+    precision: float
+
+
+class TopologyParams(NamedTuple):
+    """Tier sizes and link latencies of the system."""
+
+    pes_per_cube: float
+    pes_per_sip: float
+    n_devices: float
+    alpha_intra_ns: float
+    alpha_inter_ns: float
+    alpha_intersip_ns: float
+
+
+class EfficiencyParams(NamedTuple):
+    """Achievable fractions of peak (``compute`` is ``train_compute`` for training)."""
+
+    compute: float
+    memory: float
+    network: float
+    hbm_usable: float
+
+
+def pack_model(model) -> ModelParams:
+    """Model spec → :class:`ModelParams`."""
+    kvw = 2 * model.d_model * model.n_kv_heads * model.head_dim
+    return ModelParams(
+        n_layers=float(model.n_layers), d_model=float(model.d_model),
+        n_heads=float(model.n_heads), n_kv_heads=float(model.n_kv_heads),
+        head_dim=float(model.head_dim), d_ff=float(model.d_ff),
+        vocab_size=float(model.vocab_size), n_experts=float(model.n_experts),
+        top_k=float(model.top_k), bytes_per_param=float(model.bytes_per_param),
+        bytes_per_kv=float(model.bytes_per_kv),
+        qo_params=float(model.attn_params_per_layer - kvw), kv_params=float(kvw),
+        ffn_params=float(model.ffn_params_per_layer), expert_params=float(model.expert_params),
+        router_params=float(model.ffn_params_per_layer - model.n_experts * model.expert_params),
+        ffn_active_params=float(model.ffn_active_params_per_layer),
+        norm_params=float(model.norm_params_per_layer),
+        n_active_params=float(model.n_active_params),
+        embedding_params=float(model.embedding_params),
+    )
+
+
+def pack_workload(workload) -> WorkloadParams:
+    """Workload spec → :class:`WorkloadParams`."""
+    train = workload.mode == "train"
+    return WorkloadParams(
+        mode=float(MODE_CODES[workload.mode]), batch=float(workload.batch),
+        s_q=float(workload.s_q), s_kv=float(workload.s_kv),
+        micro_batch=float(workload.micro_batch) if train else 0.0,
+        recompute=float(RECOMPUTE_CODES[workload.recompute]) if train else 0.0,
+        sequence_parallel=(1.0 if workload.sequence_parallel else 0.0) if train else 0.0,
+        zero_stage=float(workload.zero_stage) if train else 0.0,
+        grad_bytes=float(workload.grad_bytes) if train else 0.0,
+        precision=float(PRECISION_CODES[workload.precision]) if train else 0.0,
+    )
+
+
+def pack_topology(topology) -> TopologyParams:
+    """Topology spec → :class:`TopologyParams`."""
+    return TopologyParams(float(topology.pes_per_cube), float(topology.pes_per_sip),
+                          float(topology.n_devices), float(topology.alpha_intra_ns),
+                          float(topology.alpha_inter_ns), float(topology.alpha_intersip_ns))
+
+
+def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
+    """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute``."""
+    return EfficiencyParams(float(eff.train_compute if train else eff.compute),
+                            float(eff.memory), float(eff.network), float(eff.hbm_usable))
+
+
+def field_attrs(name: str) -> dict[str, str]:
+    """``{"units": ..., "long_name": ...}`` for a declared output, coefficient or knob."""
+    for table in (OUTPUTS, COEFFICIENTS, KNOB_FIELDS):
+        for f in table:
+            if f.name == name:
+                return {"units": f.units, "long_name": f.long_name}
+    return {}

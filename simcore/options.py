@@ -1,0 +1,73 @@
+"""Tuning values in one place: ``simcore.set_options`` (as xarray and flox do).
+
+Examples
+--------
+>>> import simcore
+>>> simcore.get_options()["chunk_points"]
+4000000
+>>> with simcore.set_options(chunk_points=1_000_000):
+...     simcore.get_options()["chunk_points"]
+1000000
+>>> simcore.get_options()["chunk_points"]
+4000000
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import SimcoreInputError
+
+__all__ = ["OPTIONS", "get_options", "set_options"]
+
+#: Option → (default, description). Each value is a positive integer.
+_DECLARED: dict[str, tuple[int, str]] = {
+    "chunk_points": (4_000_000, "target (hardware × layout) points per chunk of a chunked "
+                                "reduction or a lazily evaluated tensor"),
+    "auto_chunk_points": (20_000_000, "above this many points `evaluate` returns a "
+                                      "dask-chunked (lazy) Dataset"),
+    "dask_chunks_per_worker": (4, "hardware chunks per dask worker in a distributed sweep"),
+}
+
+OPTIONS: dict[str, int] = {k: v for k, (v, _) in _DECLARED.items()}
+
+
+def get_options() -> dict[str, int]:
+    """A copy of the current options."""
+    return dict(OPTIONS)
+
+
+def _check(name: str, value: Any) -> int:
+    if name not in _DECLARED:
+        raise SimcoreInputError(f"unknown simcore option {name!r}; known: {', '.join(_DECLARED)}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SimcoreInputError(f"option {name} must be a positive integer "
+                                f"({_DECLARED[name][1]}), got {value!r}")
+    return value
+
+
+class set_options:  # noqa: N801 - used like a function, as xarray.set_options
+    """Set options globally, or for a ``with`` block only.
+
+    Parameters
+    ----------
+    chunk_points : int
+        Target points per chunk (default 4,000,000).
+    auto_chunk_points : int
+        Above this many points ``evaluate`` returns a lazy dask-backed Dataset
+        (default 20,000,000).
+    dask_chunks_per_worker : int
+        Hardware chunks per worker in a distributed sweep (default 4).
+    """
+
+    def __init__(self, **kwargs: int) -> None:
+        checked = {k: _check(k, v) for k, v in kwargs.items()}
+        self._old = dict(OPTIONS)
+        OPTIONS.update(checked)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        OPTIONS.clear()
+        OPTIONS.update(self._old)
