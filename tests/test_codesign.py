@@ -12,6 +12,7 @@ from simcore.codesign import (
 )
 from simcore.kernels import pareto as kp
 from simcore.kernels import pareto_ref as pr
+from simcore.metrics import get_metric
 from simcore.pareto import pareto
 from simcore.space import depth_grid
 
@@ -148,3 +149,29 @@ def test_joint_explore__family_sets_hardware_defaults_and_cost():
     direct = sensitivity("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM")
     assert [(s.knob, s.baseline_latency_ns) for s in sens] == [(s.knob, s.baseline_latency_ns)
                                                                 for s in direct]
+
+
+def test_joint_explore__cost_score_has_one_definition_per_family():
+    # regression: best.cost_score was 6.0 but best.hardware.cost_score 3.85 for H100-SXM
+    r = joint_explore("Llama 3.1 8B", s_kv=8192, depth="balanced", family="H100-SXM",
+                      with_sensitivity=False)
+    for s in r.all_scores:
+        assert s.hardware.cost_score == pytest.approx(s.cost_score, rel=1e-12)
+    assert r.best.hardware.family == "H100-SXM"
+
+
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_sensitivity__reports_the_chosen_metric_and_never_negative(metric):
+    # regression: with --metric FLOPS, doubling pe_hbm_gb was reported as -49.5% because the
+    # latency of FLOPS-picked layouts was compared
+    r = joint_explore("Llama 3.1 70B", s_kv=131072, depth="coarse", metric=metric)
+    assert r.sensitivity and all(s.metric == get_metric(metric).name for s in r.sensitivity)
+    m = get_metric(metric)
+    for s in r.sensitivity:
+        assert s.rel_speedup >= 0.0, (s.knob, s.rel_speedup)
+        if m.direction == "min":
+            assert s.rel_speedup == pytest.approx(s.baseline / s.doubled - 1.0)
+        else:
+            assert s.rel_speedup == pytest.approx(s.doubled / s.baseline - 1.0)
+    if metric == "latency":
+        assert all(s.baseline == s.baseline_latency_ns for s in r.sensitivity)
