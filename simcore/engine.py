@@ -132,7 +132,7 @@ class Prepared:
             "family": self.family,
             "space": self.space.name,
             "n_system_devices": self.topology.n_devices,
-            **{f"efficiency_{k}": v for k, v in vars(self.efficiency).items()},
+            **{f"efficiency_{k}": v for k, v in vars(self.efficiency).items() if v is not None},
         }
 
     def hw_rows(self, start: int, stop: int) -> np.ndarray:

@@ -17,7 +17,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .specs import Hardware, HardwareFamily, Model, Topology
 
@@ -78,6 +78,17 @@ DEFAULT_MODEL = "Llama 3.1 70B"
 _GPU_CLUSTER = Topology(pes_per_cube=8, cubes_per_sip=16, n_sips=32,
                         alpha_intra_ns=700.0, alpha_inter_ns=3000.0, alpha_intersip_ns=5000.0)
 
+#: DGX A100: one HDR NIC per GPU, INT8 at 2x the FP16 dense peak (624 vs 312 TFLOP/s), no
+#: FP8, PCIe Gen4 x16 (~32 GB/s per direction) to the host, 1 TB host memory / 8 GPUs
+#: (NVIDIA DGX A100 and A100 Tensor Core GPU data sheets).
+_A100_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, int8_ratio=2.0, pcie_gbs=32.0,
+                        host_mem_gb=128.0)
+#: DGX H100 / HGX H200: one NDR NIC per GPU, FP8 and INT8 at 2x the BF16 dense peak
+#: (1979 vs 989 TFLOP/s), PCIe Gen5 x16 (~64 GB/s), 2 TB host memory / 8 GPUs (NVIDIA
+#: DGX H100 and H100/H200 Tensor Core GPU data sheets).
+_HOPPER_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, fp8_ratio=2.0, int8_ratio=2.0,
+                          pcie_gbs=64.0, host_mem_gb=256.0)
+
 HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
     "SiP": HardwareFamily(
         "SiP", Hardware(), Topology(),
@@ -86,25 +97,25 @@ HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
         "A100-80G",
         Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=2039.0, peak_tflops_f16=312.0,
                  bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
-        _GPU_CLUSTER,
+        _A100_CLUSTER,
         "DGX A100 nodes: NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s per node"),
     "A100-40G": HardwareFamily(
         "A100-40G",
         Hardware(pe_hbm_gb=42.9, bw_hbm_gbs=1555.0, peak_tflops_f16=312.0,
                  bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
-        _GPU_CLUSTER,
+        _A100_CLUSTER,
         "DGX A100 40GB nodes: HBM2 1555 GB/s, NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s"),
     "H100-SXM": HardwareFamily(
         "H100-SXM",
         Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,
                  bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
-        _GPU_CLUSTER,
+        _HOPPER_CLUSTER,
         "DGX H100 nodes: NVLink4 450 GB/s per direction, 8x NDR 400 Gb/s per node"),
     "H200": HardwareFamily(
         "H200",
         Hardware(pe_hbm_gb=150.8, bw_hbm_gbs=4800.0, peak_tflops_f16=989.0,
                  bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
-        _GPU_CLUSTER,
+        _HOPPER_CLUSTER,
         "HGX H200 nodes: 141 GB HBM3e at 4.8 TB/s, NVLink4, 8x NDR 400 Gb/s per node"),
 }
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -380,11 +380,21 @@ class Topology:
     alpha_intra_ns: float = 500.0
     alpha_inter_ns: float = 1000.0
     alpha_intersip_ns: float = 2500.0
+    #: scale-out NICs per cube (node); 0 = one per PE
+    nics_per_cube: int = 0
+    #: FP8 / INT8 matmul peak relative to the 16-bit peak (0 = the family has none)
+    fp8_ratio: float = 0.0
+    int8_ratio: float = 0.0
+    #: host link (PCIe) bandwidth per device in GB/s and host memory per device in GB,
+    #: for offloading (0 = no offload possible)
+    pcie_gbs: float = 0.0
+    host_mem_gb: float = 0.0
 
     def __post_init__(self) -> None:
         for f in ("pes_per_cube", "cubes_per_sip", "n_sips"):
             _positive("Topology", f, getattr(self, f), integer=True)
-        for f in ("alpha_intra_ns", "alpha_inter_ns", "alpha_intersip_ns"):
+        for f in ("alpha_intra_ns", "alpha_inter_ns", "alpha_intersip_ns", "nics_per_cube",
+                  "fp8_ratio", "int8_ratio", "pcie_gbs", "host_mem_gb"):
             v = getattr(self, f)
             if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"Topology.{f} must be >= 0 (finite), got {v!r}")
@@ -416,10 +426,28 @@ class Efficiency:
     network: float = 0.362
     hbm_usable: float = 0.90
     train_compute: float = 0.798
+    #: scale-out (inter-cube) and inter-SiP link factors; None = ``network``
+    network_inter: float | None = None
+    network_sip: float | None = None
+    #: attention-core matmul factors (inference, training); None = ``compute`` /
+    #: ``train_compute``
+    attention: float | None = None
+    train_attention: float | None = None
+    #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
+    op_latency_ns: float = 0.0
+    step_overhead_ns: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            _fraction("Efficiency", f.name, getattr(self, f.name))
+        for f in ("compute", "memory", "network", "hbm_usable", "train_compute"):
+            _fraction("Efficiency", f, getattr(self, f))
+        for f in ("network_inter", "network_sip", "attention", "train_attention"):
+            if getattr(self, f) is not None:
+                _fraction("Efficiency", f, getattr(self, f))
+        for f in ("op_latency_ns", "step_overhead_ns"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (
+                    math.isfinite(v) and 0 <= v <= 1e9):
+                raise ValueError(f"Efficiency.{f} must be a time in [0, 1e9] ns, got {v!r}")
 
 
 @dataclass(frozen=True)

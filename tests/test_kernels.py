@@ -64,7 +64,10 @@ topologies = st.builds(
 )
 frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
-                         train_compute=frac)
+                         train_compute=frac, network_inter=st.none() | frac,
+                         network_sip=st.none() | frac, attention=st.none() | frac,
+                         train_attention=st.none() | frac,
+                         step_overhead_ns=st.floats(0, 1e5))
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
@@ -113,7 +116,7 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
     for name in OUT_NAMES[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     # the breakdown adds up to the latency
-    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
+    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"] + got["overhead_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
 
 
@@ -186,5 +189,5 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
                       **{n: coeffs[n][0] for n in schema.MEM_PARTS}}, want)
     for name in OUT_NAMES[:-1]:
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
-    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"]
+    parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"] + got["overhead_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)

@@ -288,6 +288,16 @@ def _coeff_row(lay, mp, wp, topo, out):
     out.tail2_bytes = 0.0
     out.tail_alpha_ns = 0.0
     out.tail_mem_bytes = 0.0
+    out.b_elem = 0.0
+    out.ovl0_bytes = 0.0
+    out.ovl1_bytes = 0.0
+    out.ovl2_bytes = 0.0
+    out.ovl_alpha_ns = 0.0
+    out.tail_hide = 0.0
+    out.n_ops = 0.0
+    out.step_ops = 0.0
+    out.step_count = 1.0
+    out.fixed_ns = 0.0
 
 
 @jit()
@@ -311,21 +321,33 @@ def _roof(f, b, P, M):
 
 @jit(inline="always")
 def point(c, hw, eff):
-    """One (hardware, layout) pair → the values of :data:`OUTPUTS`."""
+    """One (hardware, layout) pair → the values of :data:`~.schema.OUTPUTS`.
+
+    Per layer: the roofline ops (projections, attention core at its own efficiency,
+    FFN), memory-bound element-wise bytes, the CP ring (hidden under the attention core
+    where it overlaps), blocking collectives, collectives that overlap the layer's
+    compute (prefetched all-gathers: only what outlasts the compute is exposed) and the
+    kernel launches. Per step: the LM head, pipeline sends, the once-per-step
+    collectives (hidden under ``tail_hide`` of the layers' compute, e.g. bucketed
+    gradient reduction under the backward pass), the optimizer's HBM traffic,
+    hardware-independent time (``fixed_ns``: PCIe offload), launches and the
+    framework's per-step floor.
+    """
     if c.valid == 0.0:
         nan = np.nan
-        return nan, nan, nan, nan, nan, nan, False
+        return nan, nan, nan, nan, nan, nan, nan, False
     P = hw[HW.peak_tflops_f16] * 1e3 * eff.compute
+    PA = hw[HW.peak_tflops_f16] * 1e3 * eff.attention
     M = hw[HW.bw_hbm_gbs] * eff.memory
-    en = eff.network
-    b0 = hw[HW.bw_intra_gbs] * en
-    b1 = hw[HW.bw_inter_gbs] * en
-    b2 = hw[HW.bw_intersip_gbs] * en
+    b0 = hw[HW.bw_intra_gbs] * eff.network
+    b1 = hw[HW.bw_inter_gbs] * eff.network_inter
+    b2 = hw[HW.bw_intersip_gbs] * eff.network_sip
 
     t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P, M)
-    t_core, cc, mc = _roof(c.f_core, c.b_core, P, M)
+    t_core, cc, mc = _roof(c.f_core, c.b_core, PA, M)
     t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P, M)
     t_head, ch, mh = _roof(c.f_head, c.b_head, P, M)
+    t_elem = c.b_elem / M
 
     rt = c.ring_tier
     rbw = b0 if rt == 0.0 else (b1 if rt == 1.0 else b2)
@@ -337,24 +359,33 @@ def point(c, hw, eff):
     else:
         exposed = ring_t
     comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
+    t_work = t_lin + t_core + t_ffn
+    ovl = (c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns) - t_work
+    if ovl < 0.0:
+        ovl = 0.0
     pt = c.pp_tier
     pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
     t_pp = c.pp_bytes / pbw + c.pp_alpha_ns
 
-    t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
-    t_tail_mem = c.tail_mem_bytes / M
-
     mult = c.layer_mult
+    t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
+    t_tail = t_tail - c.tail_hide * mult * t_work
+    if t_tail < 0.0:
+        t_tail = 0.0
+    t_tail_mem = c.tail_mem_bytes / M
+    t_ops = mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+
     t_layer = t_lin + t_core + t_ffn + exposed + comm_l
-    latency = mult * t_layer + t_head + t_pp + t_tail + t_tail_mem
+    latency = (mult * t_layer + t_head + t_pp + t_tail + t_tail_mem
+               + mult * (t_elem + ovl) + c.fixed_ns + t_ops)
     compute = mult * (cl + cc + cf) + ch
-    memory = mult * (ml + mc + mf) + mh + t_tail_mem
-    comm = mult * (exposed + comm_l) + t_pp + t_tail
+    memory = mult * (ml + mc + mf) + mh + t_tail_mem + mult * t_elem
+    comm = mult * (exposed + comm_l) + t_pp + t_tail + mult * ovl + c.fixed_ns
     sec = latency * 1e-9
     throughput = c.tokens / sec
     flops_dev = c.model_flops / c.n_devices / sec
     fits = c.mem_bytes <= hw[HW.pe_hbm_gb] * 1e9 * eff.hbm_usable
-    return latency, throughput, flops_dev, compute, memory, comm, fits
+    return latency, throughput, flops_dev, compute, memory, comm, t_ops, fits
 
 
 @jit(parallel=True)
@@ -368,6 +399,7 @@ def evaluate_grid(coeffs, hw, eff):
     comp = np.empty((n_hw, n_lay))
     mem = np.empty((n_hw, n_lay))
     comm = np.empty((n_hw, n_lay))
+    over = np.empty((n_hw, n_lay))
     fits = np.empty((n_hw, n_lay), dtype=np.bool_)
     for i in prange(n_hw):
         h = hw[i]
@@ -379,8 +411,9 @@ def evaluate_grid(coeffs, hw, eff):
             comp[i, j] = r[3]
             mem[i, j] = r[4]
             comm[i, j] = r[5]
-            fits[i, j] = r[6]
-    return lat, thr, fl, comp, mem, comm, fits
+            over[i, j] = r[6]
+            fits[i, j] = r[7]
+    return lat, thr, fl, comp, mem, comm, over, fits
 
 
 @jit(parallel=True)
@@ -404,7 +437,7 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
         nf = 0
         for j in range(n_lay):
             r = point(coeffs[j], h, eff)
-            if not r[6]:
+            if not r[7]:
                 continue
             nf += 1
             if metric_code == 0:
@@ -426,4 +459,5 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
             vals[i, 3] = r[3]
             vals[i, 4] = r[4]
             vals[i, 5] = r[5]
+            vals[i, 6] = r[6]
     return best_idx, vals, n_fit

@@ -62,7 +62,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     nan = float("nan")
     if not is_valid(model, workload, topology, lay):
         return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                    memory_ns=nan, comm_ns=nan, fits=False, valid=False, mem_bytes=None)
+                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
+                    mem_bytes=None)
     decode = workload.mode == "decode"
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
     d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
@@ -70,11 +71,16 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
 
     peak = hardware.peak_tflops_f16 * 1e12 * efficiency.compute / 1e9  # FLOP per ns
+    attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
+    attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
     hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
+    net = efficiency.network
+    net_inter = net if efficiency.network_inter is None else efficiency.network_inter
+    net_sip = net if efficiency.network_sip is None else efficiency.network_sip
     link = {
-        "intra": (hardware.bw_intra_gbs * efficiency.network, topology.alpha_intra_ns),
-        "inter": (hardware.bw_inter_gbs * efficiency.network, topology.alpha_inter_ns),
-        "intersip": (hardware.bw_intersip_gbs * efficiency.network, topology.alpha_intersip_ns),
+        "intra": (hardware.bw_intra_gbs * net, topology.alpha_intra_ns),
+        "inter": (hardware.bw_inter_gbs * net_inter, topology.alpha_inter_ns),
+        "intersip": (hardware.bw_intersip_gbs * net_sip, topology.alpha_intersip_ns),
     }
     strides = _strides(lay)
 
@@ -129,8 +135,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     head = (2 * replica_batch * d * model.vocab_size / tp,
             model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
 
-    def roofline(flops: float, nbytes: float) -> tuple[float, str]:
-        t_c, t_m = flops / peak, nbytes / hbm
+    def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
+        t_c, t_m = flops / rate, nbytes / hbm
         return (t_c, "compute") if t_c > t_m else (t_m, "memory")
 
     # communication of one layer (not overlapped)
@@ -160,7 +166,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             block = replica_batch * q_local * q_heads * (2 * hd * wb + 8)
         ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
 
-    times = {name: roofline(*fb) for name, fb in ops.items()}
+    times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
+             for name, fb in ops.items()}
     t_core = times["attn_core"][0]
     exposed = ring if decode else max(0.0, ring - t_core)
 
@@ -171,7 +178,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     t_head, head_kind = roofline(*head)
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
-    latency = path_layers * layer_time + t_head + t_pp
+    overhead = efficiency.step_overhead_ns  # one framework step per TTFT / output token
+    latency = path_layers * layer_time + t_head + t_pp + overhead
     compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
     memory = path_layers * sum(t for t, kind in times.values() if kind == "memory")
     compute += t_head if head_kind == "compute" else 0.0
@@ -197,6 +205,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         compute_ns=compute,
         memory_ns=memory,
         comm_ns=comm_total,
+        overhead_ns=overhead,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable,
         valid=True,
         mem_bytes=mem,

@@ -82,6 +82,16 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("mem_weights_bytes", "B", "weights (inference) or ZeRO model states (training) per device"),
     Field("mem_kv_bytes", "B", "KV cache per device"),
     Field("mem_act_bytes", "B", "activations and logits per device"),
+    Field("b_elem", "B", "memory-bound element-wise bytes per layer (norms, residuals, RoPE, activations)"),
+    Field("ovl0_bytes", "B", "per-layer wire bytes on the intra tier that overlap the layer's compute"),
+    Field("ovl1_bytes", "B", "per-layer wire bytes on the inter tier that overlap the layer's compute"),
+    Field("ovl2_bytes", "B", "per-layer wire bytes on the inter-SiP tier that overlap the layer's compute"),
+    Field("ovl_alpha_ns", "ns", "link latency of the overlapping per-layer collectives"),
+    Field("tail_hide", "1", "fraction of the layers' compute the once-per-step collectives hide under"),
+    Field("n_ops", "1", "kernel launches per layer"),
+    Field("step_ops", "1", "kernel launches once per step (outside the layers)"),
+    Field("step_count", "1", "framework steps per latency unit (each pays the per-step floor)"),
+    Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
 )
 
 #: The structured dtype of a coefficient table (all float64, in declaration order).
@@ -100,6 +110,7 @@ OUTPUTS: tuple[Field, ...] = (
     Field("compute_ns", "ns", "time in compute-bound ops"),
     Field("memory_ns", "ns", "time in HBM-bound ops"),
     Field("comm_ns", "ns", "exposed communication time"),
+    Field("overhead_ns", "ns", "kernel-launch and per-step framework overhead"),
     Field("fits", "1", "valid layout whose per-device memory fits usable HBM"),
 )
 #: The numeric outputs (all but ``fits``) the fused reduction returns per winner.
@@ -206,15 +217,26 @@ class TopologyParams(NamedTuple):
     alpha_intra_ns: float
     alpha_inter_ns: float
     alpha_intersip_ns: float
+    nics_per_cube: float  #: scale-out NICs per cube (node)
+    fp8_ratio: float  #: FP8 matmul peak / 16-bit peak (0: no FP8)
+    int8_ratio: float  #: INT8 matmul peak / 16-bit peak (0: no INT8)
+    pcie_gbs: float  #: host link bandwidth per device (offload)
+    host_mem_gb: float  #: host memory per device (offload)
 
 
 class EfficiencyParams(NamedTuple):
-    """Achievable fractions of peak (``compute`` is ``train_compute`` for training)."""
+    """Achievable fractions of peak and fixed costs (``compute`` and ``attention`` are
+    the training factors for a training step; ``network`` is the intra tier's)."""
 
     compute: float
     memory: float
     network: float
     hbm_usable: float
+    network_inter: float
+    network_sip: float
+    attention: float
+    op_ns: float
+    step_ns: float
 
 
 def pack_model(model) -> ModelParams:
@@ -256,13 +278,25 @@ def pack_topology(topology) -> TopologyParams:
     """Topology spec → :class:`TopologyParams`."""
     return TopologyParams(float(topology.pes_per_cube), float(topology.pes_per_sip),
                           float(topology.n_devices), float(topology.alpha_intra_ns),
-                          float(topology.alpha_inter_ns), float(topology.alpha_intersip_ns))
+                          float(topology.alpha_inter_ns), float(topology.alpha_intersip_ns),
+                          float(topology.nics_per_cube or topology.pes_per_cube),
+                          float(topology.fp8_ratio), float(topology.int8_ratio),
+                          float(topology.pcie_gbs), float(topology.host_mem_gb))
 
 
 def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
-    """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute``."""
-    return EfficiencyParams(float(eff.train_compute if train else eff.compute),
-                            float(eff.memory), float(eff.network), float(eff.hbm_usable))
+    """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute`` and
+    ``train_attention``. Unset tier and attention factors fall back to ``network`` and
+    to the matmul factor."""
+    compute = float(eff.train_compute if train else eff.compute)
+    attention = eff.train_attention if train else eff.attention
+    net = float(eff.network)
+    return EfficiencyParams(
+        compute, float(eff.memory), net, float(eff.hbm_usable),
+        net if eff.network_inter is None else float(eff.network_inter),
+        net if eff.network_sip is None else float(eff.network_sip),
+        compute if attention is None else float(attention),
+        float(eff.op_latency_ns), float(eff.step_overhead_ns))
 
 
 def field_attrs(name: str) -> dict[str, str]:

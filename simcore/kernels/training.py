@@ -255,6 +255,16 @@ def _train_row(lay, mp, wp, topo, out):
     out.tail1_bytes = tail[1]
     out.tail2_bytes = tail[2]
     out.tail_alpha_ns = tail[3]
+    out.b_elem = 0.0
+    out.ovl0_bytes = 0.0
+    out.ovl1_bytes = 0.0
+    out.ovl2_bytes = 0.0
+    out.ovl_alpha_ns = 0.0
+    out.tail_hide = 0.0
+    out.n_ops = 0.0
+    out.step_ops = 0.0
+    out.step_count = 0.0
+    out.fixed_ns = 0.0
 
 
 @jit()

@@ -45,7 +45,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     nan = float("nan")
     if not is_valid(model, workload, topology, lay):
         return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                    memory_ns=nan, comm_ns=nan, fits=False, valid=False, mem_bytes=None)
+                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
+                    mem_bytes=None)
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
     d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
     wb = model.bytes_per_param
@@ -53,16 +54,24 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
 
     peak = hardware.peak_tflops_f16 * 1e12 * efficiency.train_compute / 1e9
+    attn_eff = (efficiency.train_compute if efficiency.train_attention is None
+                else efficiency.train_attention)
+    attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
     if workload.precision == "fp32":
         peak /= 2  # TF32 tensor cores: half the 16-bit rate
+        attn_peak /= 2
     hbm = hardware.bw_hbm_gbs * efficiency.memory
     bws = (hardware.bw_intra_gbs, hardware.bw_inter_gbs, hardware.bw_intersip_gbs)
     alphas = (topology.alpha_intra_ns, topology.alpha_inter_ns, topology.alpha_intersip_ns)
     strides = _strides(lay)
 
+    net = efficiency.network
+    nets = (net, net if efficiency.network_inter is None else efficiency.network_inter,
+            net if efficiency.network_sip is None else efficiency.network_sip)
+
     def link(span: int) -> tuple[float, float]:
         t = coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)
-        return bws[t] * efficiency.network, alphas[t]
+        return bws[t] * nets[t], alphas[t]
 
     tp_link, cp_link = link(tp * strides["tp"]), link(cp * strides["cp"])
     pp_link, dp_link = link(pp * strides["pp"]), link(dp * strides["dp"])
@@ -97,8 +106,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             micro_batches * (3 * model.vocab_size * d * wb / tp
                              + 2 * tokens * model.vocab_size / tp * 4))
 
-    def roofline(flops: float, nbytes: float) -> tuple[float, str]:
-        t_c, t_m = flops / peak, nbytes / hbm
+    def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
+        t_c, t_m = flops / rate, nbytes / hbm
         return (t_c, "compute") if t_c > t_m else (t_m, "memory")
 
     per_block = 3 if rc == "full" else 2
@@ -124,7 +133,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             block = mb * (s / cp) * (h / tp) * (2 * hd * wb + 8)
         ring = core_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
-    times = {name: roofline(*fb) for name, fb in ops.items()}
+    times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
+             for name, fb in ops.items()}
     exposed = max(0.0, ring - times["attn_core"][0])
     layers_per_stage = math.ceil(model.n_layers / pp)
     slots = layers_per_stage * (micro_batches + pp - 1)
@@ -164,7 +174,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     return dict(
         latency_ns=latency, throughput_tok_s=n_tokens / seconds,
         flops_per_device=flops / (cp * tp * pp * dp) / seconds,
-        compute_ns=compute, memory_ns=memory, comm_ns=comm_total,
+        compute_ns=compute, memory_ns=memory, comm_ns=comm_total, overhead_ns=0.0,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable, valid=True, mem_bytes=mem,
         mem_weights_bytes=states, mem_kv_bytes=0.0, mem_act_bytes=act_mem + logits,
     )

@@ -106,7 +106,8 @@ def fit_efficiency(
     base = base or Efficiency()
     run = fast_predictor(points)
     measured = np.array([p.measured for p in points])
-    names = [f.name for f in fields(Efficiency)]
+    names = [f.name for f in fields(Efficiency) if isinstance(getattr(base, f.name), float)
+             and f.name not in ("op_latency_ns", "step_overhead_ns")]
     unknown = sorted(set(fixed) - set(names))
     if unknown:
         raise ValueError(f"fixed factors {unknown} are unknown; pass some of {names}")
