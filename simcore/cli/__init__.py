@@ -85,11 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = "simcore"
     try:
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
         if args.command is None:  # pragma: no cover - a command is always given above
             parser.print_help(sys.stderr)
             return 2
         prog = f"simcore {args.command}"
+        if extra:  # reported by the command's parser, not the top-level one
+            raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see {prog} --help)",
+                             prog=prog)
         return int(args.func(args) or 0)
     except ParserExit as exc:  # --help, --version
         return exc.status

@@ -258,8 +258,8 @@ def add_space_option(p: argparse.ArgumentParser) -> None:
 def add_metric_options(p: argparse.ArgumentParser, *, rows: str = "rows") -> None:
     """``--metric`` (what "best" means) and ``--top`` (how many rows)."""
     p.add_argument("--metric", choices=METRICS, default="latency",
-                   help="what the best layout minimises (latency) or maximises "
-                        "(default: latency)")
+                   help="what 'best' means: latency (lower is better), throughput or FLOPS "
+                        "(higher is better) (default: latency)")
     p.add_argument("--top", type=positive_int, default=10, metavar="N",
                    help=f"{rows} to print (default: 10)")
 
