@@ -237,6 +237,14 @@ def test_main__bad_input_names_the_option(capsys):
         assert name in _one_error_line(capsys.readouterr().err, "evaluate")
 
 
+def test_main__unreachable_scheduler_one_line_exit_2(capsys):
+    rc = main(["explore", "--model", "Llama 3.1 8B", "--s-kv", "4096", "--depth", "two_stage",
+               "--scheduler", "tcp://127.0.0.1:1", "--no-progress"])
+    assert rc == 2
+    err = _one_error_line(capsys.readouterr().err, "explore")
+    assert "--scheduler: cannot reach the dask scheduler" in err
+
+
 # -- bugs are bugs -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("exc", [RuntimeError("boom"), ValueError("engine bug")])
