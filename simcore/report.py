@@ -1,4 +1,5 @@
-"""Plain-text tables for the CLI (no numerics)."""
+"""Plain-text tables for the CLI (no numerics); columns are declared in
+:mod:`simcore.cli.output`."""
 
 from __future__ import annotations
 
@@ -41,21 +42,13 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) ->
         out = []
         for key, _ in columns:
             v = r.get(key)
-            out.append(fmt_ns(v) if key.endswith("_ns") else fmt_num(v))
+            if isinstance(v, str):  # already formatted by the caller
+                out.append(v)
+            else:
+                out.append(fmt_ns(v) if key.endswith("_ns") else fmt_num(v))
         cells.append(out)
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
-
-LAYOUT_COLUMNS = [
-    ("tp", "TP"), ("cp", "CP"), ("pp", "PP"), ("dp", "DP"), ("kv_shard_mode", "kv_shard"),
-    ("ffn_shard_scope", "ffn_scope"), ("tp_placement", "tp_pl"), ("cp_placement", "cp_pl"),
-    ("cp_ring_variant", "ring"),
-]
-METRIC_COLUMNS = [
-    ("latency_ns", "latency"), ("throughput_tok_s", "tok/s"), ("n_devices", "devices"),
-    ("mem_bytes", "mem/dev B"), ("compute_ns", "compute"), ("memory_ns", "memory"),
-    ("comm_ns", "comm"),
-]

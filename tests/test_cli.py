@@ -1,94 +1,374 @@
+import csv
+import importlib
+import inspect
+import io
+import json
+import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
-from simcore.cli import main
+import simcore
+from simcore.cli import COMMANDS, build_parser, main
+from simcore.cli.options import (
+    DEFAULT_SPACE,
+    OptionError,
+    fraction,
+    parse_assignment,
+    positive_float,
+    positive_floats,
+)
+from simcore.cli.output import Column, emit_rows, render_rows
+from simcore.errors import SimcoreInputError
+from simcore.presets import DEFAULT_FAMILY, DEFAULT_MODEL
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = ["--model", "Llama 3.1 8B", "--s-kv", "4096"]
 
 
-def test_main__evaluate_default_prints_best_layouts(capsys):
-    assert main(["evaluate", "--space", "reduced", "--top", "3"]) == 0
+def _one_error_line(err: str, command: str) -> str:
+    err = err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"simcore {command}: error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+# -- the command table, --help, --version ----------------------------------------------
+
+@pytest.mark.parametrize("command", [*COMMANDS, None])
+def test_main__help_works_for_every_command(command, capsys):
+    argv = ["--help"] if command is None else [command, "--help"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "Llama 3.1 70B decode s_kv=131072" in out
-    assert "memory-bound" in out
-    assert out.count("qoml") >= 3
+    assert out.startswith(f"usage: simcore{'' if command is None else ' ' + command} ")
+    if command is None:
+        for name in COMMANDS:
+            assert name in out
 
 
-def test_main__no_subcommand_means_evaluate(capsys):
-    assert main(["--model", "Llama 3.1 8B", "--s-kv", "4096", "--space", "reduced", "--top", "1"]) == 0
-    assert "Llama 3.1 8B" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("argv", [
-    ["evaluate", "--s-kv", "-3"],
-    ["evaluate", "--mode", "serve"],
-    ["evaluate", "--model", "nope"],
-    ["evaluate", "--family", "TPU"],
-    ["evaluate", "--bogus"],
-    ["evaluate", "--set", "bw_hbm_gbs=-5"],
-    ["evaluate", "--set", "speed=5"],
-    ["evaluate", "--mode", "train", "--batch", "6", "--micro-batch", "4"],
-])
-def test_main__bad_options_one_line_exit_2(argv, capsys):
-    assert main(argv) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "error" in err
-
-
-def test_main__model_that_fits_nowhere_says_so(capsys):
-    # 1024 x 128K tokens of KV cache is ~69 TB: more than the 256-PE SiP holds
-    rc = main(["evaluate", "--model", "Llama 3.1 405B", "--s-kv", "131072", "--batch", "1024",
-               "--space", "reduced"])
-    assert rc == 1
-    assert "no layout fits" in capsys.readouterr().out
+def test_main__version_is_the_package_version(capsys):
+    assert main(["--version"]) == 0
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert capsys.readouterr().out == f"simcore {version}\n" == f"simcore {simcore.__version__}\n"
 
 
 def test_console_script__help_documents_options():
     out = subprocess.run([sys.executable, "-m", "simcore", "evaluate", "--help"],
                          capture_output=True, text=True, check=True).stdout
     for opt in ("--model", "--family", "--mode", "--s-kv", "--batch", "--space", "--metric", "--top",
-                "--set", "--micro-batch", "--recompute", "--zero-stage"):
+                "--set", "--micro-batch", "--recompute", "--zero-stage", "--format", "--out"):
         assert opt in out
+
+
+def test_build_parser__shared_options_have_one_default_everywhere():
+    parser = build_parser()
+    ev, ex = parser.parse_args(["evaluate"]), parser.parse_args(["explore"])
+    for ns in (ev, ex):
+        assert ns.model == DEFAULT_MODEL and ns.family == DEFAULT_FAMILY
+        assert ns.space == DEFAULT_SPACE
+        assert (ns.mode, ns.s_kv, ns.batch, ns.metric, ns.top) == ("decode", 131072, 1,
+                                                                   "latency", 10)
+        assert (ns.format, ns.out, ns.set) == ("table", None, [])
+    va = parser.parse_args(["validate"])
+    assert (va.format, va.out) == ("table", None)
+
+
+def test_default_space__is_the_engines_default():
+    from simcore.codesign import joint_explore
+
+    ev = importlib.import_module("simcore.evaluate")
+    for fn in (ev.evaluate, ev.evaluate_best, joint_explore):
+        assert inspect.signature(fn).parameters["space"].default == DEFAULT_SPACE
+
+
+# -- evaluate ---------------------------------------------------------------------------
+
+def test_main__evaluate_default_prints_best_layouts(capsys):
+    assert main(["evaluate", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Llama 3.1 70B decode s_kv=131072" in out and "reduced space" in out
+    assert "memory-bound" in out
+    assert out.count("qoml") >= 3
+
+
+def test_main__no_subcommand_means_evaluate(capsys):
+    assert main([*SMALL, "--top", "1"]) == 0
+    assert "Llama 3.1 8B" in capsys.readouterr().out
+
+
+def test_main__evaluate_json_rows_carry_units_and_match_the_engine(capsys):
+    from simcore.metrics import top_points
+    from simcore.specs import Workload
+
+    assert main(["evaluate", *SMALL, "--top", "3", "--format", "json"]) == 0
+    cap = capsys.readouterr()
+    rows = json.loads(cap.out)  # nothing but the JSON on stdout
+    assert "best by latency" in cap.err and "Llama 3.1 8B" in cap.err
+    assert len(rows) == 3
+    assert {"latency_ms", "mem_gb", "throughput_tok_s", "comm_ms", "tp"} <= set(rows[0])
+    assert not any(k.endswith(("_ns", "_bytes")) for k in rows[0])
+    ev = importlib.import_module("simcore.evaluate")
+    ds = ev.evaluate("Llama 3.1 8B", Workload("decode", s_kv=4096), space=DEFAULT_SPACE)
+    want = top_points(ds, "latency", n=3)
+    for got, w in zip(rows, want, strict=True):
+        assert got["latency_ms"] == pytest.approx(float(w["latency_ns"]) / 1e6, rel=1e-12)
+        assert got["mem_gb"] == pytest.approx(float(w["mem_bytes"]) / 1e9, rel=1e-12)
+        assert (got["tp"], got["kv_shard_mode"]) == (int(w["tp"]), str(w["kv_shard_mode"]))
+
+
+def test_main__evaluate_csv_has_the_json_keys_and_values(capsys):
+    argv = ["evaluate", *SMALL, "--top", "2"]
+    assert main([*argv, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--format", "csv"]) == 0
+    got = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [list(r) for r in got] == [list(r) for r in rows]
+    for g, r in zip(got, rows, strict=True):
+        assert float(g["latency_ms"]) == r["latency_ms"] and g["kv_shard_mode"] == r["kv_shard_mode"]
+
+
+def test_main__evaluate_out_writes_the_file_and_nothing_on_stdout(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert main(["evaluate", *SMALL, "--top", "2", "--format", "json", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out == "" and "best by latency" in cap.err
+    assert len(json.loads(out.read_text())) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.json"]  # no temp file left
+
+
+def test_main__model_that_fits_nowhere_says_so(capsys):
+    # 1024 x 128K tokens of KV cache is ~69 TB: more than the 256-PE SiP holds
+    argv = ["evaluate", "--model", "Llama 3.1 405B", "--s-kv", "131072", "--batch", "1024"]
+    assert main(argv) == 1
+    assert "no layout fits" in capsys.readouterr().out
+    assert main([*argv, "--format", "json"]) == 1
+    cap = capsys.readouterr()
+    assert json.loads(cap.out) == [] and "no layout fits" in cap.err
 
 
 def test_main__train_mode_and_hardware_override(capsys):
     assert main(["evaluate", "--model", "Llama 2 7B", "--mode", "train", "--s-kv", "4096",
-                 "--batch", "64", "--family", "A100-80G", "--space", "reduced", "--top", "2"]) == 0
+                 "--batch", "64", "--family", "A100-80G", "--top", "2"]) == 0
     assert "Llama 2 7B train s_kv=4096 batch=64" in capsys.readouterr().out
-    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--space", "reduced",
-                 "--top", "1", "--set", "bw_hbm_gbs=8000"]) == 0
-    fast = capsys.readouterr().out
-    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--space", "reduced",
-                 "--top", "1"]) == 0
-    slow = capsys.readouterr().out
-    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
-    lat = []
-    for out in (fast, slow):
-        value, unit = out.split("best by latency: ")[1].split(" ")[:2]
-        lat.append(float(value) * scale[unit])
-    assert lat[0] < lat[1]
+    argv = ["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--top", "1",
+            "--format", "json"]
+    assert main([*argv, "--set", "bw_hbm_gbs=8000"]) == 0
+    fast = json.loads(capsys.readouterr().out)[0]["latency_ms"]
+    assert main(argv) == 0
+    slow = json.loads(capsys.readouterr().out)[0]["latency_ms"]
+    assert fast < slow
 
 
 def test_main__model_from_a_config_folder_and_bad_paths(tmp_path, capsys):
     import shutil
-    from pathlib import Path
 
     folder = tmp_path / "llama"
     folder.mkdir()
     shutil.copy(Path(__file__).parent / "data" / "llama3_8b_config.json", folder / "config.json")
-    assert main(["evaluate", "--model", str(folder), "--s-kv", "4096", "--space", "reduced",
-                 "--top", "1"]) == 0
+    assert main(["evaluate", "--model", str(folder), "--s-kv", "4096", "--top", "1"]) == 0
     assert "best by latency" in capsys.readouterr().out
     empty = tmp_path / "empty"
     empty.mkdir()
     assert main(["evaluate", "--model", str(empty)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "no HuggingFace config" in err
+    err = _one_error_line(capsys.readouterr().err, "evaluate")
+    assert "--model" in err and "no HuggingFace config" in err
+
+
+# -- tune / rank (the autotuner's parsers, registered through the command table) ----------
+
+def test_main__tune_readme_example_runs_through_the_command_table(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["tune", "--model", "Llama 2 7B", "--gpus", "8", "--gpu-mem-gb", "80",
+                 "--metric", "throughput", "--out", str(out)]) == 0
+    assert "best: ZeRO stage" in capsys.readouterr().out
+    cfg = json.loads((out / "ds_config_optimal.json").read_text())
+    assert cfg["zero_optimization"]["stage"] in (1, 2, 3)
+
+
+# -- bad input: one line, exit 2, for every command ---------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--model", "nope"],
+    ["evaluate", "--set", "speed=5"],
+    ["evaluate", "--set", "bw_hbm_gbs=-5"],
+    ["evaluate", "--set", "bw_hbm_gbs"],
+    ["evaluate", "--format", "xml"],
+    ["evaluate", "--out", "/no/such/folder/rows.json"],
+    ["evaluate", "--s-kv", "-3"],
+    ["evaluate", "--mode", "serve"],
+    ["evaluate", "--family", "TPU"],
+    ["evaluate", "--bogus"],
+    ["evaluate", "--mode", "train", "--batch", "6", "--micro-batch", "4"],
+    ["explore", "--model", "nope"],
+    ["explore", "--set", "speed=5"],
+    ["explore", "--format", "xml"],
+    ["explore", "--out", "/no/such/folder/rows.csv"],
+    ["explore", "--family", "TPU"],
+    ["validate", "--efficiency", "speed=0.5"],
+    ["validate", "--format", "xml"],
+    ["validate", "--out", "/no/such/folder/rows.json"],
+    ["tune", "--model", "GPT-5"],
+    ["tune", "--model", "Llama 2 7B", "--family", "TPU"],
+    ["tune", "--bogus"],
+    ["rank", "/no/such/folder"],
+    ["rank", ".", "--metric", "fastest"],
+    ["nope"],
+])
+def test_main__bad_input_one_line_exit_2(argv, capsys):
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    prefix = "simcore: error: " if argv == ["nope"] else f"simcore {argv[0]}: error: "
+    assert err.startswith(prefix), err
+    assert cap.out == ""
+
+
+def test_main__bad_input_names_the_option(capsys):
+    cases = {("--model", "nope"): "--model", ("--set", "speed=5"): "--set",
+             ("--family", "TPU"): "--family", ("--format", "xml"): "--format",
+             ("--out", "/no/such/folder/x.json"): "--out"}
+    for (opt, val), name in cases.items():
+        assert main(["evaluate", opt, val]) == 2
+        assert name in _one_error_line(capsys.readouterr().err, "evaluate")
 
 
 def test_main__unreachable_scheduler_one_line_exit_2(capsys):
     rc = main(["explore", "--model", "Llama 3.1 8B", "--s-kv", "4096", "--depth", "two_stage",
                "--scheduler", "tcp://127.0.0.1:1", "--no-progress"])
     assert rc == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "cannot reach the dask scheduler" in err
+    err = _one_error_line(capsys.readouterr().err, "explore")
+    assert "--scheduler: cannot reach the dask scheduler" in err
+
+
+# -- bugs are bugs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc", [RuntimeError("boom"), ValueError("engine bug")])
+def test_main__internal_error_is_not_reported_as_bad_input(exc, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", broken)
+    assert main(["evaluate", *SMALL]) == 70
+    err = capsys.readouterr().err
+    assert "Traceback" in err
+    assert not any(line.startswith("simcore evaluate: error:") for line in err.splitlines())
+    assert err.rstrip().splitlines()[-1] == (
+        f"simcore evaluate: internal error (a bug, please report): {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize(("argv", "module", "name"), [
+    (["explore", *SMALL, "--depth", "two_stage", "--no-progress"], "simcore.codesign",
+     "joint_explore"),
+    (["validate"], "simcore.validation", "validate"),
+    (["tune", "--model", "Llama 2 7B"], "simcore.autotune.cli", "Autotuner"),
+])
+def test_main__internal_error_in_any_command_exits_70(argv, module, name, monkeypatch, capsys):
+    def broken(*args, **kwargs):
+        raise ValueError("a bug, not your input")
+
+    monkeypatch.setattr(importlib.import_module(module), name, broken)
+    assert main(argv) == 70
+    err = capsys.readouterr().err
+    assert f"simcore {argv[0]}: internal error (a bug, please report): ValueError" in err
+    assert "Traceback" in err
+
+
+def test_main__keyboard_interrupt_exits_130(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", interrupted)
+    assert main(["evaluate", *SMALL]) == 130
+    assert capsys.readouterr().err.strip() == "simcore evaluate: interrupted"
+
+
+def test_console_script__closed_stdout_exits_141_quietly():
+    p = subprocess.Popen([sys.executable, "-m", "simcore", "validate", "--kind", "decode",
+                          "--format", "csv"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # like `| head` exiting before simcore writes
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141
+    assert "Traceback" not in err and "Exception ignored" not in err
+
+
+# -- --out is atomic -----------------------------------------------------------------------
+
+def test_main__out_failed_write_leaves_existing_file_intact(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "rows.json"
+    out.write_text("previous results\n")
+
+    def failing_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    assert main(["evaluate", *SMALL, "--format", "json", "--out", str(out)]) == 2
+    err = capsys.readouterr().err  # the notes, then the one error line
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith("simcore evaluate: error: --out: cannot write ")
+    assert err.splitlines()[-1].endswith("No space left on device")
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["rows.json"]  # temp file removed
+
+
+def test_emit_rows__replaces_the_file_and_keeps_its_mode(tmp_path):
+    out = tmp_path / "rows.csv"
+    out.write_text("old\n")
+    out.chmod(0o640)
+    emit_rows([{"tp": 8, "latency_ns": 2e6}], [Column("tp"), Column("latency_ns", "", "latency_ms")],
+              "csv", out)
+    assert out.read_text() == "tp,latency_ms\n8,2.0\n"
+    assert out.stat().st_mode & 0o777 == 0o640
+
+
+# -- the NAME=VALUE parser and the row writer ----------------------------------------------
+
+def test_parse_assignment__converts_with_the_named_converter():
+    allowed = {"bw_hbm_gbs": positive_float, "compute": fraction, "grid": positive_floats}
+    assert parse_assignment("bw_hbm_gbs=8000", allowed) == ("bw_hbm_gbs", 8000.0)
+    assert parse_assignment(" compute = 0.5 ", allowed) == ("compute", 0.5)
+    assert parse_assignment("grid=1,2,4", allowed) == ("grid", [1.0, 2.0, 4.0])
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("bw_hbm_gbs", "expected NAME=VALUE"),
+    ("=5", "expected NAME=VALUE"),
+    ("speed=5", "unknown name 'speed'"),
+    ("bw_hbm_gbs=fast", "bw_hbm_gbs: expected a number > 0, got 'fast'"),
+    ("bw_hbm_gbs=inf", "bw_hbm_gbs: expected a number > 0"),
+    ("compute=1.5", "compute: expected a number in (0, 1]"),
+    ("grid=1,x", "grid: expected V1,V2"),
+    ("raw=x", "raw: invalid literal for int()"),
+])
+def test_parse_assignment__bad_text_is_an_input_error(text, message):
+    allowed = {"bw_hbm_gbs": positive_float, "compute": fraction, "grid": positive_floats,
+               "raw": int}
+    with pytest.raises(OptionError) as info:
+        parse_assignment(text, allowed)
+    assert isinstance(info.value, SimcoreInputError) and message in str(info.value)
+
+
+def test_column__unit_conversion_follows_the_names():
+    assert Column("latency_ns", "", "latency_ms").scale == pytest.approx(1e-6)
+    assert Column("mem_bytes", "", "mem_gb").scale == pytest.approx(1e-9)
+    assert Column("error", "", "error_pct").scale == pytest.approx(100)
+    assert Column("tp").scale == 1.0
+    with pytest.raises(ValueError, match="no unit conversion"):
+        Column("latency_ns", "", "latency_gb")
+    with pytest.raises(ValueError, match="no unit conversion"):
+        Column("latency_ns", "", "latency")
+
+
+def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
+    cols = [Column("knob"), Column("latency_ns", "latency", "latency_ms"), Column("fits")]
+    rows = [{"knob": "a", "latency_ns": float("nan"), "fits": True}, {"knob": "b"}]
+    assert json.loads(render_rows(rows, cols, "json")) == [
+        {"knob": "a", "latency_ms": None, "fits": True},
+        {"knob": "b", "latency_ms": None, "fits": None}]
+    assert render_rows(rows, cols, "csv") == "knob,latency_ms,fits\na,,true\nb,,\n"
+    table = render_rows(rows, cols, "table")
+    assert table.splitlines()[0].split() == ["knob", "latency", "fits"]

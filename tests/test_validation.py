@@ -228,8 +228,37 @@ def test_cli_validate__threshold_failure_exits_1(capsys):
     ["validate", "--efficiency", "compute"],
     ["validate", "--efficiency", "compute=fast"],
     ["validate", "--bogus"],
+    ["validate", "--format", "xml"],
+    ["validate", "--out", "/no/such/folder/points.json"],
 ])
 def test_cli_validate__bad_options_one_line_exit_2(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "error" in err
+    assert len(err.splitlines()) == 1 and err.startswith("simcore validate: error: ")
+
+
+def test_cli_validate__json_rows_per_point_with_units(capsys):
+    import json
+
+    assert main(["validate", "--kind", "prefill", "--unmodelled", "--format", "json"]) == 0
+    cap = capsys.readouterr()
+    rows = json.loads(cap.out)  # nothing but the JSON on stdout
+    assert "PASS" in cap.err and "sources:" in cap.err
+    want = validate(kinds=["prefill"])
+    modelled = [r for r in rows if r["modelled"]]
+    assert [r["id"] for r in modelled] == [w.id for w in want]
+    for got, w in zip(modelled, want, strict=True):
+        assert got["error_pct"] == pytest.approx(100 * w.error, rel=1e-12)
+        assert (got["measured"], got["unit"], got["fits"]) == (w.measured, w.unit, w.fits)
+    assert any(not r["modelled"] for r in rows)  # the --unmodelled extras, marked
+
+
+def test_cli_validate__csv_to_out_file(tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "points.csv"
+    assert main(["validate", "--kind", "decode", "--format", "csv", "--out", str(out)]) == 0
+    assert capsys.readouterr().out == ""
+    rows = list(csv.DictReader(out.open()))
+    assert [r["id"] for r in rows] == [w.id for w in validate(kinds=["decode"])]
+    assert {"measured", "predicted", "unit", "error_pct", "ref", "source"} <= set(rows[0])

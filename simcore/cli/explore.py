@@ -1,0 +1,229 @@
+"""``simcore explore``: the co-design explorer.
+
+Sweeps hardware candidates and, per candidate, finds the metric-best layout that fits.
+Two row sets: ``pareto`` (the frontier, metric vs ``cost_score``) and ``sensitivity``
+(latency when doubling each knob on the best hardware). The table format prints both;
+``--format json|csv`` (and ``--out``) write the set chosen by ``--rows`` (default
+``pareto``), so every command's JSON is one array of row objects.
+``--dataset`` saves the per-hardware Dataset (``.nc`` or ``.zarr``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import SimcoreInputError
+from .options import (
+    OptionError,
+    add_hardware_overrides,
+    add_metric_options,
+    add_model_options,
+    add_output_options,
+    add_space_option,
+    add_workload_options,
+    assignment,
+    make_workload,
+    output_file,
+    positive_floats,
+    resolve_family,
+    resolve_model,
+    store_path,
+)
+from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream
+
+__all__ = ["PARETO_COLUMNS", "SENSITIVITY_COLUMNS", "add_parser", "run"]
+
+DATASET_SUFFIXES = (".nc", ".nc4", ".zarr")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _pareto_columns() -> list[Column]:
+    from ..specs import HW_KNOBS
+
+    return ([Column("cost_score", "cost"), Column("latency_ns", "latency", "latency_ms"),
+             Column("throughput_tok_s", "tok/s")]
+            + [Column(k, k) for k in HW_KNOBS] + LAYOUT_COLUMNS[:5]
+            + [Column("n_devices", "devices")])
+
+
+PARETO_COLUMNS = _pareto_columns()
+SENSITIVITY_COLUMNS = [
+    Column("knob", "knob"),
+    Column("baseline_latency_ns", "baseline", "baseline_latency_ms", in_table=False),
+    Column("doubled_latency_ns", "doubled latency", "doubled_latency_ms"),
+    Column("rel_speedup", "speed-up", "speedup_pct",
+           display=lambda r: f"{100 * r['rel_speedup']:.3f}%"),
+]
+
+
+def _depth(text: str) -> str | int:
+    if text in ("two_stage", "balanced", "coarse"):
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise OptionError(f"expected two_stage, balanced, coarse or an integer (values per "
+                          f"knob), got {text!r}") from None
+    if n < 1:
+        raise OptionError(f"an integer depth must be >= 1, got {n}")
+    return n
+
+
+def _with_suffix(suffixes: tuple[str, ...]) -> Any:
+    def check(text: str) -> Path:
+        path = output_file(text)
+        if path.suffix.lower() not in suffixes:
+            raise OptionError(f"expected a name ending in {', '.join(suffixes)}, got {text!r}")
+        return path
+
+    check.__name__ = "path"
+    return check
+
+
+def _grid_assignment() -> Any:
+    from ..specs import HW_KNOBS
+
+    return assignment({k: positive_floats for k in HW_KNOBS})
+
+
+def add_parser(sub: Any, name: str, help: str) -> None:
+    p = sub.add_parser(
+        name, help=help,
+        description="Sweep hardware candidates and, for each, find the metric-best parallel "
+                    "layout that fits memory; print the Pareto frontier (metric vs cost_score) "
+                    "and the knob sensitivity ranking.")
+    add_model_options(p)
+    add_workload_options(p)
+    add_hardware_overrides(p, what=": the baseline the sweep scales and cost_score divides by")
+    p.add_argument("--depth", type=_depth, default="balanced",
+                   help="hardware sweep: two_stage (1 point), balanced (64), coarse (729), or "
+                        "an integer n (n values per knob, 0.5x..2x, n^6 points) "
+                        "(default: balanced)")
+    p.add_argument("--grid", type=_grid_assignment(), action="append", default=[],
+                   metavar="KNOB=V1,V2",
+                   help="custom values for a knob (repeatable); overrides --depth; other knobs "
+                        "stay at the family's values")
+    add_space_option(p)
+    add_metric_options(p, rows="Pareto rows")
+    add_output_options(p, rows="the rows chosen by --rows")
+    p.add_argument("--rows", choices=["pareto", "sensitivity"], default="pareto",
+                   help="which rows --format json/csv and --out write (default: pareto); the "
+                        "table on stdout shows both")
+    p.add_argument("--dataset", type=_with_suffix(DATASET_SUFFIXES), default=None,
+                   metavar="FILE.nc|FILE.zarr", help="save the per-hardware Dataset")
+    p.add_argument("--plot", type=_with_suffix(PLOT_SUFFIXES), default=None,
+                   metavar="FILE.png",
+                   help="save the Pareto plot (.png, .svg or .pdf); the sensitivity chart goes "
+                        "beside it as <name>_sensitivity.<ext>")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask.distributed scheduler address (tcp://host:8786) to run the sweep "
+                        "on a cluster; 'local' starts a 2-worker LocalCluster")
+    p.add_argument("--resume", type=store_path, default=None, metavar="STORE.zarr",
+                   help="checkpoint finished hardware chunks in this zarr store; rerun the same "
+                        "command after an interruption to compute only what is missing")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def _deprecated_out_dataset(args: argparse.Namespace) -> None:
+    """``--out FILE.nc|FILE.zarr`` (the old spelling of ``--dataset``) keeps working."""
+    if args.out is None or args.out.suffix.lower() not in DATASET_SUFFIXES:
+        return
+    if args.dataset is not None:
+        raise SimcoreInputError("--out: pass the Dataset file once, as --dataset")
+    print(f"simcore explore: note: --out {args.out} saves the Dataset as before; this "
+          f"spelling is deprecated, pass --dataset {args.out}", file=sys.stderr)
+    args.dataset, args.out = args.out, None
+
+
+def _connect(address: str | None) -> tuple[Any, Any]:
+    if not address:
+        return None, None
+    from ..distributed import connect
+
+    try:
+        return connect(address)
+    except (ValueError, OSError) as exc:
+        raise SimcoreInputError(f"--scheduler: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..codesign import joint_explore
+    from ..distributed import warm_cache
+    from ..report import fmt_ns, fmt_num
+    from ..sweep import StoreMismatchError
+
+    _deprecated_out_dataset(args)
+    model = resolve_model(args)
+    make_workload(args)  # reject a bad workload before any work
+    fam = resolve_family(args)
+    depth: Any = dict(args.grid) if args.grid else args.depth
+    notes = note_stream(args)
+    client, cluster = _connect(args.scheduler)
+    try:
+        t_load = time.perf_counter()
+        warm_cache()  # load (or compile) the kernels before timing the sweep
+        t_load = time.perf_counter() - t_load
+        t0 = time.perf_counter()
+        r = joint_explore(model, s_kv=args.s_kv, mode=args.mode, batch=args.batch, depth=depth,
+                          space=args.space, metric=args.metric, family=fam,
+                          progress=not args.no_progress, client=client,
+                          store=None if args.resume is None else str(args.resume))
+        wall = time.perf_counter() - t0
+    except StoreMismatchError as exc:
+        raise SimcoreInputError(f"--resume: {exc}") from None
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}: "
+          f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
+          f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / wall)} evals/s, sensitivity "
+          f"included; kernels loaded in {t_load:.1f} s before)", file=notes)
+    if args.dataset is not None:
+        from ..io import save_dataset
+
+        try:
+            save_dataset(r.dataset, args.dataset)
+        except OSError as exc:
+            raise SimcoreInputError(f"--dataset: cannot write {str(args.dataset)!r}: "
+                                    f"{exc.strerror or exc}") from None
+        print(f"saved the per-hardware Dataset to {args.dataset}", file=notes)
+    if args.plot is not None:
+        from ..plot import plot_pareto, plot_sensitivity
+
+        sens_path = args.plot.with_name(args.plot.stem + "_sensitivity" + args.plot.suffix)
+        try:
+            plot_pareto(r, args.plot)
+            plot_sensitivity(r, sens_path)
+        except OSError as exc:
+            raise SimcoreInputError(f"--plot: cannot write: {exc.strerror or exc}") from None
+        print(f"saved plots to {args.plot} and {sens_path}", file=notes)
+    pareto_rows = [s.as_row() for s in r.pareto_scores[: args.top]]
+    sens_rows = [{"knob": s.knob, "baseline_latency_ns": s.baseline_latency_ns,
+                  "doubled_latency_ns": s.doubled_latency_ns, "rel_speedup": s.rel_speedup}
+                 for s in r.sensitivity]
+    if for_script(args):  # one row set, nothing else on stdout
+        if args.rows == "pareto":
+            emit_rows(pareto_rows, PARETO_COLUMNS, args.format, args.out)
+        else:
+            emit_rows(sens_rows, SENSITIVITY_COLUMNS, args.format, args.out)
+        if r.empty:
+            print(r.message, file=notes)
+        return 1 if r.empty else 0
+    if r.empty:
+        print(r.message)
+        return 1
+    print(f"\nPareto frontier ({r.metric} vs cost_score): {len(r.pareto_scores)} of "
+          f"{len(r.all_scores)} fitting candidates")
+    emit_rows(pareto_rows, PARETO_COLUMNS, "table")
+    baseline = fmt_ns(r.sensitivity[0].baseline_latency_ns) if r.sensitivity else "-"
+    print(f"\nSensitivity: latency when doubling each knob on the {r.metric}-best hardware "
+          f"(baseline {baseline})")
+    emit_rows(sens_rows, SENSITIVITY_COLUMNS, "table")
+    return 0

@@ -1,0 +1,328 @@
+"""Options shared by the ``simcore`` commands, declared once.
+
+Every command builds its parser from these helpers, so an option has one spelling, one
+default and one help text everywhere: :func:`add_model_options` (``--model``,
+``--family``), :func:`add_workload_options` (``--mode``, ``--s-kv``, ``--batch`` and the
+training options), :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
+:func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
+``--top``) and :func:`add_output_options` (``--format``, ``--out``).
+
+Every ``NAME=VALUE`` option (``--set``, ``--grid``, ``--efficiency``) goes through
+:func:`parse_assignment`. Bad values raise :class:`OptionError`, a
+:class:`~simcore.errors.SimcoreInputError` that argparse also reports as its own.
+
+The ``resolve_*`` / :func:`make_workload` helpers are the places where the command line
+hands user input to the library: they turn the library's ``ValueError`` /
+``OSError`` for that input into a :class:`~simcore.errors.SimcoreInputError` naming the
+option. Nothing else catches ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..errors import SimcoreInputError
+from ..presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+
+__all__ = [
+    "DEFAULT_SPACE", "FORMATS", "METRICS", "SPACES",
+    "OptionError", "Parser", "ParserExit", "UsageError",
+    "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
+    "add_space_option", "add_workload_options",
+    "assignment", "fraction", "make_workload", "output_file", "parse_assignment",
+    "positive_float", "positive_floats", "positive_int", "resolve_family", "resolve_model",
+    "store_path",
+]
+
+#: The layout space every command uses unless told otherwise: the engine's default
+#: (``simcore.evaluate(space="reduced")``); ``tests/test_cli.py`` pins the two together.
+DEFAULT_SPACE = "reduced"
+SPACES = ("reduced", "full")
+FORMATS = ("table", "json", "csv")
+METRICS = ("latency", "throughput", "FLOPS")
+
+
+# -- errors and the parser --------------------------------------------------------------
+
+class OptionError(SimcoreInputError, argparse.ArgumentTypeError):
+    """A bad option value.
+
+    Raised by the value converters below; argparse reports it as
+    ``argument --x: <message>``, and outside argparse it is a plain
+    :class:`~simcore.errors.SimcoreInputError`.
+    """
+
+
+class UsageError(SimcoreInputError):
+    """What argparse objects to (unknown option, bad choice), with the parser's ``prog``."""
+
+    def __init__(self, message: str, *, prog: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class ParserExit(Exception):
+    """``--help`` or ``--version`` finished: :func:`simcore.cli.main` returns ``status``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting: errors become one-line :class:`UsageError`."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)", prog=self.prog)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            self._print_message(message, sys.stderr)
+        raise ParserExit(status)
+
+
+# -- value converters (argparse ``type=``) ----------------------------------------------
+
+def positive_int(text: str) -> int:
+    """``"8"`` -> 8; anything but an integer >= 1 is an :class:`OptionError`.
+
+    Examples
+    --------
+    >>> positive_int("8")
+    8
+    >>> positive_int("0")
+    Traceback (most recent call last):
+    ...
+    simcore.cli.options.OptionError: expected a positive integer, got '0'
+    """
+    try:
+        v = int(text)
+    except ValueError:
+        raise OptionError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise OptionError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise OptionError(f"expected a number > 0, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise OptionError(f"expected a number > 0, got {text!r}")
+    return v
+
+
+def positive_floats(text: str) -> list[float]:
+    """A comma list of numbers > 0: ``"2000,4000"`` -> ``[2000.0, 4000.0]``."""
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    if not parts:
+        raise OptionError(f"expected V1,V2,... (numbers > 0), got {text!r}")
+    try:
+        return [positive_float(t) for t in parts]
+    except OptionError:
+        raise OptionError(f"expected V1,V2,... (numbers > 0), got {text!r}") from None
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise OptionError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0.0 < v <= 1.0:
+        raise OptionError(f"expected a number in (0, 1], got {text!r}")
+    return v
+
+
+def parse_assignment(text: str, allowed: Mapping[str, Callable[[str], Any]]) -> tuple[str, Any]:
+    """Parse ``NAME=VALUE``: ``NAME`` must be a key of ``allowed``, whose converter turns
+    ``VALUE`` into the result. The one parser of every ``NAME=VALUE`` option.
+
+    Examples
+    --------
+    >>> parse_assignment("bw_hbm_gbs=8000", {"bw_hbm_gbs": positive_float})
+    ('bw_hbm_gbs', 8000.0)
+    >>> parse_assignment("speed=2", {"bw_hbm_gbs": positive_float})
+    Traceback (most recent call last):
+    ...
+    simcore.cli.options.OptionError: unknown name 'speed' in 'speed=2'; pass one of bw_hbm_gbs
+    """
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise OptionError(
+            f"expected NAME=VALUE with NAME one of {', '.join(allowed)}, got {text!r}")
+    if name not in allowed:
+        raise OptionError(f"unknown name {name!r} in {text!r}; pass one of {', '.join(allowed)}")
+    try:
+        return name, allowed[name](value.strip())
+    except ValueError as exc:  # OptionError, or a converter's own ValueError
+        raise OptionError(f"{name}: {exc}") from None
+
+
+def assignment(allowed: Mapping[str, Callable[[str], Any]]) -> Callable[[str], tuple[str, Any]]:
+    """:func:`parse_assignment` bound to ``allowed``, for argparse's ``type=``."""
+
+    def parse(text: str) -> tuple[str, Any]:
+        return parse_assignment(text, allowed)
+
+    parse.__name__ = "assignment"
+    return parse
+
+
+def _check_folder(text: str) -> Path:
+    path = Path(text)
+    folder = path.parent
+    if not folder.is_dir():
+        raise OptionError(f"cannot write {text!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OptionError(f"cannot write {text!r}: folder {str(folder)!r} is not writable")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A file path whose folder exists and is writable (checked before any work is done)."""
+    path = _check_folder(text)
+    if path.is_dir() and path.suffix.lower() != ".zarr":
+        raise OptionError(f"cannot write {text!r}: it is a folder; pass a file name")
+    return path
+
+
+def store_path(text: str) -> Path:
+    """A folder-like store (zarr) path whose parent folder exists and is writable."""
+    return _check_folder(text)
+
+
+# -- option builders --------------------------------------------------------------------
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """``--model`` (default :data:`~simcore.presets.DEFAULT_MODEL`) and ``--family``
+    (default :data:`~simcore.presets.DEFAULT_FAMILY`)."""
+    p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|CONFIG_JSON",
+                   help=f"preset ({', '.join(PRESETS)}) or a HuggingFace config.json path or "
+                        f"folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--family", default=DEFAULT_FAMILY, metavar="FAMILY",
+                   help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} "
+                        f"(default: {DEFAULT_FAMILY})")
+
+
+def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False) -> None:
+    """``--mode``, ``--s-kv``, ``--batch``; with ``train=True`` also ``--micro-batch``,
+    ``--recompute`` and ``--zero-stage``."""
+    modes = ["decode", "prefill", "train"] if train else ["decode", "prefill"]
+    p.add_argument("--mode", choices=modes, default="decode",
+                   help="decode (time per output token), prefill (time to first token)"
+                        + (" or train (step time)" if train else "") + " (default: decode)")
+    p.add_argument("--s-kv", type=positive_int, default=131072, metavar="TOKENS",
+                   help="context length in tokens: prompt length for prefill"
+                        + (", sequence length for train" if train else "") + " (default: 131072)")
+    p.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                   help="sequences per step" + (" (global batch for train)" if train else "")
+                        + " (default: 1)")
+    if train:
+        p.add_argument("--micro-batch", type=positive_int, default=1, metavar="N",
+                       help="train: sequences per micro-batch per replica (default: 1)")
+        p.add_argument("--recompute", choices=["none", "selective", "full"], default="selective",
+                       help="train: activation recomputation (default: selective)")
+        p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0,
+                       help="train: ZeRO stage for model-state memory (default: 0)")
+
+
+def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> None:
+    """``--set KNOB=VALUE`` (repeatable): override a hardware knob of the family."""
+    from ..specs import HW_KNOBS
+
+    p.add_argument("--set", type=assignment({k: positive_float for k in HW_KNOBS}),
+                   action="append", default=[], metavar="KNOB=VALUE",
+                   help="override a hardware knob of the family (repeatable)" + what
+                        + f", e.g. --set bw_hbm_gbs=8000; knobs: {', '.join(HW_KNOBS)}")
+
+
+def add_space_option(p: argparse.ArgumentParser) -> None:
+    """``--space reduced|full`` (default :data:`DEFAULT_SPACE`)."""
+    p.add_argument("--space", choices=SPACES, default=DEFAULT_SPACE,
+                   help="layout space: reduced (1,920 layouts) or full (30,720) "
+                        f"(default: {DEFAULT_SPACE})")
+
+
+def add_metric_options(p: argparse.ArgumentParser, *, rows: str = "rows") -> None:
+    """``--metric`` (what "best" means) and ``--top`` (how many rows)."""
+    p.add_argument("--metric", choices=METRICS, default="latency",
+                   help="what 'best' means: latency (lower is better), throughput or FLOPS "
+                        "(higher is better) (default: latency)")
+    p.add_argument("--top", type=positive_int, default=10, metavar="N",
+                   help=f"{rows} to print (default: 10)")
+
+
+def add_output_options(p: argparse.ArgumentParser, *, rows: str = "the rows") -> None:
+    """``--format table|json|csv`` and ``--out FILE``."""
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help=f"how to write {rows}: an aligned table, a JSON array of objects or "
+                        "CSV, both with unit-carrying keys such as latency_ms and mem_gb "
+                        "(default: table)")
+    p.add_argument("--out", type=output_file, default=None, metavar="FILE",
+                   help=f"write {rows} to FILE (atomically) instead of stdout")
+
+
+# -- handing user input to the library ---------------------------------------------------
+
+def resolve_model(args: argparse.Namespace) -> Any:
+    """``--model``: a preset name, a HuggingFace config.json path or a folder holding one."""
+    from ..presets import load_model
+
+    try:
+        return load_model(args.model)
+    except (ValueError, OSError) as exc:
+        raise SimcoreInputError(f"--model: {exc}") from None
+
+
+def resolve_family(args: argparse.Namespace) -> Any:
+    """``--family`` with the ``--set`` overrides (if the command has them) applied."""
+    from dataclasses import replace
+
+    from ..presets import get_family
+    from ..specs import Hardware
+
+    try:
+        fam = get_family(args.family)
+    except ValueError as exc:
+        raise SimcoreInputError(f"--family: {exc}") from None
+    overrides = dict(getattr(args, "set", None) or ())
+    if not overrides:
+        return fam
+    try:
+        hw = Hardware(**{**fam.hardware.as_dict(), **overrides})
+    except ValueError as exc:
+        raise SimcoreInputError(f"--set: {exc}") from None
+    return replace(fam, hardware=hw)
+
+
+_WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
+                     "micro_batch": "--micro-batch", "recompute": "--recompute",
+                     "zero_stage": "--zero-stage"}
+
+
+def make_workload(args: argparse.Namespace) -> Any:
+    """The :class:`~simcore.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ..."""
+    from ..specs import Workload
+
+    kw: dict[str, Any] = {"batch": args.batch, "s_kv": args.s_kv}
+    if args.mode == "train":
+        kw.update(micro_batch=args.micro_batch, recompute=args.recompute,
+                  zero_stage=args.zero_stage)
+    try:
+        return Workload(args.mode, **kw)
+    except ValueError as exc:
+        named = [opt for field, opt in _WORKLOAD_OPTIONS.items()
+                 if re.search(rf"\b{field}\b", str(exc))]
+        raise SimcoreInputError(f"{'/'.join(named) or '--mode'}: {exc}") from None

@@ -1,0 +1,223 @@
+"""The one row writer of the ``simcore`` commands: ``--format table|json|csv``, ``--out``.
+
+A command declares its rows once as :class:`Column` objects and hands them, with row
+dicts keyed by the engine's names (``latency_ns``, ``mem_bytes``), to :func:`emit_rows`:
+
+* ``table``: the aligned text of :func:`simcore.report.table` (times and large numbers
+  made readable);
+* ``json``: an array of row objects whose keys carry units (``latency_ms``, ``mem_gb``,
+  ``throughput_tok_s``); NaN and missing values are ``null``;
+* ``csv``: the same keys as the JSON, one header line, missing values empty.
+
+``--out FILE`` is written atomically (a temporary file in the same folder, fsync,
+``os.replace``): a failed write leaves an existing FILE as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from ..errors import SimcoreInputError
+
+__all__ = ["Column", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "emit_rows", "for_script", "note_stream",
+           "render_rows", "write_atomic"]
+
+# unit suffix -> (dimension, size in the dimension's base unit)
+_UNITS: dict[str, tuple[str, float]] = {
+    "ns": ("time", 1e-9), "us": ("time", 1e-6), "ms": ("time", 1e-3),
+    "bytes": ("bytes", 1.0), "gb": ("bytes", 1e9),
+    "pct": ("ratio", 1e-2),
+}
+
+
+def _scale(key: str, name: str) -> float:
+    if name == key:
+        return 1.0
+    dst = _UNITS.get(name.rsplit("_", 1)[-1])
+    # a key without a unit suffix (``error``, ``rel_speedup``) is a plain ratio
+    src = _UNITS.get(key.rsplit("_", 1)[-1], ("ratio", 1.0))
+    if dst is None or src[0] != dst[0]:
+        raise ValueError(f"Column {key!r} -> {name!r}: no unit conversion between them; "
+                         f"end both names in one of {', '.join(_UNITS)} of one dimension")
+    return src[1] / dst[1]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One output column.
+
+    Parameters
+    ----------
+    key : str
+        Key in the row dicts (the engine's name, e.g. ``latency_ns``).
+    header : str
+        Table header.
+    name : str, optional
+        JSON/CSV key, with its unit (``latency_ms``); default ``key``. The value is
+        converted from ``key``'s unit suffix to ``name``'s (ns/us/ms, bytes/gb, a ratio
+        to pct).
+    display : callable, optional
+        ``display(row) -> str``: the table cell; default :func:`simcore.report.table`'s
+        formatting of the raw value.
+    in_table : bool
+        Whether the table shows it (JSON/CSV always do).
+
+    Examples
+    --------
+    >>> Column("latency_ns", "latency", "latency_ms").scale
+    1e-06
+    """
+
+    key: str
+    header: str = ""
+    name: str = ""
+    display: Callable[[Mapping[str, Any]], str] | None = None
+    in_table: bool = True
+    scale: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.header:
+            object.__setattr__(self, "header", self.key)
+        if not self.name:
+            object.__setattr__(self, "name", self.key)
+        object.__setattr__(self, "scale", _scale(self.key, self.name))
+
+
+LAYOUT_COLUMNS = [
+    Column("tp", "TP"), Column("cp", "CP"), Column("pp", "PP"), Column("dp", "DP"),
+    Column("kv_shard_mode", "kv_shard"), Column("ffn_shard_scope", "ffn_scope"),
+    Column("tp_placement", "tp_pl"), Column("cp_placement", "cp_pl"),
+    Column("cp_ring_variant", "ring"),
+]
+METRIC_COLUMNS = [
+    Column("latency_ns", "latency", "latency_ms"), Column("throughput_tok_s", "tok/s"),
+    Column("n_devices", "devices"), Column("mem_bytes", "mem/dev B", "mem_gb"),
+    Column("compute_ns", "compute", "compute_ms"), Column("memory_ns", "memory", "memory_ms"),
+    Column("comm_ns", "comm", "comm_ms"),
+]
+
+
+def _plain(value: Any, scale: float) -> Any:
+    """A JSON-ready Python value: numpy scalars unwrapped, NaN/inf -> None, units scaled."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value if scale == 1.0 else value * scale
+    if isinstance(value, float):
+        return value * scale if math.isfinite(value) else None
+    return str(value)
+
+
+def render_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt: str) -> str:
+    """The text of ``rows`` in ``fmt`` (``table``, ``json`` or ``csv``), ending in a newline.
+
+    Examples
+    --------
+    >>> cols = [Column("tp", "TP"), Column("latency_ns", "latency", "latency_ms")]
+    >>> print(render_rows([{"tp": 8, "latency_ns": 4.97e6}], cols, "json"), end="")
+    [
+      {"tp": 8, "latency_ms": 4.97}
+    ]
+    >>> print(render_rows([{"tp": 8, "latency_ns": 4.97e6}], cols, "csv"), end="")
+    tp,latency_ms
+    8,4.97
+    """
+    if fmt == "table":
+        from ..report import table
+
+        shown = [c for c in columns if c.in_table]
+        cells = [{c.key: c.display(r) if c.display is not None else r.get(c.key) for c in shown}
+                 for r in rows]
+        return table(cells, [(c.key, c.header) for c in shown]) + "\n"
+    objs = [{c.name: _plain(r.get(c.key), c.scale) for c in columns} for r in rows]
+    if fmt == "json":
+        if not objs:
+            return "[]\n"
+        body = ",\n".join("  " + json.dumps(o, allow_nan=False) for o in objs)
+        return f"[\n{body}\n]\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow([c.name for c in columns])
+        for o in objs:
+            w.writerow(["" if v is None else str(v).lower() if isinstance(v, bool) else v
+                        for v in o.values()])
+        return buf.getvalue()
+    raise ValueError(f"unknown format {fmt!r}")  # argparse's choices rule this out
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and
+    ``os.replace``: readers see the old file or the new one, never a part; on failure
+    the old file is untouched and the temporary file removed."""
+    path = Path(path)
+    folder = path.parent
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt: str,
+              out: str | os.PathLike[str] | None = None) -> None:
+    """Write ``rows`` as ``fmt`` to ``out`` (atomically) or, if ``out`` is None, stdout.
+
+    A failed write to ``out`` is a :class:`~simcore.errors.SimcoreInputError` naming
+    ``--out``.
+    """
+    text = render_rows(rows, columns, fmt)
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        write_atomic(out, text)
+    except OSError as exc:
+        raise SimcoreInputError(f"--out: cannot write {os.fspath(out)!r}: "
+                                f"{exc.strerror or exc}") from None
+
+
+def for_script(args: argparse.Namespace) -> bool:
+    """Whether the rows go to a script or a file (``--format json|csv`` or ``--out``)
+    rather than to a person reading a table on stdout."""
+    return args.format != "table" or args.out is not None
+
+
+def note_stream(args: argparse.Namespace) -> IO[str]:
+    """Where a command's notes (headers, summaries) go: stdout when the rows are a table
+    on stdout, else stderr, so JSON/CSV on stdout is never mixed with prose."""
+    return sys.stderr if for_script(args) else sys.stdout

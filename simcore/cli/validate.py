@@ -1,0 +1,123 @@
+"""``simcore validate``: predicted vs measured for every public measurement.
+
+Rows: one per point (``id``, ``kind``, ``model``, ``hardware``, ``layout``,
+``measured``, ``predicted`` in the point's ``unit``, ``error_pct`` = predicted/measured
+- 1 in percent, ``fits``, ``modelled`` (False for the ``--unmodelled`` extras), ``ref``,
+``source``), then the mean absolute error. Exit code 1 when the mean exceeds
+:data:`~simcore.validation.MEAN_ERROR_THRESHOLD` or any point exceeds
+:data:`~simcore.validation.POINT_ERROR_THRESHOLD`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, fields, replace
+from typing import Any
+
+from ..errors import SimcoreInputError
+from ..specs import Efficiency
+from .options import add_output_options, assignment, fraction
+from .output import Column, emit_rows, for_script, note_stream
+
+__all__ = ["COLUMNS", "add_parser", "run"]
+
+_FACTORS = tuple(f.name for f in fields(Efficiency))
+
+COLUMNS = [
+    Column("id", "id"), Column("kind", "kind"), Column("model", "model"),
+    Column("hardware", "hardware"), Column("layout", "layout"),
+    Column("measured", "measured", display=lambda r: f"{r['measured']:.4g}"),
+    Column("predicted", "predicted", display=lambda r: f"{r['predicted']:.4g}"),
+    Column("unit", "unit"),
+    Column("error", "error", "error_pct",
+           display=lambda r: f"{100 * r['error']:+.1f}%" + ("" if r["fits"] else " (no fit)")),
+    Column("fits", in_table=False), Column("modelled", in_table=False),
+    Column("ref", "source"), Column("source", in_table=False),
+]
+
+
+def add_parser(sub: Any, name: str, help: str) -> None:
+    from ..validation import KINDS, MEAN_ERROR_THRESHOLD, POINT_ERROR_THRESHOLD
+
+    p = sub.add_parser(
+        name, help=help,
+        description="Predict every public measurement (Megatron-LM training, TensorRT-LLM / "
+                    "lmdeploy / FasterTransformer inference) on its measured layout with the "
+                    "fitted efficiency factors and print predicted vs measured. Exit code 1 "
+                    f"when the mean |error| exceeds {MEAN_ERROR_THRESHOLD:.0%} or any point "
+                    f"exceeds {POINT_ERROR_THRESHOLD:.0%}.")
+    p.add_argument("--kind", choices=list(KINDS), action="append", default=None,
+                   help="only this kind of measurement (repeatable; default: all)")
+    p.add_argument("--efficiency", type=assignment({f: fraction for f in _FACTORS}),
+                   action="append", default=[], metavar="NAME=VALUE",
+                   help="override a fitted factor, a number in (0, 1] (repeatable), e.g. "
+                        "compute=0.7; names: " + ", ".join(_FACTORS))
+    p.add_argument("--unmodelled", action="store_true",
+                   help="also list the measurements the cost model does not cover (not "
+                        "counted in the error)")
+    add_output_options(p, rows="the per-point rows")
+    p.set_defaults(func=run)
+
+
+def _rows(rows: list[Any], refs: dict[str, str], *, modelled: bool) -> list[dict[str, Any]]:
+    return [{**asdict(r), "ref": refs[r.id], "modelled": modelled} for r in rows]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..validation import (
+        FITTED_EFFICIENCY,
+        MEAN_ERROR_THRESHOLD,
+        MEASUREMENTS,
+        POINT_ERROR_THRESHOLD,
+        UNMODELLED,
+        max_abs_error,
+        mean_abs_error,
+        validate,
+    )
+
+    try:
+        eff = replace(FITTED_EFFICIENCY, **dict(args.efficiency))
+    except ValueError as exc:
+        raise SimcoreInputError(f"--efficiency: {exc}") from None
+    notes = note_stream(args)
+    machine = for_script(args)
+    rows = validate(efficiency=eff, kinds=args.kind)
+    refs = {m.id: m.ref for m in (*MEASUREMENTS, *UNMODELLED)}
+    gaps = validate(UNMODELLED, efficiency=eff, kinds=args.kind) if args.unmodelled else []
+    print(f"simcore vs {len(rows)} public measurements, efficiency "
+          + ", ".join(f"{f}={getattr(eff, f):g}" for f in _FACTORS), file=notes)
+    if machine:
+        emit_rows(_rows(rows, refs, modelled=True) + _rows(gaps, refs, modelled=False),
+                  COLUMNS, args.format, args.out)
+    else:
+        emit_rows(_rows(rows, refs, modelled=True), COLUMNS, "table")
+    if not rows:  # pragma: no cover - every kind has points
+        print("no measurements of the requested kinds", file=notes)
+        return 1
+    mean, worst = mean_abs_error(rows), max_abs_error(rows)
+    by_kind: dict[str, list[Any]] = {}
+    for r in rows:
+        by_kind.setdefault(r.kind, []).append(r)
+    parts = ", ".join(f"{k} {100 * mean_abs_error(v):.1f}% ({len(v)})" for k, v in by_kind.items())
+    print(f"mean |error| {100 * mean:.1f}% over {len(rows)} points ({parts}); "
+          f"max {100 * worst:.1f}%", file=notes)
+    if gaps and not machine:
+        print("\nnot covered by the cost model (not counted above):")
+        emit_rows(_rows(gaps, refs, modelled=False), COLUMNS, "table")
+        gap_ids = {g.id for g in gaps}
+        for m in UNMODELLED:
+            if m.id in gap_ids:
+                print(f"  {m.id}: {m.notes}")
+    print("\nsources:", file=notes)
+    used = {r.id for r in rows}
+    seen: dict[str, str] = {}
+    for m in (*MEASUREMENTS, *UNMODELLED):
+        if (m.id in used or args.unmodelled) and m.ref not in seen:
+            seen[m.ref] = m.source
+    for ref, src in seen.items():
+        print(f"  [{ref}] {src}", file=notes)
+    ok = mean <= MEAN_ERROR_THRESHOLD and worst <= POINT_ERROR_THRESHOLD
+    verdict = "PASS" if ok else "FAIL"
+    print(f"{verdict}: mean {100 * mean:.1f}% (limit {100 * MEAN_ERROR_THRESHOLD:.0f}%), "
+          f"worst {100 * worst:.1f}% (limit {100 * POINT_ERROR_THRESHOLD:.0f}%)", file=notes)
+    return 0 if ok else 1
