@@ -126,3 +126,52 @@ def test_from_hf_config__bad_files(tmp_path):
 def test_model__kv_bytes_per_token():
     m = PRESETS["Llama 3.1 70B"].model
     assert m.kv_bytes_per_token == 2 * 80 * 8 * 128 * 2
+
+
+# --- pinned kernel-facing properties ----------------------------------------------------
+# Recorded from the code before the MoE/MLA/sliding-window fields were added: every preset
+# and validation model must keep exactly these values (and types) of every property the
+# kernels read.
+PINNED_PROPS = ("attn_params_per_layer", "expert_params", "ffn_params_per_layer",
+                "ffn_active_params_per_layer", "norm_params_per_layer", "n_active_params",
+                "embedding_params", "n_params", "kv_bytes_per_token", "head_dim",
+                "bytes_per_param", "bytes_per_kv")
+PINNED = {
+    'Llama 3.1 8B': (41943040, 176160768, 176160768, 176160768, 8192, 8030261248, 1050673152, 8030261248, 131072, 128, 2, 2),
+    'Llama 3.1 70B': (150994944, 704643072, 704643072, 704643072, 16384, 70553706496, 2101346304, 70553706496, 327680, 128, 2, 2),
+    'Llama 3.1 405B': (570425344, 2617245696, 2617245696, 2617245696, 32768, 405853388800, 4202692608, 405853388800, 516096, 128, 2, 2),
+    'GPT-3 175B': (604028928, 1208020992, 1208020992, 1208020992, 24576, 174576721920, 617558016, 174576721920, 4718592, 128, 2, 2),
+    'Mixtral 8x7B': (41943040, 176160768, 1409318912, 352354304, 8192, 12879925248, 262144000, 46702792704, 131072, 128, 2, 2),
+    'Llama 2 7B': (67108864, 135266304, 135266304, 135266304, 8192, 6738415616, 262144000, 6738415616, 524288, 128, 2, 2),
+    'Llama 2 70B': (150994944, 704643072, 704643072, 704643072, 16384, 68976648192, 524288000, 68976648192, 327680, 128, 2, 2),
+    'Falcon 180B': (456130560, 1763704832, 1763704832, 1763704832, 29696, 179520174592, 1930952704, 179520174592, 163840, 64, 2, 2),
+    'GPT-J 6B': (67108864, 134217728, 134217728, 134217728, 8192, 6050254848, 412876800, 6050254848, 458752, 256, 2, 2),
+    'GPT 13B': (104857600, 209715200, 209715200, 209715200, 10240, 13098112000, 514785280, 13098112000, 819200, 128, 2, 2),
+    'Llama 2 13B': (104857600, 212336640, 212336640, 212336640, 10240, 13015864320, 327680000, 13015864320, 819200, 128, 2, 2),
+    'Megatron GPT 175B': (604028928, 1208020992, 1208020992, 1208020992, 24576, 174588309504, 629145600, 174588309504, 4718592, 128, 2, 2),
+    'Megatron GPT 1T': (2621542400, 5243008000, 5243008000, 5243008000, 51200, 1007979750400, 1310720000, 1007979750400, 13107200, 160, 2, 2),
+    'Megatron GPT 22B': (151019520, 302020608, 302020608, 302020608, 12288, 22061094912, 314572800, 22061094912, 1179648, 96, 2, 2),
+    'Megatron GPT 530B': (1677803520, 3355545600, 3355545600, 3355545600, 40960, 529554554880, 1048576000, 529554554880, 8601600, 160, 2, 2),
+}
+
+
+def _known_models() -> dict[str, Model]:
+    import simcore.validation.data as vd
+
+    found = {p.model.name: p.model for p in PRESETS.values()}
+    for value in vars(vd).values():
+        if isinstance(value, Model):
+            found.setdefault(value.name, value)
+    return found
+
+
+def test_pinned__every_known_model_is_pinned():
+    assert set(_known_models()) == set(PINNED)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_pinned__kernel_properties_unchanged(name):
+    model = _known_models()[name]
+    got = tuple(getattr(model, p) for p in PINNED_PROPS)
+    assert dict(zip(PINNED_PROPS, got)) == dict(zip(PINNED_PROPS, PINNED[name]))
+    assert all(type(v) is int for v in got), [type(v).__name__ for v in got]
