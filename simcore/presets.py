@@ -198,10 +198,13 @@ def _suggest(name: str) -> list[str]:
     names = _names()
     wanted = name.strip().lower()
     scored: dict[str, float] = {}
+    wanted_bare = wanted.split("/", 1)[-1]
     for key, canonical in names.items():
         bare = key.split("/", 1)[-1]
         score = max(difflib.SequenceMatcher(None, wanted, key).ratio(),
-                    difflib.SequenceMatcher(None, wanted.split("/", 1)[-1], bare).ratio())
+                    difflib.SequenceMatcher(None, wanted_bare, bare).ratio())
+        if wanted_bare and (bare.startswith(wanted_bare) or key.startswith(wanted)):
+            score = max(score, 0.9 + 0.1 * len(wanted_bare) / len(bare))  # a truncated id
         scored[canonical] = max(score, scored.get(canonical, 0.0))
     ranked = sorted(scored, key=lambda k: (-scored[k], k))
     return [k for k in ranked if scored[k] >= 0.5][:3] or ranked[:3]
