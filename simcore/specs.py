@@ -870,11 +870,11 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
 
     # mixture of experts
     n_experts = r.int("num_local_experts", "num_experts", "n_routed_experts", default=1) or 1
-    kw["n_experts"] = n_experts
-    if n_experts > 1:
+    moe_layers = _moe_layer_count(r, mt, n_layers) if n_experts > 1 else 0
+    if moe_layers:  # else every layer is dense: an MoE config without MoE layers
+        kw["n_experts"] = n_experts
         kw["top_k"] = r.int("num_experts_per_tok", "experts_per_token", "moe_top_k", default=1)
         kw["moe_d_ff"] = r.int("moe_intermediate_size", default=0)
-        moe_layers = _moe_layer_count(r, mt, n_layers)
         kw["n_dense_layers"] = n_layers - moe_layers
         if mt in ("qwen2_moe", "qwen3_moe"):
             shared = r.int("shared_expert_intermediate_size", default=0)
