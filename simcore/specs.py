@@ -724,7 +724,7 @@ class _HFReader:
     def fail(self, key: str, problem: str) -> SpecError:
         return SpecError(f"{self.source}: field {key!r} {problem}")
 
-    def int(self, *keys: str, default: Any = _MISSING) -> int:
+    def integer(self, *keys: str, default: Any = _MISSING) -> int:
         """The first present key as a non-negative whole number."""
         for key in keys:
             if self.has(key):
@@ -816,36 +816,36 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
     r = _HFReader(cfg, source)
     mt = r.text("model_type")
 
-    n_layers = r.int(*_LAYER_KEYS)
+    n_layers = r.integer(*_LAYER_KEYS)
     if n_layers < 1:
         raise r.fail("num_hidden_layers", "must be >= 1, got 0")
-    d = r.int("hidden_size", "n_embd", "d_model")
-    h = r.int("num_attention_heads", "n_head", "num_heads")
-    vocab = r.int("vocab_size", default=_VOCAB_DEFAULTS.get(mt, _MISSING))
+    d = r.integer("hidden_size", "n_embd", "d_model")
+    h = r.integer("num_attention_heads", "n_head", "num_heads")
+    vocab = r.integer("vocab_size", default=_VOCAB_DEFAULTS.get(mt, _MISSING))
     kw: dict[str, Any] = dict(n_layers=n_layers, d_model=d, n_heads=h, vocab_size=vocab)
 
     # attention heads
     if mt == "falcon":
         if r.flag("new_decoder_architecture", False):
-            kv = r.int("num_kv_heads", default=h)
+            kv = r.integer("num_kv_heads", default=h)
         else:
             kv = 1 if r.flag("multi_query", True) else h
     elif r.flag("multi_query", False):
         kv = 1
     else:
-        kv = r.int("num_key_value_heads", "num_kv_heads", "n_head_kv", default=h)
+        kv = r.integer("num_key_value_heads", "num_kv_heads", "n_head_kv", default=h)
     kw["n_kv_heads"] = kv
     if r.has("kv_lora_rank"):  # multi-head latent attention (DeepSeek-V2/V3)
-        rope = r.int("qk_rope_head_dim")
-        nope = r.int("qk_nope_head_dim")
-        kw.update(kv_lora_rank=r.int("kv_lora_rank"), q_lora_rank=r.int("q_lora_rank", default=0),
+        rope = r.integer("qk_rope_head_dim")
+        nope = r.integer("qk_nope_head_dim")
+        kw.update(kv_lora_rank=r.integer("kv_lora_rank"), q_lora_rank=r.integer("q_lora_rank", default=0),
                   qk_rope_head_dim=rope, head_dim=nope + rope,
-                  v_head_dim=r.int("v_head_dim", default=nope))
+                  v_head_dim=r.integer("v_head_dim", default=nope))
     else:
-        kw["head_dim"] = r.int("head_dim", default=0)
+        kw["head_dim"] = r.integer("head_dim", default=0)
 
     # FFN and biases
-    d_ff = r.int("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=4 * d)
+    d_ff = r.integer("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=4 * d)
     gated = mt not in _UNGATED_TYPES
     act = r.text("hidden_act", "activation_function")
     if "gelu" in act and mt in ("", "gpt2"):
@@ -853,7 +853,7 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
     kw.update(d_ff=d_ff, gated_ffn=gated)
     if mt in ("gpt2", "gpt_bigcode"):
         kw.update(attn_bias=True, norm_bias=True,
-                  learned_pos_embeddings=r.int("n_positions", "n_ctx", default=1024))
+                  learned_pos_embeddings=r.integer("n_positions", "n_ctx", default=1024))
     elif mt == "falcon":
         kw.update(attn_bias=r.flag("bias", False), norm_bias=True)
         if not r.flag("new_decoder_architecture", False) and r.flag("parallel_attn", True):
@@ -869,19 +869,19 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
         kw["qk_norm"] = True
 
     # mixture of experts
-    n_experts = r.int("num_local_experts", "num_experts", "n_routed_experts", default=1) or 1
+    n_experts = r.integer("num_local_experts", "num_experts", "n_routed_experts", default=1) or 1
     moe_layers = _moe_layer_count(r, mt, n_layers) if n_experts > 1 else 0
     if moe_layers:  # else every layer is dense: an MoE config without MoE layers
         kw["n_experts"] = n_experts
-        kw["top_k"] = r.int("num_experts_per_tok", "experts_per_token", "moe_top_k", default=1)
-        kw["moe_d_ff"] = r.int("moe_intermediate_size", default=0)
+        kw["top_k"] = r.integer("num_experts_per_tok", "experts_per_token", "moe_top_k", default=1)
+        kw["moe_d_ff"] = r.integer("moe_intermediate_size", default=0)
         kw["n_dense_layers"] = n_layers - moe_layers
         if mt in ("qwen2_moe", "qwen3_moe"):
-            shared = r.int("shared_expert_intermediate_size", default=0)
+            shared = r.integer("shared_expert_intermediate_size", default=0)
             if shared:
                 kw.update(n_shared_experts=1, shared_d_ff=shared, shared_expert_gate=True)
         else:
-            kw["n_shared_experts"] = r.int("n_shared_experts", "num_shared_experts", default=0)
+            kw["n_shared_experts"] = r.integer("n_shared_experts", "num_shared_experts", default=0)
         if mt == "gpt_oss":
             kw.update(router_bias=True, mlp_bias=True, attn_sinks=True)
         if r.text("topk_method") == "noaux_tc":
@@ -901,11 +901,11 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
 def _moe_layer_count(r: _HFReader, mt: str, n_layers: int) -> int:
     """Layers with routed experts, as each family's modelling code decides."""
     if r.has("first_k_dense_replace") or mt.startswith("deepseek"):
-        first = r.int("first_k_dense_replace", default=0)
-        freq = r.int("moe_layer_freq", default=1) or 1
+        first = r.integer("first_k_dense_replace", default=0)
+        freq = r.integer("moe_layer_freq", default=1) or 1
         return sum(1 for i in range(n_layers) if i >= first and i % freq == 0)
     if mt in ("qwen2_moe", "qwen3_moe"):
-        step = r.int("decoder_sparse_step", default=1) or 1
+        step = r.integer("decoder_sparse_step", default=1) or 1
         dense = set(r.int_list("mlp_only_layers"))
         return sum(1 for i in range(n_layers) if i not in dense and (i + 1) % step == 0)
     return n_layers
@@ -920,17 +920,17 @@ def _hf_local_attention(r: _HFReader, mt: str, n_layers: int) -> dict[str, int]:
             raise r.fail("layer_types", f"has {unknown}: only sliding_attention and "
                                         "full_attention layers are modelled")
         n_local = types.count("sliding_attention")
-        window = r.int("sliding_window", default=0) if n_local else 0
+        window = r.integer("sliding_window", default=0) if n_local else 0
     elif mt == "gemma2":  # even-indexed layers are local
-        window, n_local = r.int("sliding_window", default=4096), (n_layers + 1) // 2
+        window, n_local = r.integer("sliding_window", default=4096), (n_layers + 1) // 2
     elif mt in ("gemma3_text", "gemma3"):  # every pattern-th layer is global
-        pattern = r.int("sliding_window_pattern", "_sliding_window_pattern", default=6) or 1
-        window, n_local = r.int("sliding_window", default=4096), n_layers - n_layers // pattern
+        pattern = r.integer("sliding_window_pattern", "_sliding_window_pattern", default=6) or 1
+        window, n_local = r.integer("sliding_window", default=4096), n_layers - n_layers // pattern
     elif mt in _QWEN_TYPES:  # layers from max_window_layers on, only when switched on
-        window = r.int("sliding_window", default=0) if r.flag("use_sliding_window", False) else 0
-        n_local = n_layers - min(n_layers, r.int("max_window_layers", default=n_layers))
+        window = r.integer("sliding_window", default=0) if r.flag("use_sliding_window", False) else 0
+        n_local = n_layers - min(n_layers, r.integer("max_window_layers", default=n_layers))
     else:  # Mistral, Mixtral, Phi-3: one window for every layer when set
-        window = r.int("sliding_window", default=0)
+        window = r.integer("sliding_window", default=0)
         n_local = n_layers
     if not window or not n_local:
         return {}

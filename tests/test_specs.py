@@ -1,11 +1,15 @@
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from simcore import HW_KNOBS, PRESETS, Hardware, Model, Topology, Workload
+from simcore import HW_KNOBS, PRESETS, Hardware, Model, Topology, Workload, specs
 from simcore.presets import HARDWARE_FAMILIES, get_family, get_model
-from simcore.specs import Efficiency
+from simcore.specs import Efficiency, SpecError
 
 DATA = Path(__file__).parent / "data"
 
@@ -173,20 +177,11 @@ def test_pinned__every_known_model_is_pinned():
 def test_pinned__kernel_properties_unchanged(name):
     model = _known_models()[name]
     got = tuple(getattr(model, p) for p in PINNED_PROPS)
-    assert dict(zip(PINNED_PROPS, got)) == dict(zip(PINNED_PROPS, PINNED[name]))
+    assert dict(zip(PINNED_PROPS, got, strict=True)) == dict(zip(PINNED_PROPS, PINNED[name], strict=True))
     assert all(type(v) is int for v in got), [type(v).__name__ for v in got]
 
 
 # --- physics ranges (issue 12) ----------------------------------------------------------
-import math  # noqa: E402
-
-import numpy as np  # noqa: E402
-from hypothesis import given  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from simcore import specs  # noqa: E402
-from simcore.specs import SpecError  # noqa: E402
-
 TINY = dict(name="t", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=128, vocab_size=100)
 RANGE_TABLES = [
     (Model, TINY, specs._MODEL_RANGES),
@@ -451,7 +446,6 @@ def _hf_tensors(cfg):
     qkv_b = mt == "qwen2_moe" or cfg.get("attention_bias", False)
     o_b = cfg.get("attention_bias", False)
     E = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts") or 1
-    k = cfg.get("num_experts_per_tok", 1)
     ff = cfg["intermediate_size"]
     t(V, d), t(d)
     if not cfg.get("tie_word_embeddings", False):
