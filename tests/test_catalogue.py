@@ -106,7 +106,7 @@ def test_catalogue__mla_caches_the_latent():
 
 
 def test_catalogue__local_layers_as_each_family_places_them():
-    assert (get_model("google/gemma-2-9b-it").n_local_layers, 21) == (21, 21)
+    assert get_model("google/gemma-2-9b-it").n_local_layers == 21  # even-indexed layers
     g3 = get_model("google/gemma-3-27b-it")
     assert (g3.n_local_layers, g3.sliding_window, g3.vocab_size) == (52, 1024, 262_208)
     oss = get_model("openai/gpt-oss-120b")
