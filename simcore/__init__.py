@@ -9,7 +9,16 @@ from .metrics import Metric, best, get_metric, metric_is_better, metric_value, r
 from .options import get_options, set_options
 from .presets import HARDWARE_FAMILIES, PRESETS, get_family, get_model
 from .space import PARALLEL_DIMS, Space, full_space, reduced_space
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
+from .specs import (
+    HW_KNOBS,
+    Efficiency,
+    Hardware,
+    HardwareFamily,
+    Model,
+    SpecError,
+    Topology,
+    Workload,
+)
 
 __version__ = "0.1.0"
 
@@ -18,6 +27,6 @@ __all__ = [
     "Efficiency", "Hardware", "HardwareFamily", "Model", "Topology", "Workload",
     "Metric", "Space", "best", "evaluate", "evaluate_best", "get_family", "get_metric", "get_model",
     "full_space", "metric_is_better", "metric_value", "reduced_space", "register_metric",
-    "SimcoreInputError", "get_options", "set_options",
+    "SimcoreInputError", "SpecError", "get_options", "set_options",
 ]
 

@@ -7,26 +7,39 @@ per-direction GB/s, one 200/400 Gb/s NIC per GPU). ``pe_hbm_gb`` is in GB (1e9 b
 the "80 GB" parts hold 80 GiB = 85.9 GB (nvidia-smi: 81920 MiB), the 40 GB part 42.9 GB,
 the H200's "141 GB" 143771 MiB = 150.8 GB.
 
+The model catalogue (``simcore/catalogue/``) ships Hugging Face ``config.json`` files of
+popular open models; :func:`get_model` and :func:`load_model` accept their ids
+(``"meta-llama/Llama-3.1-70B"``, case-insensitive) wherever a preset name is accepted.
+
 Examples
 --------
 >>> round(PRESETS["Llama 3.1 70B"].model.n_params / 1e9, 1)
 70.6
+>>> get_model("qwen/qwen3-30b-a3b").name
+'Qwen/Qwen3-30B-A3B'
 >>> HARDWARE_FAMILIES["H100-SXM"].hardware.bw_hbm_gbs
 3350.0
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
+import json
+import os
 from dataclasses import dataclass, replace
+from importlib import resources
 
-from .specs import Hardware, HardwareFamily, Model, Topology
+from .specs import Hardware, HardwareFamily, Model, SpecError, Topology
 
 __all__ = [
     "PRESETS",
     "HARDWARE_FAMILIES",
     "DEFAULT_FAMILY",
     "DEFAULT_MODEL",
+    "CatalogueEntry",
     "ModelPreset",
+    "catalogue",
     "get_model",
     "get_family",
     "load_model",
@@ -122,31 +135,151 @@ HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
 DEFAULT_FAMILY = "SiP"
 
 
+# --- the model catalogue -----------------------------------------------------------------
+_CATALOGUE = "catalogue"
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """One shipped Hugging Face config with the parameter count its model card states.
+
+    ``card_active_params_b`` is the card's active (per-token) count where it gives one;
+    ``card_active_excludes_embedding`` says the card leaves the input embedding table out
+    of it (GPT-OSS). ``aliases`` are other ids of the same checkpoint (renamed repos).
+    """
+
+    id: str
+    card_params_b: float
+    card_source: str
+    card_active_params_b: float | None = None
+    card_active_excludes_embedding: bool = False
+    aliases: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def filename(self) -> str:
+        """``<org>--<name>.json`` inside ``simcore/catalogue/``."""
+        return self.id.replace("/", "--") + ".json"
+
+    def config(self) -> dict:
+        """The shipped ``config.json`` contents."""
+        text = resources.files("simcore").joinpath(_CATALOGUE, self.filename).read_text("utf-8")
+        return json.loads(text)
+
+    def model(self) -> Model:
+        """The :class:`Model`, named by its Hugging Face id."""
+        return _catalogue_model(self.id)
+
+
+@functools.cache
+def catalogue() -> dict[str, CatalogueEntry]:
+    """The catalogue index (``simcore/catalogue/index.json``), keyed by Hugging Face id."""
+    raw = json.loads(resources.files("simcore").joinpath(_CATALOGUE, "index.json")
+                     .read_text("utf-8"))
+    entries = (CatalogueEntry(**{**e, "aliases": tuple(e.get("aliases", ()))})
+               for e in raw["models"])
+    return {e.id: e for e in entries}
+
+
+@functools.cache
+def _catalogue_model(model_id: str) -> Model:
+    entry = catalogue()[model_id]
+    return Model.from_hf_dict(entry.config(), name=entry.id, source=f"catalogue {entry.id!r}")
+
+
+@functools.cache
+def _names() -> dict[str, str]:
+    """Lower-cased preset names, catalogue ids, aliases and file stems -> canonical key."""
+    out = {name.lower(): name for name in PRESETS}
+    for entry in catalogue().values():
+        for key in (entry.id, *entry.aliases, entry.filename[:-len(".json")]):
+            out.setdefault(key.lower(), entry.id)
+    return out
+
+
+def _lookup(name: str) -> Model | None:
+    key = _names().get(name.strip().lower())
+    if key is None:
+        return None
+    return PRESETS[key].model if key in PRESETS else _catalogue_model(key)
+
+
+def _suggest(name: str) -> list[str]:
+    """The closest preset names and catalogue ids, best first (also on the part after "/")."""
+    names = _names()
+    wanted = name.strip().lower()
+    scored: dict[str, float] = {}
+    wanted_bare = wanted.split("/", 1)[-1]
+    for key, canonical in names.items():
+        bare = key.split("/", 1)[-1]
+        score = max(difflib.SequenceMatcher(None, wanted, key).ratio(),
+                    difflib.SequenceMatcher(None, wanted_bare, bare).ratio())
+        if wanted_bare and (bare.startswith(wanted_bare) or key.startswith(wanted)):
+            score = max(score, 0.9 + 0.1 * len(wanted_bare) / len(bare))  # a truncated id
+        scored[canonical] = max(score, scored.get(canonical, 0.0))
+    ranked = sorted(scored, key=lambda k: (-scored[k], k))
+    return [k for k in ranked if scored[k] >= 0.5][:3] or ranked[:3]
+
+
+def _unknown(model: object, *, path_hint: bool = False) -> SpecError:
+    close = ", ".join(repr(k) for k in _suggest(str(model)))
+    where = (f"; or pass a config.json path (none exists at {str(model)!r})" if path_hint
+             else "")
+    return SpecError(
+        f"unknown model {model!r}; closest: {close}. Pass a preset ({', '.join(PRESETS)}), "
+        f"a catalogue id (simcore.presets.catalogue(), e.g. 'meta-llama/Llama-3.1-70B') or a "
+        f"Model{where}"
+    )
+
+
 def get_model(model: str | Model) -> Model:
-    """A preset by name (case-insensitive) or a :class:`Model` passed through."""
+    """A preset or catalogue model by name (case-insensitive), or a :class:`Model` passed through.
+
+    Catalogue models keep their Hugging Face id as ``name``. An unknown name raises
+    :class:`~simcore.specs.SpecError` suggesting the closest names.
+
+    Examples
+    --------
+    >>> get_model("META-LLAMA/llama-3.1-70b").n_layers
+    80
+    >>> get_model("Llama-3.1-70")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simcore.specs.SpecError: unknown model 'Llama-3.1-70'; closest: 'meta-llama/Llama-3.1-70B', ...
+    """
     if isinstance(model, Model):
         return model
-    for name, preset in PRESETS.items():
-        if name.lower() == str(model).lower():
-            return preset.model
-    raise ValueError(f"unknown model {model!r}; pass one of {list(PRESETS)} or a Model")
+    if not isinstance(model, str):
+        raise SpecError(f"a model must be a name or a simcore.Model, got {type(model).__name__}")
+    found = _lookup(model)
+    if found is None:
+        raise _unknown(model)
+    return found
 
 
 def load_model(spec: str | Model) -> Model:
-    """A preset name, a HuggingFace ``config.json`` path, or a folder holding one.
+    """A preset name, a catalogue id, a Hugging Face ``config.json`` path, or a folder holding one.
 
-    Errors are ``ValueError`` / ``FileNotFoundError`` saying what to pass instead.
+    Errors are :class:`~simcore.specs.SpecError` (a ``ValueError``) / ``FileNotFoundError``
+    saying what to pass instead.
     """
-    import os
-
     if isinstance(spec, Model):
         return spec
-    if not spec:
-        raise ValueError(f"pass a model: a preset ({', '.join(PRESETS)}) or a config.json path")
-    if spec.endswith(".json") or os.sep in spec or os.path.exists(spec):
-        path = os.path.join(spec, "config.json") if os.path.isdir(spec) else spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise SpecError(
+            f"pass a model: a preset ({', '.join(PRESETS)}), a catalogue id such as "
+            f"'meta-llama/Llama-3.1-70B' or a config.json path; got {spec!r}"
+        )
+    local = os.path.expanduser(spec)
+    if os.path.exists(local):
+        path = os.path.join(local, "config.json") if os.path.isdir(local) else local
         return Model.from_hf_config(path)
-    return get_model(spec)
+    found = _lookup(spec)
+    if found is not None:
+        return found
+    if spec.endswith(".json") or spec.startswith((".", os.sep, "~")) or spec.count(os.sep) > 1:
+        return Model.from_hf_config(local)
+    raise _unknown(spec, path_hint=os.sep in spec)
 
 
 def get_family(family: str | HardwareFamily | None) -> HardwareFamily:
@@ -158,6 +291,6 @@ def get_family(family: str | HardwareFamily | None) -> HardwareFamily:
     for name, fam in HARDWARE_FAMILIES.items():
         if name.lower() == str(family).lower():
             return fam
-    raise ValueError(
+    raise SpecError(
         f"unknown hardware family {family!r}; pass one of {list(HARDWARE_FAMILIES)}"
     )
