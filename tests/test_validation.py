@@ -188,8 +188,8 @@ def test_fit_efficiency__recovers_factor_on_synthetic_point():
     pt = get_measurement("lmdeploy-llama2-7b-tp1-decode")
     truth = replace(Efficiency(), memory=0.62)
     synthetic = replace(pt, measured=predict(pt, efficiency=truth))
-    res = fit_efficiency([synthetic], base=Efficiency(), fixed=["compute", "network"],
-                         coarse_step=0.1)
+    res = fit_efficiency([synthetic], base=Efficiency(),
+                         fixed=["compute", "network", "step_overhead_ns"], coarse_step=0.1)
     assert res.fitted == ("memory",) and res.efficiency.memory == pytest.approx(0.62, abs=0.002)
     assert res.mean_abs_error < 1e-2
 

@@ -16,12 +16,17 @@ from typing import Any
 
 from ..errors import SimcoreInputError
 from ..specs import Efficiency
-from .options import add_output_options, assignment, fraction
+from .options import add_output_options, assignment, fraction, positive_float
 from .output import Column, emit_rows, for_script, note_stream
 
 __all__ = ["COLUMNS", "add_parser", "run"]
 
 _FACTORS = tuple(f.name for f in fields(Efficiency))
+_TIMES = ("op_latency_ns", "step_overhead_ns")
+
+
+def _time_ns(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else positive_float(text)
 
 COLUMNS = [
     Column("id", "id"), Column("kind", "kind"), Column("model", "model"),
@@ -48,10 +53,14 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                     f"exceeds {POINT_ERROR_THRESHOLD:.0%}.")
     p.add_argument("--kind", choices=list(KINDS), action="append", default=None,
                    help="only this kind of measurement (repeatable; default: all)")
-    p.add_argument("--efficiency", type=assignment({f: fraction for f in _FACTORS}),
+    p.add_argument("--efficiency",
+                   type=assignment({f: _time_ns if f in _TIMES else fraction for f in _FACTORS}),
                    action="append", default=[], metavar="NAME=VALUE",
-                   help="override a fitted factor, a number in (0, 1] (repeatable), e.g. "
-                        "compute=0.7; names: " + ", ".join(_FACTORS))
+                   help="override a fitted factor (repeatable): a fraction in (0, 1], or a "
+                        "time in ns for " + " and ".join(_TIMES) + ", e.g. compute=0.7; "
+                        "names: " + ", ".join(_FACTORS))
+    p.add_argument("--no-loso", action="store_true",
+                   help="skip the leave-one-source-out refit (about 10-60 s)")
     p.add_argument("--unmodelled", action="store_true",
                    help="also list the measurements the cost model does not cover (not "
                         "counted in the error)")
@@ -85,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     refs = {m.id: m.ref for m in (*MEASUREMENTS, *UNMODELLED)}
     gaps = validate(UNMODELLED, efficiency=eff, kinds=args.kind) if args.unmodelled else []
     print(f"simcore vs {len(rows)} public measurements, efficiency "
-          + ", ".join(f"{f}={getattr(eff, f):g}" for f in _FACTORS), file=notes)
+          + ", ".join(f"{f}={getattr(eff, f):g}" for f in _FACTORS
+                      if getattr(eff, f) is not None), file=notes)
     if machine:
         emit_rows(_rows(rows, refs, modelled=True) + _rows(gaps, refs, modelled=False),
                   COLUMNS, args.format, args.out)
@@ -101,6 +111,28 @@ def run(args: argparse.Namespace) -> int:
     parts = ", ".join(f"{k} {100 * mean_abs_error(v):.1f}% ({len(v)})" for k, v in by_kind.items())
     print(f"mean |error| {100 * mean:.1f}% over {len(rows)} points ({parts}); "
           f"max {100 * worst:.1f}%", file=notes)
+    from ..validation import breakdown, get_measurement
+
+    tables = breakdown(rows, sources={r.id: refs[r.id] for r in rows})
+    for key, title in (("kind", "per kind"), ("source", "per source"),
+                       ("hardware", "per hardware generation")):
+        print(f"\nin-sample mean |error| {title}:", file=notes)
+        for label, (err, n) in sorted(tables[key].items()):
+            print(f"  {label:<28} {100 * err:5.1f}%  ({n} points)", file=notes)
+    if not args.no_loso and len(tables["source"]) > 1:
+        from ..validation.fit import leave_one_source_out
+
+        loso = leave_one_source_out([get_measurement(r.id) for r in rows])
+        print("\nleave-one-source-out (factors refitted without the source):", file=notes)
+        for label, (err, _) in sorted(loso.by_source.items()):
+            print(f"  {label:<28} {100 * err:5.1f}%", file=notes)
+        per_kind: dict[str, list[float]] = {}
+        for r in rows:
+            per_kind.setdefault(r.kind, []).append(abs(loso.errors[r.id]))
+        print("  per kind: " + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}%"
+                                         for k, v in per_kind.items()), file=notes)
+        print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}%",
+              file=notes)
     if gaps and not machine:
         print("\nnot covered by the cost model (not counted above):")
         emit_rows(_rows(gaps, refs, modelled=False), COLUMNS, "table")

@@ -23,7 +23,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..specs import Efficiency
@@ -41,6 +41,8 @@ __all__ = [
     "UNMODELLED",
     "Measurement",
     "ValidationRow",
+    "breakdown",
+    "generation",
     "get_measurement",
     "max_abs_error",
     "mean_abs_error",
@@ -143,6 +145,31 @@ def validate(
                                   float(p.measured), pred, p.unit, pred / p.measured - 1.0, fits,
                                   p.source))
     return rows
+
+
+def generation(family: str) -> str:
+    """Hardware generation of a family name: ``"A100-80G"`` → ``"A100"``."""
+    return family.split("-")[0]
+
+
+def breakdown(rows: Sequence[ValidationRow], *, sources: Mapping[str, str] | None = None
+              ) -> dict[str, dict[str, tuple[float, int]]]:
+    """Mean absolute error and count per kind, per source and per hardware generation.
+
+    ``sources`` maps a point id to its source label (default: the rows' ``source``).
+
+    Examples
+    --------
+    >>> b = breakdown(validate())
+    >>> sorted(b)
+    ['hardware', 'kind', 'source']
+    """
+    out: dict[str, dict[str, list[float]]] = {"kind": {}, "source": {}, "hardware": {}}
+    for r in rows:
+        src = sources[r.id] if sources is not None else r.source
+        for key, label in (("kind", r.kind), ("source", src), ("hardware", generation(r.hardware))):
+            out[key].setdefault(label, []).append(r.abs_error)
+    return {k: {lab: (sum(v) / len(v), len(v)) for lab, v in d.items()} for k, d in out.items()}
 
 
 def mean_abs_error(rows: Sequence[ValidationRow]) -> float:

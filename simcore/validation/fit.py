@@ -1,31 +1,56 @@
-"""Fit the :class:`~simcore.specs.Efficiency` factors to the measurements (run once, offline).
+"""Fit the :class:`~simcore.specs.Efficiency` factors to the measurements, and check them
+out of sample (leave one source out).
 
 The fitted values live as constants in :mod:`simcore.validation.fitted`; this module is
 how they were obtained and how to redo it after the cost model changes::
 
     python -m simcore.validation.fit
 
-Method: one :class:`~simcore.specs.Efficiency` for all points together. Every point is
-prepared once (:func:`simcore.evaluate.prepare` — the coefficients do not depend on the
-efficiency) and re-combined with candidate factors by the engine's own kernel, so a
-candidate costs microseconds. The objective is the mean absolute percentage error; the
-search is a coarse grid (step 0.05) over the factors that move at least one prediction,
-refined by a coordinate pattern search down to 0.001, all inside ``bounds``. Factors that
-move no prediction (``hbm_usable`` only decides memory fit) keep their base value.
+Method: one :class:`~simcore.specs.Efficiency` for all points together (at most
+:data:`MAX_FACTORS` factors, never per point). Every point is prepared once (the
+coefficients do not depend on the efficiency) and re-combined with candidate factors by
+the engine's own kernel: all training points in one call, all inference points in
+another, so a candidate costs about a millisecond. The objective is the mean absolute
+percentage error. The search is a coordinate pattern search inside each factor's
+declared range (:data:`FACTORS`): fractions move in steps from 0.05 down to 0.001, times
+in relative steps from 50% down to 0.1%, from the base values, restarted from the best
+point until no step improves. Factors that move no prediction keep their base value.
+
+:func:`leave_one_source_out` refits without each source in turn and predicts that
+source with the refitted factors: the honest error for data simcore was not fitted to.
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..specs import Efficiency
 from .points import Measurement
 
-__all__ = ["FitResult", "fit_efficiency", "fast_predictor"]
+__all__ = ["FACTORS", "MAX_FACTORS", "FitResult", "LosoResult", "fast_predictor",
+           "fit_efficiency", "leave_one_source_out", "source_of"]
+
+#: At most this many factors are fitted, for all points together.
+MAX_FACTORS = 10
+
+#: Fittable factors → (kind, low, high): ``"fraction"`` factors are achievable fractions
+#: of a peak, ``"time"`` factors fixed costs in ns. ``hbm_usable`` is not here: it only
+#: decides memory fit and is fixed at 0.90.
+FACTORS: dict[str, tuple[str, float, float]] = {
+    "compute": ("fraction", 0.30, 0.95),
+    "memory": ("fraction", 0.30, 0.95),
+    "network": ("fraction", 0.20, 0.95),
+    "network_inter": ("fraction", 0.20, 0.95),
+    "network_sip": ("fraction", 0.20, 0.95),
+    "train_compute": ("fraction", 0.30, 0.95),
+    "attention": ("fraction", 0.20, 0.95),
+    "train_attention": ("fraction", 0.20, 0.95),
+    "op_latency_ns": ("time", 0.0, 50_000.0),
+    "step_overhead_ns": ("time", 0.0, 20_000_000.0),
+}
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,11 @@ class FitResult:
     n_points: int
 
 
+def source_of(point: Measurement) -> str:
+    """The source a point is grouped by for leave-one-source-out (its short ``ref``)."""
+    return point.ref
+
+
 def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.ndarray]:
     """A function efficiency → predictions (each in its point's unit), for many candidates.
 
@@ -47,21 +77,28 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
     """
     from ..engine import combine, pack_efficiency, prepare
 
-    prepared = []
-    for pt in points:
+    groups: dict[bool, list[tuple[int, np.ndarray, np.ndarray]]] = {False: [], True: []}
+    for i, pt in enumerate(points):
         p = prepare(pt.model, pt.workload, space=pt.space, family=pt.family)
         if not p.valid[0]:
             raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid in "
                              f"simcore for {pt.model.name}")
-        hw = p.hw_rows(0, 1).astype(np.float64)
-        prepared.append((pt, np.ascontiguousarray(p.coeffs[:1]), hw, pt.workload.mode == "train"))
+        groups[pt.workload.mode == "train"].append((i, p.coeffs[:1], p.hw_rows(0, 1)))
+    packed = []
+    for train, rows in groups.items():
+        if rows:
+            idx = np.array([r[0] for r in rows])
+            coeffs = np.concatenate([r[1] for r in rows])
+            hw = np.concatenate([r[2] for r in rows]).astype(np.float64)
+            packed.append((train, idx, coeffs, hw))
+    n = len(points)
 
     def run(eff: Efficiency) -> np.ndarray:
-        out = np.empty(len(prepared))
-        for i, (pt, coeffs, hw, train) in enumerate(prepared):
-            lat = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"][0, 0]
-            out[i] = pt.from_latency_ns(float(lat))
-        return out
+        lat = np.empty(n)
+        for train, idx, coeffs, hw in packed:
+            grid = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"]
+            lat[idx] = np.diagonal(grid)  # point i's layout on point i's hardware
+        return np.array([pt.from_latency_ns(float(v)) for pt, v in zip(points, lat, strict=True)])
 
     return run
 
@@ -70,12 +107,21 @@ def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return np.abs(pred / measured - 1.0)
 
 
+def _value(eff: Efficiency, name: str) -> float:
+    v = getattr(eff, name)
+    if v is None:  # an unset factor starts from the one it falls back to
+        v = getattr(eff, {"network_inter": "network", "network_sip": "network",
+                          "attention": "compute", "train_attention": "train_compute"}[name])
+    return float(v)
+
+
 def fit_efficiency(
     points: Sequence[Measurement],
     *,
     base: Efficiency | None = None,
     fixed: Sequence[str] = (),
-    bounds: tuple[float, float] = (0.30, 0.95),
+    factors: Sequence[str] | None = None,
+    bounds: tuple[float, float] | None = None,
     coarse_step: float = 0.05,
     fine_step: float = 0.001,
 ) -> FitResult:
@@ -86,13 +132,17 @@ def fit_efficiency(
     points : sequence of Measurement
         Usually :data:`simcore.validation.MEASUREMENTS`.
     base : Efficiency, optional
-        Start values, and the values kept for factors no prediction depends on.
+        Start values, and the values kept for factors that are fixed or move nothing.
     fixed : sequence of str
-        Factors held at their ``base`` value (not fitted).
-    bounds : (low, high)
-        Physically plausible range of every fitted factor.
+        Factors held at their ``base`` value.
+    factors : sequence of str, optional
+        The candidates to fit (default all of :data:`FACTORS`); at most
+        :data:`MAX_FACTORS` of them end up fitted.
+    bounds : (low, high), optional
+        Override the range of every fraction factor.
     coarse_step, fine_step : float
-        Grid step of the first pass; step at which the refinement stops.
+        First and last step of the fraction search (time factors use the same ratio of
+        relative steps).
 
     Returns
     -------
@@ -100,57 +150,109 @@ def fit_efficiency(
     """
     if not points:
         raise ValueError("fit_efficiency needs at least one measurement; pass MEASUREMENTS")
-    lo, hi = bounds
-    if not 0.0 < lo < hi <= 1.0:
+    if bounds is not None and not 0.0 < bounds[0] < bounds[1] <= 1.0:
         raise ValueError(f"bounds must satisfy 0 < low < high <= 1, got {bounds!r}")
+    names = list(FACTORS if factors is None else factors)
+    unknown = sorted((set(fixed) | set(names)) - set(FACTORS))
+    if unknown:
+        raise ValueError(f"factors {unknown} are unknown; pass some of {list(FACTORS)}")
     base = base or Efficiency()
     run = fast_predictor(points)
     measured = np.array([p.measured for p in points])
-    names = [f.name for f in fields(Efficiency) if isinstance(getattr(base, f.name), float)
-             and f.name not in ("op_latency_ns", "step_overhead_ns")]
-    unknown = sorted(set(fixed) - set(names))
-    if unknown:
-        raise ValueError(f"fixed factors {unknown} are unknown; pass some of {names}")
+    ranges = {n: (FACTORS[n][1], FACTORS[n][2]) if bounds is None or FACTORS[n][0] == "time"
+              else bounds for n in names}
 
     # which factors move a prediction at all
     ref = run(base)
-    active = []
+    active: list[str] = []
     for n in names:
         if n in fixed:
             continue
-        probe = replace(base, **{n: lo if getattr(base, n) > (lo + hi) / 2 else hi})
+        lo, hi = ranges[n]
+        v = _value(base, n)
+        probe = replace(base, **{n: lo if v > (lo + hi) / 2 else hi})
         if not np.allclose(run(probe), ref, rtol=1e-12, atol=0.0):
             active.append(n)
+    if len(active) > MAX_FACTORS:
+        raise ValueError(f"{len(active)} factors move a prediction; fix some so at most "
+                         f"{MAX_FACTORS} are fitted")
+
+    def clip(n: str, v: float) -> float:
+        lo, hi = ranges[n]
+        return float(min(hi, max(lo, v)))
+
+    def make(values: Sequence[float]) -> Efficiency:
+        return replace(base, **dict(zip(active, values, strict=True)))
 
     def objective(values: Sequence[float]) -> float:
-        eff = replace(base, **dict(zip(active, values, strict=True)))
-        return float(_errors(run(eff), measured).mean())
+        return float(_errors(run(make(values)), measured).mean())
 
-    grid = [round(float(v), 6) for v in np.arange(lo, hi + 1e-9, coarse_step)]
-    best_v = [float(getattr(base, n)) for n in active]
+    best_v = [clip(n, _value(base, n)) for n in active]
+    for i, n in enumerate(active):  # time factors need a non-zero start to move relatively
+        if FACTORS[n][0] == "time" and best_v[i] == 0.0:
+            best_v[i] = clip(n, 0.01 * ranges[n][1])
     best = objective(best_v)
-    for combo in itertools.product(grid, repeat=len(active)):
-        val = objective(combo)
-        if val < best - 1e-12:
-            best, best_v = val, list(combo)
-
-    step = coarse_step / 2
+    step = coarse_step
     while step >= fine_step - 1e-12:
         improved = True
         while improved:
             improved = False
-            for i in range(len(active)):
+            for i, n in enumerate(active):
                 for sign in (-1.0, 1.0):
                     cand = list(best_v)
-                    cand[i] = float(np.clip(round(cand[i] + sign * step, 6), lo, hi))
+                    if FACTORS[n][0] == "time":
+                        cand[i] = clip(n, cand[i] * (1.0 + sign * 10.0 * step))
+                    else:
+                        cand[i] = clip(n, round(cand[i] + sign * step, 6))
                     val = objective(cand)
                     if val < best - 1e-12:
                         best, best_v, improved = val, cand, True
         step /= 2
-
-    eff = replace(base, **{n: round(float(v), 3) for n, v in zip(active, best_v, strict=True)})
+    rounded = [round(v, 3) if FACTORS[n][0] == "fraction" else float(round(v))
+               for n, v in zip(active, best_v, strict=True)]
+    eff = make(rounded)
     errs = _errors(run(eff), measured)
     return FitResult(eff, float(errs.mean()), float(errs.max()), tuple(active), len(points))
+
+
+@dataclass(frozen=True)
+class LosoResult:
+    """Leave-one-source-out: each source predicted by factors fitted without it.
+
+    ``predicted[id]`` is the out-of-sample prediction of each point; ``by_source`` maps a
+    source to its mean absolute error and the factors fitted without it.
+    """
+
+    predicted: Mapping[str, float]
+    errors: Mapping[str, float]
+    by_source: Mapping[str, tuple[float, Efficiency]]
+
+    @property
+    def mean_abs_error(self) -> float:
+        return float(np.mean([abs(e) for e in self.errors.values()]))
+
+
+def leave_one_source_out(points: Sequence[Measurement], *, base: Efficiency | None = None,
+                         **fit_kw: object) -> LosoResult:
+    """Refit without each source and predict that source (see :func:`fit_efficiency`)."""
+    if not points:
+        raise ValueError("leave_one_source_out needs measurements; pass MEASUREMENTS")
+    sources = sorted({source_of(p) for p in points})
+    if len(sources) < 2:
+        raise ValueError("leave-one-source-out needs points from at least two sources")
+    predicted: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    by_source: dict[str, tuple[float, Efficiency]] = {}
+    for s in sources:
+        train = [p for p in points if source_of(p) != s]
+        test = [p for p in points if source_of(p) == s]
+        res = fit_efficiency(train, base=base, **fit_kw)  # type: ignore[arg-type]
+        pred = fast_predictor(test)(res.efficiency)
+        errs = [float(v / p.measured - 1.0) for p, v in zip(test, pred, strict=True)]
+        for p, v, e in zip(test, pred, errs, strict=True):
+            predicted[p.id], errors[p.id] = float(v), e
+        by_source[s] = (float(np.mean(np.abs(errs))), res.efficiency)
+    return LosoResult(predicted, errors, by_source)
 
 
 def main() -> int:  # pragma: no cover - offline tool
@@ -160,6 +262,10 @@ def main() -> int:  # pragma: no cover - offline tool
     print(f"fitted {', '.join(res.fitted)} on {res.n_points} points")
     print(res.efficiency)
     print(f"mean |error| {100 * res.mean_abs_error:.2f}%, max {100 * res.max_abs_error:.2f}%")
+    loso = leave_one_source_out(MEASUREMENTS)
+    print(f"leave-one-source-out mean |error| {100 * loso.mean_abs_error:.2f}%")
+    for s, (e, _) in loso.by_source.items():
+        print(f"  {s}: {100 * e:.1f}%")
     return 0
 
 
