@@ -59,8 +59,14 @@ def test_validate__engine_defaults_are_the_fit(rows):
 
 
 def test_fitted_efficiency__physically_plausible():
+    from simcore.validation.fit import FACTORS
+
+    assert 0.85 <= FITTED_EFFICIENCY.hbm_usable <= 0.95
     for f in fields(Efficiency):
-        assert 0.3 <= getattr(FITTED_EFFICIENCY, f.name) <= 0.95, f.name
+        v = getattr(FITTED_EFFICIENCY, f.name)
+        if f.name in FACTORS and v is not None:
+            _, lo, hi = FACTORS[f.name]
+            assert lo <= v <= hi, f.name
 
 
 def test_fast_predictor__matches_predict():
@@ -203,20 +209,50 @@ def test_cli_validate__prints_table_and_passes(capsys):
         assert m.id in out
     assert "mean |error|" in out and "PASS" in out and "sources:" in out
     assert "Korthikanti" in out and "predicted" in out
+    assert "per source" in out and "per hardware generation" in out
+    assert "leave-one-source-out mean abs error" in out
+
+
+def test_leave_one_source_out__predicts_each_source_with_factors_fitted_without_it():
+    from simcore.validation.fit import fast_predictor, leave_one_source_out, source_of
+
+    pts = [m for m in MEASUREMENTS if m.kind == "decode"]
+    loso = leave_one_source_out(pts, factors=["memory"])
+    assert set(loso.by_source) == {source_of(p) for p in pts}
+    for src, (_, eff) in loso.by_source.items():
+        held = [p for p in pts if source_of(p) == src]
+        pred = fast_predictor(held)(eff)
+        assert [loso.predicted[p.id] for p in held] == pytest.approx(list(pred), rel=1e-12)
+        errs = [abs(loso.predicted[p.id] / p.measured - 1) for p in held]
+        assert loso.by_source[src][0] == pytest.approx(sum(errs) / len(errs))
+        # the factors are those fitted on the other sources only
+        rest = [p for p in pts if source_of(p) != src]
+        assert eff == fit_efficiency(rest, factors=["memory"]).efficiency
+
+
+def test_breakdown__per_kind_source_and_generation(rows):
+    from simcore.validation import breakdown
+
+    b = breakdown(rows)
+    assert sum(n for _, n in b["kind"].values()) == len(rows)
+    assert set(b["hardware"]) == {"A100"}
+    for err, n in b["source"].values():
+        assert n >= 1 and 0 <= err < 1
 
 
 def test_cli_validate__kind_filter_and_unmodelled(capsys):
-    assert main(["validate", "--kind", "decode", "--unmodelled"]) == 0
+    assert main(["validate", "--kind", "decode", "--unmodelled", "--no-loso"]) == 0
     out = capsys.readouterr().out
     assert "lmdeploy-llama2-70b-tp4-decode" in out and "korthikanti-175b-full" not in out
     assert "not covered by the cost model" not in out  # no decode point is unmodelled
-    assert main(["validate", "--kind", "prefill", "--unmodelled"]) == 0
+    assert main(["validate", "--kind", "prefill", "--unmodelled", "--no-loso"]) == 0
     out = capsys.readouterr().out
     assert "not covered by the cost model" in out and "trtllm-llama-7b-tp1-in128" in out
 
 
 def test_cli_validate__threshold_failure_exits_1(capsys):
-    rc = main(["validate", "--efficiency", "compute=0.3", "--efficiency", "train_compute=0.3"])
+    rc = main(["validate", "--efficiency", "compute=0.3", "--efficiency", "train_compute=0.3",
+               "--no-loso"])
     assert rc == 1
     assert "FAIL" in capsys.readouterr().out
 
@@ -240,7 +276,7 @@ def test_cli_validate__bad_options_one_line_exit_2(argv, capsys):
 def test_cli_validate__json_rows_per_point_with_units(capsys):
     import json
 
-    assert main(["validate", "--kind", "prefill", "--unmodelled", "--format", "json"]) == 0
+    assert main(["validate", "--kind", "prefill", "--unmodelled", "--format", "json", "--no-loso"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)  # nothing but the JSON on stdout
     assert "PASS" in cap.err and "sources:" in cap.err
@@ -257,7 +293,8 @@ def test_cli_validate__csv_to_out_file(tmp_path, capsys):
     import csv
 
     out = tmp_path / "points.csv"
-    assert main(["validate", "--kind", "decode", "--format", "csv", "--out", str(out)]) == 0
+    assert main(["validate", "--kind", "decode", "--format", "csv", "--out", str(out),
+                 "--no-loso"]) == 0
     assert capsys.readouterr().out == ""
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == [w.id for w in validate(kinds=["decode"])]
