@@ -29,7 +29,7 @@ from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topolo
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
-    "build_coeffs", "combine", "field_attrs", "fused_metric", "grid_block", "pack_efficiency",
+    "build_coeffs", "combine", "field_attrs", "point_one", "fused_metric", "grid_block", "pack_efficiency",
     "pareto_mask", "prepare",
 ]
 
@@ -70,6 +70,14 @@ def combine(coeffs: np.ndarray, hw: np.ndarray, eff: schema.EfficiencyParams
 
     outs = inference.evaluate_grid(coeffs, np.ascontiguousarray(hw, dtype=np.float64), eff)
     return dict(zip(OUTPUT_NAMES, outs, strict=True))
+
+
+def point_one(coeffs: np.ndarray, hw_row: np.ndarray, eff: schema.EfficiencyParams
+              ) -> tuple[Any, ...]:
+    """Every output of one coefficient record (``coeffs[0]``) on one hardware row, serially."""
+    from .kernels import inference
+
+    return inference.point_one(coeffs, hw_row, eff)
 
 
 def fused_metric(metric: str | Metric) -> tuple[Metric, int]:

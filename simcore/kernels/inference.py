@@ -461,3 +461,10 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
             vals[i, 5] = r[5]
             vals[i, 6] = r[6]
     return best_idx, vals, n_fit
+
+
+@jit()
+def point_one(coeffs, hw_row, eff):
+    """:func:`point` for one coefficient record (``coeffs[0]``) and one hardware row,
+    serially: the single-configuration fast path (no thread pool, no output arrays)."""
+    return point(coeffs[0], hw_row, eff)

@@ -1,0 +1,166 @@
+"""One configuration in microseconds: :func:`predict`.
+
+For notebooks, the autotuner and any loop over a handful of configurations, building an
+``xr.Dataset`` per call costs far more than the physics. :func:`predict` evaluates one
+(model, workload, layout, hardware) point with the same kernels as
+:func:`simcore.evaluate` — identical numbers — and returns a small frozen
+:class:`Prediction`. The per-layout coefficient record is cached per (model, workload,
+layout, topology), so a warm call is one serial kernel call.
+
+Examples
+--------
+>>> import simcore
+>>> r = simcore.predict("Llama 3.1 8B", simcore.Workload("decode", s_kv=8192), {"tp": 2},
+...                     family="H100-SXM")
+>>> r.valid and r.fits and r.latency_ns > 0
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .engine import build_coeffs, pack_efficiency, point_one
+from .errors import SimcoreInputError
+from .presets import get_family, get_model
+from .space import CHOICES, PARALLEL_DIMS
+from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
+
+__all__ = ["Prediction", "predict"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One configuration's latency, fit and breakdown (the outputs of ``evaluate``).
+
+    NaN outputs (memory included) and ``valid=False`` for a layout that is not a legal
+    combination.
+    """
+
+    latency_ns: float
+    throughput_tok_s: float
+    flops_per_device: float
+    compute_ns: float
+    memory_ns: float
+    comm_ns: float
+    overhead_ns: float
+    fits: bool
+    valid: bool
+    mem_bytes: float
+    mem_weights_bytes: float
+    mem_kv_bytes: float
+    mem_act_bytes: float
+    n_devices: int
+
+
+def _layout_row(layout: Mapping[str, Any], mode: str) -> tuple[int, ...]:
+    key = (mode, tuple(sorted(layout.items())))
+    try:
+        return _ROWS[key]
+    except (KeyError, TypeError):
+        pass
+    row = _encode(layout, mode)
+    try:
+        _ROWS[key] = row
+    except TypeError:  # unhashable values: no cache
+        pass
+    return row
+
+
+_ROWS: dict[Any, tuple[int, ...]] = {}
+
+
+def _encode(layout: Mapping[str, Any], mode: str) -> tuple[int, ...]:
+    unknown = sorted(set(layout) - set(PARALLEL_DIMS))
+    if unknown:
+        raise SimcoreInputError(f"unknown layout dims {unknown}; pass some of {list(PARALLEL_DIMS)}")
+    defaults: dict[str, Any] = {"cp": 1, "tp": 1, "pp": 1, "dp": 1, "kv_shard_mode": "head",
+                                "ffn_shard_scope": "TP", "tp_placement": "inner",
+                                "cp_placement": "inner",
+                                "cp_ring_variant": "qoml" if mode == "decode" else "kv"}
+    row = []
+    for dim in PARALLEL_DIMS:
+        v = layout.get(dim, defaults[dim])
+        if dim in CHOICES:
+            if v not in CHOICES[dim]:
+                raise SimcoreInputError(f"layout {dim}={v!r} is unknown; pass one of {list(CHOICES[dim])}")
+            row.append(CHOICES[dim].index(v))
+        else:
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or int(v) < 1:
+                raise SimcoreInputError(f"layout {dim}={v!r} must be a positive integer")
+            row.append(int(v))
+    return tuple(row)
+
+
+@functools.lru_cache(maxsize=8192)
+def _record(model: Model, workload: Workload, row: tuple[int, ...], topology: Topology
+            ) -> np.ndarray:
+    return build_coeffs(np.array([row], dtype=np.int64), model, workload, topology)
+
+
+@functools.lru_cache(maxsize=256)
+def _eff(eff: Efficiency | None, train: bool) -> Any:
+    return pack_efficiency(Efficiency() if eff is None else eff, train=train)
+
+
+@functools.lru_cache(maxsize=1024)
+def _hw_row(hw: Hardware) -> np.ndarray:
+    row = np.array([getattr(hw, k) for k in HW_KNOBS], dtype=np.float64)
+    row.flags.writeable = False
+    return row
+
+
+def predict(
+    model: Model | str,
+    workload: Workload,
+    layout: Mapping[str, Any] | None = None,
+    hardware: Hardware | Mapping[str, float] | None = None,
+    *,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+) -> Prediction:
+    """Evaluate one configuration (same numbers as :func:`simcore.evaluate`).
+
+    Parameters
+    ----------
+    model : Model or str
+        A :class:`~simcore.specs.Model`, preset name or catalogue id.
+    workload : Workload
+    layout : mapping, optional
+        Sizes of ``cp``, ``tp``, ``pp``, ``dp`` and the categorical dims; unset dims are
+        1 / the first choice (``cp_ring_variant``: ``qoml`` for decode, ``kv`` otherwise).
+    hardware : Hardware or mapping knob → value, optional
+        Default: the family's hardware (a mapping overrides some of its knobs).
+    family : str or HardwareFamily, optional
+        Topology and default hardware; default ``"SiP"``.
+    efficiency : Efficiency, optional
+
+    Returns
+    -------
+    Prediction
+    """
+    m = get_model(model)
+    if not isinstance(workload, Workload):
+        raise SimcoreInputError(f"workload must be a simcore.Workload, got {type(workload).__name__}")
+    fam = get_family(family)
+    if hardware is None:
+        hw = fam.hardware
+    elif isinstance(hardware, Hardware):
+        hw = hardware
+    else:
+        hw = Hardware(**{**fam.hardware.as_dict(), **dict(hardware)})
+    rec = _record(m, workload, _layout_row(layout or {}, workload.mode), fam.topology)
+    out = point_one(rec, _hw_row(hw), _eff(efficiency, workload.mode == "train"))
+    c = rec[0]
+    valid = bool(c["valid"] == 1.0)
+    nan = float("nan")  # memory of an illegal layout is masked, as evaluate does
+    return Prediction(*map(float, out[:-1]), bool(out[-1]), valid,
+                      float(c["mem_bytes"]) if valid else nan,
+                      float(c["mem_weights_bytes"]) if valid else nan,
+                      float(c["mem_kv_bytes"]) if valid else nan,
+                      float(c["mem_act_bytes"]) if valid else nan, int(c["n_devices"]))
