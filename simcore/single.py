@@ -159,7 +159,9 @@ def predict(
     c = rec[0]
     valid = bool(c["valid"] == 1.0)
     nan = float("nan")  # memory of an illegal layout is masked, as evaluate does
-    return Prediction(*map(float, out[:-1]), bool(out[-1]), valid,
+    lat, thr, flops, comp, mem, comm, over, fits = out
+    return Prediction(float(lat), float(thr), float(flops), float(comp), float(mem),
+                      float(comm), float(over), bool(fits), valid,
                       float(c["mem_bytes"]) if valid else nan,
                       float(c["mem_weights_bytes"]) if valid else nan,
                       float(c["mem_kv_bytes"]) if valid else nan,
