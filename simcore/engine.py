@@ -63,12 +63,38 @@ def build_coeffs(layouts: np.ndarray, model: Model, workload: Workload,
                            schema.pack_topology(topology))
 
 
+class _threads:
+    """Run a kernel call single-threaded when it is small (the ``serial_below_points``
+    option) or has one hardware row (the kernels parallelise over hardware rows)."""
+
+    def __init__(self, n_hw: int, n_layouts: int) -> None:
+        from .options import OPTIONS
+
+        self.serial = n_hw <= 1 or n_hw * n_layouts < OPTIONS["serial_below_points"]
+        self.before = 0
+
+    def __enter__(self) -> None:
+        if self.serial:
+            import numba
+
+            self.before = numba.get_num_threads()
+            numba.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.serial:
+            import numba
+
+            numba.set_num_threads(self.before)
+
+
 def combine(coeffs: np.ndarray, hw: np.ndarray, eff: schema.EfficiencyParams
             ) -> dict[str, np.ndarray]:
     """Every output over ``hw`` rows (n, 6) × coefficient rows: name → (n_hw, n_layout)."""
     from .kernels import inference
 
-    outs = inference.evaluate_grid(coeffs, np.ascontiguousarray(hw, dtype=np.float64), eff)
+    hw = np.ascontiguousarray(hw, dtype=np.float64)
+    with _threads(hw.shape[0], len(coeffs)):
+        outs = inference.evaluate_grid(coeffs, hw, eff)
     return dict(zip(OUTPUT_NAMES, outs, strict=True))
 
 
@@ -172,8 +198,9 @@ class Prepared:
         from .kernels import inference
 
         m, code = fused_metric(metric)
-        return inference.fused_best(self.coeffs, np.ascontiguousarray(hw, dtype=np.float64),
-                                    self.eff, code, float(m.sign))
+        hw = np.ascontiguousarray(hw, dtype=np.float64)
+        with _threads(hw.shape[0], len(self.coeffs)):
+            return inference.fused_best(self.coeffs, hw, self.eff, code, float(m.sign))
 
     def best_chunk(self, start: int, stop: int, metric: str | Metric = "latency"
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

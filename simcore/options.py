@@ -27,6 +27,8 @@ _DECLARED: dict[str, tuple[int, str]] = {
     "auto_chunk_points": (20_000_000, "above this many points `evaluate` returns a "
                                       "dask-chunked (lazy) Dataset"),
     "dask_chunks_per_worker": (4, "hardware chunks per dask worker in a distributed sweep"),
+    "serial_below_points": (262_144, "kernel calls over fewer (hardware × layout) points, or "
+                                     "over a single hardware row, run on one thread"),
 }
 
 OPTIONS: dict[str, int] = {k: v for k, (v, _) in _DECLARED.items()}
@@ -58,6 +60,9 @@ class set_options:  # noqa: N801 - used like a function, as xarray.set_options
         (default 20,000,000).
     dask_chunks_per_worker : int
         Hardware chunks per worker in a distributed sweep (default 4).
+    serial_below_points : int
+        Kernel calls over fewer points (or one hardware row) run single-threaded: thread
+        start-up costs more than it saves there (default 262,144).
     """
 
     def __init__(self, **kwargs: int) -> None:
