@@ -695,36 +695,39 @@ def _resource_args(resources: Resources | None) -> list[str]:
 
 
 def spec_from_recorded(exp: Mapping[str, Any] | None, cmd_txt: str | None) -> LaunchSpec | None:
-    """The launch of a recorded experiment (``exp.json``'s ``user_script``/``user_args``,
-    else ``cmd.txt``), with DeepSpeed's per-experiment options (``--include``,
-    ``--master_port``) replaced by ``--num_nodes/--num_gpus`` from ``exp.json``."""
-    argv: list[str] | None = None
+    """The launch of a recorded experiment, for its optimal command: the script and
+    arguments from ``exp.json`` (``user_script``/``user_args``, which simcore records)
+    or ``cmd.txt`` (DeepSpeed writes ``exp.json`` before it sets them), the scheduler's
+    per-experiment options (``--include``, ``--master_port``) replaced by
+    ``--num_nodes``/``--num_gpus``/``--hostfile`` from ``exp.json``."""
     if exp and isinstance(exp.get("user_script"), str):
-        user = [a for a in exp.get("user_args") or [] if isinstance(a, str)]
-        argv = [exp["user_script"], *user]
-        hostfile = exp.get("hostfile")
-        nodes, gpus = exp.get("num_nodes"), exp.get("num_gpus")
-        pre: list[str] = []
-        if isinstance(nodes, int) and nodes > 1:
-            pre += ["--num_nodes", str(nodes)]
-            if isinstance(hostfile, str) and hostfile != DEFAULT_HOSTFILE:
-                pre += ["--hostfile", hostfile]
-        if isinstance(gpus, int) and gpus > 0:
-            pre += ["--num_gpus", str(gpus)]
-        argv = pre + argv
+        argv = [exp["user_script"], *(a for a in exp.get("user_args") or [] if isinstance(a, str))]
+        argv = [*(a for a in exp.get("launcher_args") or [] if isinstance(a, str)), *argv]
     elif cmd_txt:
         try:
             words = shlex.split(cmd_txt)
         except ValueError:
             return None
-        if words and os.path.basename(words[0]) == "deepspeed":
-            argv = words[1:]
-    if not argv:
+        if not words or os.path.basename(words[0]) != "deepspeed":
+            return None
+        argv = words[1:]
+    else:
         return None
     try:
-        return parse_launcher_args(argv)
+        spec = parse_launcher_args(argv)
     except LauncherArgsError:
         return None
+    pre: list[str] = []
+    nodes, gpus = (exp or {}).get("num_nodes"), (exp or {}).get("num_gpus")
+    hostfile = (exp or {}).get("hostfile") or spec.hostfile
+    if isinstance(nodes, int) and nodes > 1:
+        pre += ["--num_nodes", str(nodes)]
+        if isinstance(hostfile, str) and hostfile != DEFAULT_HOSTFILE:
+            pre += ["--hostfile", hostfile]
+    if isinstance(gpus, int) and gpus > 0:
+        pre += ["--num_gpus", str(gpus)]
+    return parse_launcher_args([*pre, *spec.launcher_argv(drop=_PER_EXPERIMENT),
+                                str(spec.user_script), *spec.user_args])
 
 
 # -- logs ------------------------------------------------------------------------------------

@@ -398,6 +398,8 @@ class CommandRunner:
         self.launch, self.resources, self.executable = launch, resources, executable
         self.autotuning = {k: v for k, v in (autotuning or {}).items()
                            if k not in ("results_dir", "exps_dir")}
+        if arg_mappings is None:
+            arg_mappings = (autotuning or {}).get("arg_mappings")
         self.arg_mappings = dict(arg_mappings) if arg_mappings else None
         self.reuse = reuse
         self._count = 0
@@ -494,9 +496,9 @@ class CommandRunner:
                    ds.DEFAULT_MASTER_PORT) + self._count
         ds_cfg = copy.deepcopy(dict(experiment.ds_config))
         ds_cfg["autotuning"] = {
-            **copy.deepcopy(self.autotuning), "enabled": True,
-            "metric_path": str(metrics_path), "start_profile_step": self.start_profile_step,
-            "end_profile_step": self.end_profile_step,
+            "start_profile_step": self.start_profile_step,
+            "end_profile_step": self.end_profile_step, **copy.deepcopy(self.autotuning),
+            "enabled": True, "metric_path": str(metrics_path),
         }
         cfg_path = exp_dir / ds.DS_CONFIG_JSON
         _dump(cfg_path, ds_cfg)

@@ -31,8 +31,8 @@ def main() -> int:
             ds = json.load(fh)
     else:
         ds = json.loads(base64.urlsafe_b64decode(value).decode("utf-8"))
-    if int(os.environ.get("RANK", "0")) != 0:  # only rank 0 writes metrics, as DeepSpeed
-        ds["autotuning"]["metric_path"] = os.devnull
+    if int(os.environ.get("RANK", "0")) != 0 and "autotuning" in ds:
+        ds["autotuning"]["metric_path"] = os.devnull  # only rank 0 writes, as DeepSpeed
     with open(args.table) as fh:
         table = json.load(fh)
     stage = ds["zero_optimization"]["stage"]
