@@ -244,11 +244,14 @@ def test_main__tune_accepts_hf_auto_config(tmp_path, capsys):
                str(FIXTURES / "hf_auto" / "train.py"), "--deepspeed",
                str(FIXTURES / "hf_auto" / "ds_config.json"), "--fp16",
                "--per_device_train_batch_size", "1"])
-    assert rc in (0, 1), capsys.readouterr().err
-    if rc == 0:
-        cfg = json.loads((out / "ds_config_optimal.json").read_text())
-        assert isinstance(cfg["train_micro_batch_size_per_gpu"], int)
-        assert isinstance(cfg["train_batch_size"], int)
+    assert rc == 0, capsys.readouterr().err
+    cfg = json.loads((out / "ds_config_optimal.json").read_text())
+    assert isinstance(cfg["train_micro_batch_size_per_gpu"], int)
+    assert cfg["train_batch_size"] == cfg["train_micro_batch_size_per_gpu"] * 8
+    assert cfg["fp16"] == {"enabled": "auto"}  # left for the Trainer, as DeepSpeed does
+    cmd = (out / "cmd_optimal.txt").read_text().split()
+    assert cmd[cmd.index("--per_device_train_batch_size") + 1] == str(
+        cfg["train_micro_batch_size_per_gpu"])
 
 
 # -- item 7: every documented autotuning key honoured or warned about --------------------------------
@@ -406,7 +409,7 @@ def test_main__two_nodes_from_a_hostfile(tmp_path, monkeypatch, capsys):
     assert exp["ds_config"]["train_batch_size"] == 8
     cmd = (work / "autotuning_results" / "cmd_optimal.txt").read_text().split()
     head = cmd[1:cmd.index("train.py")]
-    assert sorted(zip(head[::2], head[1::2])) == [("--hostfile", "hostfile"),
+    assert sorted(zip(head[::2], head[1::2], strict=True)) == [("--hostfile", "hostfile"),
                                                   ("--num_gpus", "4"), ("--num_nodes", "2")]
 
 
@@ -551,6 +554,20 @@ def test_main__results_folder_of_another_tool_is_refused(tmp_path, monkeypatch, 
     assert main(["rank", str(work)]) == 2
     _one_line(capsys, "is not a DeepSpeed autotuning folder")
     assert sorted(p.name for p in other.iterdir()) == ["checkpoints", "notes.md"]
+
+
+def test_main__rank_respects_overwrite_false(tmp_path, capsys):
+    folder = _folder(tmp_path, "mp2")
+    for cfg_path in (folder / "autotuning_results").glob("*/ds_config.json"):
+        cfg = json.loads(cfg_path.read_text())
+        cfg.setdefault("autotuning", {})["overwrite"] = False
+        cfg_path.write_text(json.dumps(cfg))
+    before = (folder / "autotuning_results" / "ds_config_optimal.json").read_text()
+    assert main(["rank", str(folder)]) == 2
+    _one_line(capsys, "overwrite is false; pass --out DIR")
+    assert (folder / "autotuning_results" / "ds_config_optimal.json").read_text() == before
+    assert main(["rank", str(folder), "--out", str(tmp_path / "o")]) == 0
+    capsys.readouterr()
 
 
 def test_main__bad_launcher_option_exits_2(capsys):

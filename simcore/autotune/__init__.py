@@ -24,6 +24,7 @@ from .config import (
     load_ds_config,
     parse_stages,
 )
+from .deepspeed import LauncherArgsError, LaunchSpec, parse_launcher_args
 from .results import (
     Experiment,
     NoResultError,
@@ -43,7 +44,6 @@ from .runners import (
     Runner,
     SimulatorRunner,
 )
-from .deepspeed import LaunchSpec, LauncherArgsError, parse_launcher_args
 from .tuner import ZERO_STAGES, Autotuner, StageSpec, rank
 
 __all__ = [

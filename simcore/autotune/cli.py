@@ -280,17 +280,14 @@ def _resources(spec: ds.LaunchSpec, *, simulate: bool) -> ds.Resources | None:
     return ds.resolve_resources(spec, hostfile_text=hostfile_text)
 
 
-def _prepare_folders(cfg: AutotuneConfig, *, run_dirs: bool) -> None:
-    """Refuse folders another tool wrote; with ``overwrite`` clear the previous run."""
+def _check_folders(cfg: AutotuneConfig, *, run_dirs: bool) -> None:
+    """Refuse results/exps folders another tool wrote (nothing is touched)."""
     dirs = [(cfg.results_dir, "results")] + ([(cfg.exps_dir, "exps")] if run_dirs else [])
     for folder, kind in dirs:
         bad = ds.foreign_entries(folder, kind=kind)
         if bad:
             raise _BadOption(f"autotuning.{kind}_dir {folder!r}: "
                              + ds.FOREIGN_HINT.format(", ".join(bad[:3])))
-    if cfg.overwrite and run_dirs:  # DeepSpeed's default: a fresh run
-        for folder, _ in dirs:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
@@ -325,26 +322,29 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
     resources = _resources(spec, simulate=simulate)
     checked = AutotuneConfig.from_ds_config(cfg, user_args=spec.user_args)
     out = args.out or (checked.results_dir if script is not None else None)
+    if not simulate or (out is not None and args.out is None):  # the folders we write or clear
+        _check_folders(checked, run_dirs=not simulate)
     if simulate:
         runner, cmd = _simulator(args, resources), None
         if script is None:
             per_node = runner.family.topology.pes_per_cube
             cmd = ["deepspeed", *ds.gpu_args(runner.n_gpus, per_node=per_node), args.script,
                    "--deepspeed_config", "{ds_config}"]
-        if args.out is None and out is not None:
-            _prepare_folders(checked, run_dirs=False)
         tuner = Autotuner(cfg, runner, seed=seed, command=cmd,
                           launch=spec if script is not None else None, resources=resources)
         return tuner, out
     assert resources is not None
-    _prepare_folders(checked, run_dirs=True)
     try:
-        runner = CommandRunner.from_ds_config(
+        command = CommandRunner.from_ds_config(
             (), config=cfg, launch=spec, resources=resources,
             timeout_s=_pos_float("--exp-timeout", args.exp_timeout) or 3600.0)
     except FileNotFoundError as exc:
         raise _BadOption(f"{exc} (DeepSpeed's launcher runs each experiment)") from None
-    return Autotuner(cfg, runner, seed=seed), out
+    tuner = Autotuner(cfg, command, seed=seed)
+    if checked.overwrite:  # DeepSpeed's default: a fresh run (folders checked above)
+        for folder in (checked.results_dir, checked.exps_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+    return tuner, out
 
 
 def _simulator(args: argparse.Namespace, resources: ds.Resources | None) -> SimulatorRunner:
@@ -382,6 +382,21 @@ def _write(prog: str, result: TuneResult, out: str) -> dict[str, Path] | None:
     return paths
 
 
+def _describe(tuner: Autotuner) -> str:
+    c, r = tuner.config, tuner.runner
+    if isinstance(r, SimulatorRunner):
+        what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
+                f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
+                f"activation checkpointing {'on' if r.activation_checkpointing else 'off'}")
+    else:
+        launch = tuner.launch
+        job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""
+        where = f" ({tuner.resources.include()})" if tuner.resources else ""
+        what = f"{job} on {r.n_gpus} GPUs{where}"
+    return (f"{what}, {c.precision}, tuner {c.tuner_type} ({'fast' if c.fast else 'full'}), "
+            f"stages {list(c.stages)}, metric {c.metric}")
+
+
 def tune_command(args: argparse.Namespace) -> int:
     """Handler of ``simcore tune``; returns the exit code.
 
@@ -402,15 +417,7 @@ def tune_command(args: argparse.Namespace) -> int:
         except (_BadOption, AutotuneConfigError, ds.LauncherArgsError) as exc:
             return _err("tune", str(exc))
     _report(caught)
-    c, r = tuner.config, tuner.runner
-    what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
-            f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
-            f"activation checkpointing {'on' if r.activation_checkpointing else 'off'}"
-            if isinstance(r, SimulatorRunner) else
-            f"{shlex.join([str(tuner.launch.user_script), *tuner.launch.user_args])} on "
-            f"{r.n_gpus} GPUs ({tuner.resources.include()})")
-    print(f"{what}, {c.precision}, tuner {c.tuner_type} ({'fast' if c.fast else 'full'}), "
-          f"stages {list(c.stages)}, metric {c.metric}")
+    print(_describe(tuner))
     result = tuner.tune()
     print(result.summary())
     if not result.found:
@@ -464,6 +471,9 @@ def rank_command(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     out = args.out if args.out is not None else os.fspath(
         root / ds.RESULTS_DIR if (root / ds.RESULTS_DIR).is_dir() else root)
+    if args.out is None and result.overwrite is False and (Path(out) / ds.OPTIMAL_CONFIG).exists():
+        return _err("rank", f"{out!r} already holds {ds.OPTIMAL_CONFIG} and the folder's "
+                            "autotuning.overwrite is false; pass --out DIR")
     return 0 if _write("rank", result, out) is not None else 1
 
 

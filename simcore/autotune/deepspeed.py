@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = [
     "AUTOTUNING_KEYS",
@@ -283,7 +283,7 @@ class LaunchSpec:
     def hf_style(self) -> bool:
         """True when the config comes after ``--deepspeed`` (Hugging Face's Trainer)."""
         found = config_arg(self.user_args)
-        return bool(found) and found[0] == _HF_FLAG
+        return found is not None and found[0] == _HF_FLAG
 
     def launcher_argv(self, *, drop: Sequence[str] = ("--autotuning",)) -> list[str]:
         """The launcher options the user passed, minus ``drop``, as argv tokens."""
@@ -320,7 +320,7 @@ def launch_spec_from_namespace(ns: argparse.Namespace, argv: Sequence[str] = ())
 
 
 class _RaisingParser(argparse.ArgumentParser):
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise LauncherArgsError(f"{message}; pass DeepSpeed launcher options, then the "
                                 "training script and its arguments")
 
@@ -643,7 +643,7 @@ def experiment_command(spec: LaunchSpec, *, resources: Resources, master_port: i
 
 def optimal_command(spec: LaunchSpec | None, *, ds_config_path: str, resources: Resources | None,
                     config: Mapping[str, Any], mappings: Mapping[str, str] | None = None,
-                    executable: str = "deepspeed") -> list[str]:
+                    executable: str = "deepspeed", n_gpus: int | None = None) -> list[str]:
     """The training command for the optimal config: the user's own launcher options
     (less ``--autotuning``; ``--num_nodes/--num_gpus`` from ``resources`` when the user
     gave none), the script, its arguments with the config replaced by
@@ -658,12 +658,12 @@ def optimal_command(spec: LaunchSpec | None, *, ds_config_path: str, resources: 
     ['deepspeed', '--num_gpus', '4', 't.py', '--deepspeed', 'best.json']
     """
     if spec is None or spec.user_script is None:
-        head = ["deepspeed", *_resource_args(resources), "train.py"]
+        head = [executable, *(_resource_args(resources) if resources else gpu_args(n_gpus)),
+                "train.py"]
         return [*head, *with_config([], value=ds_config_path)]
     launcher = spec.launcher_argv()
-    if resources is not None and not any(
-            f in launcher for f in ("--num_nodes", "--num_gpus", "--include", "--exclude")):
-        launcher = [*_resource_args(resources), *launcher]
+    if not any(f in launcher for f in ("--num_nodes", "--num_gpus", "--include", "--exclude")):
+        launcher = [*(_resource_args(resources) if resources else gpu_args(n_gpus)), *launcher]
     args = apply_arg_mappings(spec.user_args, mappings=mappings, config=config)
     return [executable, *launcher, spec.user_script, *with_config(args, value=ds_config_path)]
 
@@ -731,7 +731,7 @@ def spec_from_recorded(exp: Mapping[str, Any] | None, cmd_txt: str | None) -> La
 
 
 # -- logs ------------------------------------------------------------------------------------
-_ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)\b:?|CUDA out of memory|"
+_ERROR_LINE = re.compile(r"^\s*(?:[\w.]+\.)?\w*(?:Error|Exception)(?::|$)|CUDA out of memory|"
                          r"^\s*Traceback \(most recent call last\)")
 
 
@@ -748,6 +748,8 @@ def log_failure(text: str) -> str | None:
     >>> log_failure("Traceback (most recent call last):\\n  File 'x'\\nRuntimeError: NCCL error\\n")
     'RuntimeError: NCCL error'
     >>> log_failure("UserWarning: this may cause an error later\\n") is None
+    True
+    >>> log_failure("Exception ignored in: <function _del at 0x1>\\n") is None
     True
     """
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
@@ -776,8 +778,9 @@ def foreign_entries(folder: str | os.PathLike[str], *, kind: str) -> list[str]:
     for p in sorted(root.iterdir()):
         if kind == "exps":
             ok = p.is_file() and p.suffix == ".json"
-        elif p.is_dir():
-            ok = any((p / f).exists() for f in (EXP_JSON, DS_CONFIG_JSON, STDERR_LOG, CMD_TXT))
+        elif p.is_dir():  # an experiment (or one that stopped before writing anything)
+            ok = not any(p.iterdir()) or any(
+                (p / f).exists() for f in (EXP_JSON, DS_CONFIG_JSON, STDERR_LOG, CMD_TXT))
         else:
             ok = p.name in (SUMMARY_TXT, OPTIMAL_CONFIG, OPTIMAL_CMD) or p.name.startswith(".")
         if not ok:

@@ -329,6 +329,7 @@ class TuneResult:
     resources: Any = None
     arg_mappings: Mapping[str, str] | None = None
     duration_s: float = 0.0
+    overwrite: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_values", dict(self.stage_values))
@@ -392,7 +393,8 @@ class TuneResult:
         path = os.fspath(ds_config_path)
         if self.launch is not None:
             return ds.optimal_command(self.launch, ds_config_path=path, resources=self.resources,
-                                      config=self.best_config or {}, mappings=self.arg_mappings)
+                                      config=self.best_config or {}, mappings=self.arg_mappings,
+                                      n_gpus=self.n_gpus)
         args = list(self.command) or ["deepspeed", *ds.gpu_args(self.n_gpus), "train.py"]
         args = ds.apply_arg_mappings(args, mappings=self.arg_mappings,
                                      config=self.best_config or {})

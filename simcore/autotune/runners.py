@@ -665,6 +665,8 @@ class ResultsFolderRunner:
         configs), ``None`` if none says.
     mp_size : int
         Its ``autotuning.mp_size`` (default 1).
+    overwrite : bool
+        False when its configs say ``autotuning.overwrite: false``.
     user_config : dict or None
         The user's config as DeepSpeed recorded it in the profiling run
         (``profile_model_info/ds_config.json``, less DeepSpeed's own overrides: the
@@ -706,8 +708,9 @@ class ResultsFolderRunner:
         sections = [t.ds_config.get("autotuning") or {} for t in self.trials]
         metrics = Counter(a.get("metric") for a in sections if isinstance(a.get("metric"), str))
         self.metric: str | None = metrics.most_common(1)[0][0] if metrics else None
-        mps = Counter(a.get("mp_size") for a in sections if _as_int(a.get("mp_size")))
-        self.mp_size: int = int(mps.most_common(1)[0][0]) if mps else 1
+        self.overwrite: bool = all(a.get("overwrite", True) is not False for a in sections)
+        mps = Counter(_as_int(a.get("mp_size")) or 1 for a in sections)
+        self.mp_size: int = mps.most_common(1)[0][0] if mps else 1
         self.user_config = self._profiled_config()
 
     def __repr__(self) -> str:

@@ -23,8 +23,8 @@ import itertools
 import json
 import os
 import random
-from pathlib import Path
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..metrics import get_metric, metric_is_better, select_best
@@ -564,6 +564,7 @@ def rank(
         base_config=base, n_gpus=runner.n_gpus, mp=runner.mp_size, notes=notes,
         command=best.command if best is not None else (), launch=launch,
         arg_mappings=mappings if isinstance(mappings, dict) else None,
+        overwrite=runner.overwrite,
     )
     if out_dir is not None:
         result.write(out_dir)
