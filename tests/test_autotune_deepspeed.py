@@ -392,6 +392,39 @@ def test_main__tune_run_with_deepspeeds_command_line(tmp_path, monkeypatch, caps
     assert "trained 1-2-1" in out or "running the optimal configuration" in out
 
 
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_main__results_and_exps_dirs_and_overwrite_from_the_config(tmp_path, monkeypatch,
+                                                                   capsys, overwrite):
+    _on_path(tmp_path, monkeypatch)
+    cfg = {"zero_optimization": {"stage": 1},
+           "autotuning": {"metric": "latency", "max_train_micro_batch_size_per_gpu": 1,
+                          "results_dir": "out/res", "exps_dir": "out/exps",
+                          "overwrite": overwrite}}
+    work = _project(tmp_path, TABLE, config=cfg)
+    old = work / "out" / "res" / "z3_gas1_tmbspg9"  # a previous run's experiment
+    old.mkdir(parents=True)
+    (old / "stderr.log").write_text("")
+    monkeypatch.chdir(work)
+    argv = ["tune", "--num_gpus", "2", "train.py", "--deepspeed_config", "ds.json",
+            "--table", "table.json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    res = work / "out" / "res"
+    assert (res / "z1_gas1_tmbspg1" / "metrics.json").exists()
+    assert (work / "out" / "exps" / "z1_gas1_tmbspg1.json").exists()
+    assert (res / "ds_config_optimal.json").exists()
+    assert old.exists() is (not overwrite)
+    capsys.readouterr()
+    n = len((tmp_path / "launches.log").read_text().splitlines())
+    assert main(argv) == 0
+    again = len((tmp_path / "launches.log").read_text().splitlines()) - n
+    assert again == (1 if overwrite else 0)  # overwrite false: the finished run is reused
+
+
+def test_main__run_without_a_script_exits_2(capsys):
+    assert main(["tune", "--autotuning", "run", "--model", "Llama 2 7B"]) == 2
+    _one_line(capsys, "--autotuning run launches your training script")
+
+
 def test_main__two_nodes_from_a_hostfile(tmp_path, monkeypatch, capsys):
     _on_path(tmp_path, monkeypatch)
     work = _project(tmp_path, {"2-1-1": {"metrics": {"throughput": 5.0}}},

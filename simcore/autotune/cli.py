@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
 import sys
 import warnings
 from collections.abc import Sequence
@@ -267,29 +266,6 @@ def _apply_overrides(cfg: dict[str, Any], args: argparse.Namespace) -> None:
                 cfg[k] = {**sect, "enabled": False}
 
 
-def _resources(spec: ds.LaunchSpec, *, simulate: bool) -> ds.Resources | None:
-    hostfile_text = None
-    if spec.hostfile is not None:
-        try:
-            hostfile_text = Path(spec.hostfile).read_text(encoding="utf-8")
-        except OSError:
-            raise _BadOption(f"no hostfile {spec.hostfile!r}; pass an existing file with one "
-                             "'HOST slots=N' line per node") from None
-    elif simulate and spec.num_gpus < 1 and not spec.option("--include"):
-        return None  # the simulator's --gpus
-    return ds.resolve_resources(spec, hostfile_text=hostfile_text)
-
-
-def _check_folders(cfg: AutotuneConfig, *, run_dirs: bool) -> None:
-    """Refuse results/exps folders another tool wrote (nothing is touched)."""
-    dirs = [(cfg.results_dir, "results")] + ([(cfg.exps_dir, "exps")] if run_dirs else [])
-    for folder, kind in dirs:
-        bad = ds.foreign_entries(folder, kind=kind)
-        if bad:
-            raise _BadOption(f"autotuning.{kind}_dir {folder!r}: "
-                             + ds.FOREIGN_HINT.format(", ".join(bad[:3])))
-
-
 def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
     """The tuner the command line asks for, and the folder to write to."""
     spec = ds.launch_spec_from_namespace(args)
@@ -319,11 +295,15 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
         seed = int(seed)
     except ValueError:
         raise _BadOption(f"--seed must be an integer, got {args.seed!r}") from None
-    resources = _resources(spec, simulate=simulate)
+    if args.autotuning == "run" and script is None:
+        raise _BadOption("--autotuning run launches your training script after tuning; pass "
+                         "it (after the launcher options) with its --deepspeed_config")
+    resources = (None if simulate and not ds.names_resources(spec)
+                 else ds.load_resources(spec))
     checked = AutotuneConfig.from_ds_config(cfg, user_args=spec.user_args)
     out = args.out or (checked.results_dir if script is not None else None)
     if not simulate or (out is not None and args.out is None):  # the folders we write or clear
-        _check_folders(checked, run_dirs=not simulate)
+        ds.check_folders(checked.results_dir, None if simulate else checked.exps_dir)
     if simulate:
         runner, cmd = _simulator(args, resources), None
         if script is None:
@@ -342,8 +322,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
         raise _BadOption(f"{exc} (DeepSpeed's launcher runs each experiment)") from None
     tuner = Autotuner(cfg, command, seed=seed)
     if checked.overwrite:  # DeepSpeed's default: a fresh run (folders checked above)
-        for folder in (checked.results_dir, checked.exps_dir):
-            shutil.rmtree(folder, ignore_errors=True)
+        ds.clear_folders(checked.results_dir, checked.exps_dir)
     return tuner, out
 
 

@@ -59,6 +59,8 @@ __all__ = [
     "Resources",
     "add_launcher_arguments",
     "apply_arg_mappings",
+    "check_folders",
+    "clear_folders",
     "config_arg",
     "decode_config",
     "encode_config",
@@ -68,7 +70,9 @@ __all__ = [
     "foreign_entries",
     "gpu_args",
     "launch_spec_from_namespace",
+    "load_resources",
     "log_failure",
+    "names_resources",
     "optimal_ds_config",
     "parse_hostfile",
     "parse_launcher_args",
@@ -617,6 +621,24 @@ def resolve_resources(spec: LaunchSpec, *, hostfile_text: str | None = None,
                      from_hostfile=spec.hostfile if hostfile_text is not None else None)
 
 
+def names_resources(spec: LaunchSpec) -> bool:
+    """Whether the command line says which GPUs to use (a hostfile, a GPU count or an
+    include filter)."""
+    return spec.hostfile is not None or spec.num_gpus > 0 or bool(spec.option("--include"))
+
+
+def load_resources(spec: LaunchSpec) -> Resources:
+    """:func:`resolve_resources` with the hostfile ``spec`` names read from disk."""
+    text = None
+    if spec.hostfile is not None:
+        try:
+            text = Path(spec.hostfile).read_text(encoding="utf-8")
+        except OSError:
+            raise LauncherArgsError(f"no hostfile {spec.hostfile!r}; pass an existing file with "
+                                    "one 'HOST slots=N' line per node") from None
+    return resolve_resources(spec, hostfile_text=text)
+
+
 def experiment_command(spec: LaunchSpec, *, resources: Resources, master_port: int,
                        user_args: Sequence[str], executable: str = "deepspeed") -> list[str]:
     """The launch of one experiment, in DeepSpeed's scheduler format.
@@ -790,6 +812,29 @@ def foreign_entries(folder: str | os.PathLike[str], *, kind: str) -> list[str]:
 
 FOREIGN_HINT = ("it holds files no DeepSpeed autotuner wrote ({}); pass another "
                 "autotuning.results_dir/exps_dir or move them")
+
+
+def check_folders(results_dir: str | os.PathLike[str],
+                  exps_dir: str | os.PathLike[str] | None = None) -> None:
+    """Raise :class:`LauncherArgsError` if a results or experiments folder holds files
+    no DeepSpeed-style autotuner wrote (they are never deleted or overwritten)."""
+    for folder, kind in ((results_dir, "results"), (exps_dir, "exps")):
+        if folder is None:
+            continue
+        bad = foreign_entries(folder, kind=kind)
+        if bad:
+            raise LauncherArgsError(f"autotuning.{kind}_dir {os.fspath(folder)!r}: "
+                                    + FOREIGN_HINT.format(", ".join(bad[:3])))
+
+
+def clear_folders(results_dir: str | os.PathLike[str], exps_dir: str | os.PathLike[str]) -> None:
+    """Remove a previous run's folders (DeepSpeed's ``overwrite: true``), after
+    :func:`check_folders` found only an autotuner's files in them."""
+    import shutil
+
+    check_folders(results_dir, exps_dir)
+    for folder in (results_dir, exps_dir):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # -- the optimal config -------------------------------------------------------------------------
