@@ -12,7 +12,7 @@ CFG``) when ``make_fixtures.py`` regenerates the fixture folders. It does no tra
 * otherwise, with ``autotuning.enabled``, it checks a pretend memory budget: a
   configuration over it fails like a CUDA out-of-memory error (traceback on stderr,
   exit code 1); one that fits writes ``metrics.json`` to ``autotuning.metric_path``
-  with the keys and units of DeepSpeed's engine (``fwd``, ``bwd``, ``step`` in ms,
+  with the keys and units of DeepSpeed's engine (``fwd``, ``bwd``, ``step`` in µs,
   ``latency`` = their sum times the accumulation steps, ``FLOPS_per_gpu``,
   ``throughput`` = train_batch_size * 1e6 / latency, ``rank``);
 * without autotuning (a ``run`` after tuning) it checks the batch sizes the way
@@ -115,7 +115,7 @@ def main():
             os.fsync(fh.fileno())
     if mbs in CRASH_MBS:
         raise RuntimeError("NCCL error: unhandled system error (after profiling)")
-    print(f"rank {rank}: wrote metrics (latency {latency:.1f} ms)")
+    print(f"rank {rank}: wrote metrics (latency {latency:.1f} us)")
     return 0
 
 
