@@ -251,7 +251,8 @@ def test_tune__user_zero_settings_kept_and_not_tuned(tmp_path):
     cmd = paths["cmd"].read_text()
     assert str(paths["ds_config"].resolve()) in cmd and cmd.startswith("deepspeed --num_gpus 8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cmd_optimal.txt",
-                                                          "ds_config_optimal.json"]
+                                                          "ds_config_optimal.json",
+                                                          "summary.txt"]
 
 
 def test_optimal_ds_config__merges_trial_into_user_config():
@@ -589,7 +590,7 @@ def test_rank__bad_metric_raises(tmp_path):
 def test_main__tune_llama2_7b_on_8x80gb_prints_stage_and_micro_batch(tmp_path, capsys):
     out = tmp_path / "out"
     rc = main(["tune", "--model", "Llama 2 7B", "--gpus", "8", "--gpu-mem-gb", "80",
-               "--metric", "throughput", "--out", str(out)])
+               "--metric", "throughput", "--stages", "all", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0
     assert "model states need 134.8 GB" in text  # ZeRO-0: 20 N bytes do not fit
@@ -642,8 +643,8 @@ def test_main__tune_with_nothing_feasible_returns_1(capsys):
 def test_main__rank_writes_optimal_config(tmp_path, capsys):
     folder = _three_runs(tmp_path)
     rc = main(["rank", str(folder), "--metric", "latency"])
-    assert rc == 0
-    assert json.loads((folder / "ds_config_optimal.json").read_text())[
+    assert rc == 0  # DeepSpeed's place for the optimal config: the results folder
+    assert json.loads((folder / "autotuning_results" / "ds_config_optimal.json").read_text())[
         "train_micro_batch_size_per_gpu"] == 2
     assert "best: ZeRO stage 2, micro-batch 2" in capsys.readouterr().out
 
@@ -669,8 +670,8 @@ def test_main__rank_reports_malformed_experiments_on_stderr(tmp_path, capsys):
         (["tune", "--model", "Llama 2 7B", "--tuner", "bayes"], "--tuner 'bayes'"),
         (["tune", "--model", "Llama 2 7B", "--precision", "int4"], "--precision 'int4'"),
         (["tune", "--model", "missing/config.json"], "no HuggingFace config"),
-        (["tune", "--model", "Llama 2 7B", "--config", "missing.json"], "--config"),
-        (["tune"], "--model is required"),
+        (["tune", "--model", "Llama 2 7B", "--config", "missing.json"], "no DeepSpeed config"),
+        (["tune"], "pass --model"),
         (["rank", "/no/such/dir"], "no folder '/no/such/dir'"),
         (["rank", ".", "--metric", "fastest"], "unknown metric 'fastest'"),
     ],

@@ -8,20 +8,23 @@ Examples
 --------
 >>> from simcore.autotune import Autotuner, SimulatorRunner
 >>> runner = SimulatorRunner("Llama 2 7B", family="A100-80G", n_gpus=8)
->>> result = Autotuner({"fp16": {"enabled": True},
+>>> result = Autotuner({"fp16": {"enabled": True}, "zero_optimization": {"stage": "all"},
 ...                     "autotuning": {"metric": "throughput", "max_train_micro_batch_size_per_gpu": 8}},
 ...                    runner).tune()
 >>> result.best.stage in (1, 2, 3)
 True
 """
 
+from . import deepspeed
 from .config import (
     AutotuneConfig,
     AutotuneConfigError,
     UnknownAutotuningKeyWarning,
+    UnusedAutotuningKeyWarning,
     load_ds_config,
     parse_stages,
 )
+from .deepspeed import LauncherArgsError, LaunchSpec, parse_launcher_args
 from .results import (
     Experiment,
     NoResultError,
@@ -50,6 +53,8 @@ __all__ = [
     "Autotuner",
     "CommandRunner",
     "Experiment",
+    "LaunchSpec",
+    "LauncherArgsError",
     "MalformedExperimentWarning",
     "MemoryEstimate",
     "NoResultError",
@@ -60,10 +65,13 @@ __all__ = [
     "Trial",
     "TuneResult",
     "UnknownAutotuningKeyWarning",
+    "UnusedAutotuningKeyWarning",
     "atomic_write_text",
+    "deepspeed",
     "experiment_name",
     "load_ds_config",
     "optimal_ds_config",
+    "parse_launcher_args",
     "parse_stages",
     "rank",
     "render_command",

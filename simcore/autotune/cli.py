@@ -1,9 +1,15 @@
 """``simcore tune`` and ``simcore rank`` (argparse), wired into ``simcore.cli``.
 
+``simcore tune`` takes DeepSpeed's own command line (``simcore tune --autotuning
+tune|run --num_gpus 4 [--num_nodes 2 --hostfile H] train.py --deepspeed_config ds.json
+...``): with ``--model`` the experiments are simulated, otherwise each one is launched
+through DeepSpeed's launcher (the command runner); ``run`` launches the winner after.
+
 Use :func:`add_tune_parsers` on the ``simcore`` sub-parsers; each sub-command sets
 ``func`` to its handler, which takes the parsed namespace and returns an exit code:
-0 on success, 1 when no trial succeeded (or writing failed), 2 on bad options (after
-printing one line to stderr). Nothing here calls ``exit()``.
+0 on success (with ``--autotuning run``: the training's exit code), 1 when no trial
+succeeded (or writing failed), 2 on bad input (after printing one line to stderr).
+The handlers only parse and call library functions; nothing here calls ``exit()``.
 
 Examples
 --------
@@ -19,17 +25,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..metrics import get_metric
 from ..presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
 from ..specs import Model
-from .config import TUNER_TYPES, AutotuneConfigError, load_ds_config, parse_stages
-from .results import NoResultError, launcher_gpu_args
-from .runners import MalformedExperimentWarning, SimulatorRunner
+from . import deepspeed as ds
+from .config import (
+    TUNER_TYPES,
+    AutotuneConfig,
+    AutotuneConfigError,
+    UnknownAutotuningKeyWarning,
+    UnusedAutotuningKeyWarning,
+    load_ds_config,
+    parse_stages,
+)
+from .results import NoResultError, TuneResult
+from .runners import CommandRunner, MalformedExperimentWarning, SimulatorRunner
 from .training import PRECISIONS
 from .tuner import Autotuner, rank
 
@@ -113,32 +130,40 @@ def add_tune_parsers(subparsers: Any) -> None:
     >>> import argparse
     >>> p = argparse.ArgumentParser(prog="simcore")
     >>> add_tune_parsers(p.add_subparsers(dest="command"))
-    >>> p.parse_args(["rank", "runs/"]).metric
-    'throughput'
+    >>> p.parse_args(["rank", "runs/"]).metric is None
+    True
+    >>> a = p.parse_args(["tune", "--autotuning", "run", "--num_gpus", "4", "train.py",
+    ...                   "--deepspeed_config", "ds.json"])
+    >>> a.autotuning, a.num_gpus, a.user_script, a.user_args
+    ('run', 4, 'train.py', ['--deepspeed_config', 'ds.json'])
     """
     t = subparsers.add_parser(
         "tune",
-        help="simulate DeepSpeed autotuning (ZeRO stage x micro-batch) without GPUs",
+        help="DeepSpeed autotuning: simulated (--model) or real launches (a training script)",
         description=(
-            "Tune ZeRO stage and micro-batch size on the simcore training model and write "
-            "the optimal DeepSpeed config. Metrics as DeepSpeed's metrics.json: latency "
-            "(us per step, lower is better), throughput (samples/s), FLOPS (FLOPS_per_gpu)."
+            "Tune ZeRO stage and micro-batch size and write DeepSpeed's ds_config_optimal.json, "
+            "cmd_optimal.txt and summary.txt. Takes DeepSpeed's launcher command line: "
+            "simcore tune --autotuning tune|run --num_gpus 4 train.py --deepspeed_config "
+            "ds.json. With --model the experiments are simulated; without it each one is "
+            "launched through DeepSpeed's launcher, in DeepSpeed's folder layout. Metrics as "
+            "DeepSpeed's metrics.json: latency (lower is better), throughput, FLOPS."
         ),
     )
     t.add_argument("--model", metavar="NAME|CONFIG_JSON",
-                   help=f"preset ({', '.join(PRESETS)}) or a HuggingFace config.json path")
-    t.add_argument("--gpus", default="8", metavar="N", help="total GPUs (default 8)")
-    t.add_argument("--gpu-mem-gb", metavar="GB", help="HBM per GPU (default: the family's)")
+                   help=f"simulate: a preset ({', '.join(PRESETS)}) or a HuggingFace config.json")
+    t.add_argument("--gpus", default="8", metavar="N",
+                   help="simulate: total GPUs (default 8; --num_gpus/--num_nodes win)")
+    t.add_argument("--gpu-mem-gb", metavar="GB", help="simulate: HBM per GPU (default: the family's)")
     t.add_argument("--metric", metavar="METRIC",
                    help="latency, throughput or FLOPS (default: the config's, else throughput)")
     t.add_argument("--family", default="A100-80G", metavar="FAMILY",
-                   help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (default A100-80G)")
+                   help=f"simulate: hardware family: {', '.join(HARDWARE_FAMILIES)} (default A100-80G)")
     t.add_argument("--stages", metavar="all|S|S,S",
-                   help="ZeRO stages to try (default: the config's, else all)")
+                   help="ZeRO stages to try (default: the config's, else 0 as in DeepSpeed)")
     t.add_argument("--seq-len", default="2048", metavar="TOKENS",
-                   help="tokens per sample (default 2048)")
+                   help="simulate: tokens per sample (default 2048)")
     t.add_argument("--activation-checkpointing", action="store_true",
-                   help="the model recomputes activations (full recomputation)")
+                   help="simulate: the model recomputes activations (full recomputation)")
     t.add_argument("--precision", metavar="|".join(PRECISIONS),
                    help="training precision (default: the config's, else fp16)")
     t.add_argument("--tuner", metavar="gridsearch|random|model_based",
@@ -152,12 +177,16 @@ def add_tune_parsers(subparsers: Any) -> None:
     t.add_argument("--max-train-batch-size", metavar="N",
                    help="cap on the global batch (micro-batch x accumulation x GPUs)")
     t.add_argument("--config", metavar="DS_CONFIG_JSON",
-                   help="your DeepSpeed config (its autotuning and zero_optimization are used)")
+                   help="your DeepSpeed config, when no training script names it")
     t.add_argument("--script", default="train.py",
-                   help="training script for cmd_optimal.txt (default train.py)")
+                   help="simulate: training script for cmd_optimal.txt (default train.py)")
     t.add_argument("--seed", default="0", help="seed of the random/model-based tuners")
+    t.add_argument("--exp-timeout", default="3600", metavar="S",
+                   help="real runs: seconds before an experiment is killed (default 3600)")
     t.add_argument("--out", metavar="DIR",
-                   help="write ds_config_optimal.json and cmd_optimal.txt here")
+                   help="write the results here (default: autotuning.results_dir with a "
+                        "training script, else nowhere)")
+    ds.add_launcher_arguments(t)
     t.set_defaults(func=tune_command)
 
     r = subparsers.add_parser(
@@ -165,41 +194,36 @@ def add_tune_parsers(subparsers: Any) -> None:
         help="re-rank an existing DeepSpeed autotuning folder with the correct direction",
         description=(
             "Read DIR/autotuning_exps and DIR/autotuning_results (DeepSpeed's layout), pick "
-            "the best successful experiment for METRIC and write ds_config_optimal.json and "
-            "cmd_optimal.txt."
+            "the best successful experiment for METRIC and write ds_config_optimal.json, "
+            "cmd_optimal.txt and summary.txt."
         ),
     )
     r.add_argument("dir", metavar="DIR", help="the folder DeepSpeed's autotuner ran in")
-    r.add_argument("--metric", default="throughput",
-                   help="latency, throughput or FLOPS (default throughput)")
-    r.add_argument("--out", metavar="DIR", help="where to write (default: DIR)")
+    r.add_argument("--metric", default=None,
+                   help="latency, throughput or FLOPS (default: the folder's, else throughput)")
+    r.add_argument("--config", metavar="DS_CONFIG_JSON",
+                   help="your original DeepSpeed config (default: the one DeepSpeed recorded "
+                        "in profile_model_info/)")
+    r.add_argument("--out", metavar="DIR", help="where to write (default: DIR/autotuning_results)")
     r.set_defaults(func=rank_command)
 
 
-def _tune_setup(args: argparse.Namespace) -> tuple[dict[str, Any], SimulatorRunner, list[str]]:
-    model = _model(args.model)
-    gpus = _pos_int("--gpus", args.gpus) or 8
-    mem = _pos_float("--gpu-mem-gb", args.gpu_mem_gb)
-    seq = _pos_int("--seq-len", args.seq_len) or 2048
+def _load_config(path: str) -> dict[str, Any]:
     try:
-        family = get_family(args.family)
-    except ValueError as exc:
-        raise _BadOption(f"--family: {exc}") from None
-    try:
-        int(args.seed)
-    except ValueError:
-        raise _BadOption(f"--seed must be an integer, got {args.seed!r}") from None
-    if args.precision is not None and args.precision not in PRECISIONS:
-        raise _BadOption(f"--precision {args.precision!r} is unknown; pass one of "
-                         f"{', '.join(PRECISIONS)}")
-    try:
-        cfg = load_ds_config(args.config) if args.config else {}
+        cfg = load_ds_config(path)
     except (FileNotFoundError, AutotuneConfigError) as exc:
-        raise _BadOption(f"--config: {exc}") from None
+        raise _BadOption(f"config: {exc}") from None
+    if "autotuning" not in cfg:
+        raise _BadOption(f"{path!r} has no autotuning section; add "
+                         '"autotuning": {"enabled": true} (DeepSpeed\'s autotuner reads it)')
+    return cfg
+
+
+def _apply_overrides(cfg: dict[str, Any], args: argparse.Namespace) -> None:
     at = cfg.get("autotuning")
     at = dict(at) if isinstance(at, dict) else ({} if at is None else at)
     if not isinstance(at, dict):
-        raise _BadOption("--config: autotuning must be a JSON object")
+        raise _BadOption("config: autotuning must be a JSON object")
     if args.metric is not None:
         try:
             get_metric(args.metric)
@@ -220,32 +244,136 @@ def _tune_setup(args: argparse.Namespace) -> tuple[dict[str, Any], SimulatorRunn
         if v is not None:
             at[key] = v
     cfg["autotuning"] = at
-    zero = cfg.get("zero_optimization")
-    zero = dict(zero) if isinstance(zero, dict) else {}
     if args.stages is not None:
-        zero["stage"] = _stages(args.stages)
-    cfg["zero_optimization"] = zero
+        zero = cfg.get("zero_optimization")
+        cfg["zero_optimization"] = {**(zero if isinstance(zero, dict) else {}),
+                                    "stage": _stages(args.stages)}
     precision = args.precision
     if precision is None and not any(
-        isinstance(cfg.get(k), dict) and cfg[k].get("enabled") is True for k in ("fp16", "bf16")
+        isinstance(cfg.get(k), dict) and cfg[k].get("enabled") in (True, "auto")
+        for k in ("fp16", "bf16")
     ):
         precision = "fp16"
     if precision is not None:
+        if precision not in PRECISIONS:
+            raise _BadOption(f"--precision {precision!r} is unknown; pass one of "
+                             f"{', '.join(PRECISIONS)}")
         for k in ("fp16", "bf16"):
             sect = cfg.get(k) if isinstance(cfg.get(k), dict) else None
             if k == precision:
                 cfg[k] = {**(sect or {}), "enabled": True}
             elif sect is not None:
                 cfg[k] = {**sect, "enabled": False}
+
+
+def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
+    """The tuner the command line asks for, and the folder to write to."""
+    spec = ds.launch_spec_from_namespace(args)
+    script = spec.user_script
+    simulate = args.model is not None
+    if script is not None and not (spec.option("--module") or spec.option("--no_python")) \
+            and not os.path.isfile(script):
+        raise _BadOption(f"training script {script!r} does not exist; pass the path of your "
+                         "training script (after the launcher options)")
+    path = spec.config_path
+    if path is not None and args.config is not None and path != args.config:
+        raise _BadOption(f"two configs: --config {args.config!r} and {path!r} in the script's "
+                         "arguments; pass one")
+    path = path or args.config
+    if script is not None and path is None:
+        raise _BadOption("no DeepSpeed config in the training script's arguments; pass "
+                         "--deepspeed_config ds.json (or --deepspeed ds.json for Hugging Face "
+                         "scripts) after the script")
+    if not simulate and script is None:
+        raise _BadOption(f"pass --model (a preset: {', '.join(PRESETS)}, or a HuggingFace "
+                         "config.json) to simulate, or a training script with its "
+                         "--deepspeed_config to run real experiments")
+    cfg = _load_config(path) if path else {}
+    _apply_overrides(cfg, args)
+    seed = args.seed
     try:
-        runner = SimulatorRunner(model, family=family, n_gpus=gpus, gpu_mem_gb=mem,
-                                 seq_len=seq,
-                                 activation_checkpointing=args.activation_checkpointing)
+        seed = int(seed)
+    except ValueError:
+        raise _BadOption(f"--seed must be an integer, got {args.seed!r}") from None
+    if args.autotuning == "run" and script is None:
+        raise _BadOption("--autotuning run launches your training script after tuning; pass "
+                         "it (after the launcher options) with its --deepspeed_config")
+    resources = (None if simulate and not ds.names_resources(spec)
+                 else ds.load_resources(spec))
+    checked = AutotuneConfig.from_ds_config(cfg, user_args=spec.user_args)
+    out = args.out or (checked.results_dir if script is not None else None)
+    if not simulate or (out is not None and args.out is None):  # the folders we write or clear
+        ds.check_folders(checked.results_dir, None if simulate else checked.exps_dir)
+    if simulate:
+        runner, cmd = _simulator(args, resources), None
+        if script is None:
+            per_node = runner.family.topology.pes_per_cube
+            cmd = ["deepspeed", *ds.gpu_args(runner.n_gpus, per_node=per_node), args.script,
+                   "--deepspeed_config", "{ds_config}"]
+        tuner = Autotuner(cfg, runner, seed=seed, command=cmd,
+                          launch=spec if script is not None else None, resources=resources)
+        return tuner, out
+    assert resources is not None
+    try:
+        command = CommandRunner.from_ds_config(
+            (), config=cfg, launch=spec, resources=resources,
+            timeout_s=_pos_float("--exp-timeout", args.exp_timeout) or 3600.0)
+    except FileNotFoundError as exc:
+        raise _BadOption(f"{exc} (DeepSpeed's launcher runs each experiment)") from None
+    tuner = Autotuner(cfg, command, seed=seed)
+    if checked.overwrite:  # DeepSpeed's default: a fresh run (folders checked above)
+        ds.clear_folders(checked.results_dir, checked.exps_dir)
+    return tuner, out
+
+
+def _simulator(args: argparse.Namespace, resources: ds.Resources | None) -> SimulatorRunner:
+    model = _model(args.model)
+    gpus = resources.n_gpus if resources is not None else (_pos_int("--gpus", args.gpus) or 8)
+    mem = _pos_float("--gpu-mem-gb", args.gpu_mem_gb)
+    seq = _pos_int("--seq-len", args.seq_len) or 2048
+    try:
+        family = get_family(args.family)
+    except ValueError as exc:
+        raise _BadOption(f"--family: {exc}") from None
+    try:
+        return SimulatorRunner(model, family=family, n_gpus=gpus, gpu_mem_gb=mem, seq_len=seq,
+                               activation_checkpointing=args.activation_checkpointing)
     except ValueError as exc:
         raise _BadOption(str(exc)) from None
-    cmd = ["deepspeed", *launcher_gpu_args(gpus, per_node=family.topology.pes_per_cube),
-           args.script, "--deepspeed_config", "{ds_config}"]
-    return cfg, runner, cmd
+
+
+def _report(caught: list[warnings.WarningMessage]) -> None:
+    mine = (MalformedExperimentWarning, UnknownAutotuningKeyWarning, UnusedAutotuningKeyWarning)
+    for w in caught:
+        if issubclass(w.category, mine):
+            print(f"warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _write(prog: str, result: TuneResult, out: str) -> dict[str, Path] | None:
+    try:
+        paths = result.write(out)
+    except (OSError, NoResultError) as exc:
+        print(f"simcore {prog}: error: cannot write to {out!r}: {exc}", file=sys.stderr)
+        return None
+    print(f"wrote {paths['ds_config']}, {paths['cmd']} and {paths['summary']}")
+    return paths
+
+
+def _describe(tuner: Autotuner) -> str:
+    c, r = tuner.config, tuner.runner
+    if isinstance(r, SimulatorRunner):
+        what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
+                f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
+                f"activation checkpointing {'on' if r.activation_checkpointing else 'off'}")
+    else:
+        launch = tuner.launch
+        job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""
+        where = f" ({tuner.resources.include()})" if tuner.resources else ""
+        what = f"{job} on {r.n_gpus} GPUs{where}"
+    return (f"{what}, {c.precision}, tuner {c.tuner_type} ({'fast' if c.fast else 'full'}), "
+            f"stages {list(c.stages)}, metric {c.metric}")
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -260,28 +388,32 @@ def tune_command(args: argparse.Namespace) -> int:
     >>> tune_command(args)
     2
     """
-    try:
-        cfg, runner, cmd = _tune_setup(args)
-        tuner = Autotuner(cfg, runner, seed=int(args.seed), command=cmd)
-    except (_BadOption, AutotuneConfigError) as exc:
-        return _err("tune", str(exc))
-    r = runner
-    prec = tuner.config.precision
-    print(f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
-          f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, {prec}, "
-          f"activation checkpointing {'on' if r.activation_checkpointing else 'off'}, "
-          f"tuner {tuner.config.tuner_type} ({'fast' if tuner.config.fast else 'full'})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnknownAutotuningKeyWarning)
+        warnings.simplefilter("always", UnusedAutotuningKeyWarning)
+        try:
+            tuner, out = _tune_setup(args)
+        except (_BadOption, AutotuneConfigError, ds.LauncherArgsError) as exc:
+            return _err("tune", str(exc))
+    _report(caught)
+    print(_describe(tuner))
     result = tuner.tune()
     print(result.summary())
     if not result.found:
         return 1
-    if args.out:
+    if out is None:
+        return 0
+    paths = _write("tune", result, out)
+    if paths is None:
+        return 1
+    if args.autotuning == "run":
+        argv = result.optimal_argv(paths["ds_config"].resolve())
+        print(f"running the optimal configuration: {' '.join(argv)}", flush=True)
         try:
-            paths = result.write(args.out)
-        except (OSError, NoResultError) as exc:
-            print(f"simcore tune: error: cannot write to {args.out!r}: {exc}", file=sys.stderr)
+            return result.launch_optimal(paths["ds_config"].resolve())
+        except OSError as exc:
+            print(f"simcore tune: error: cannot launch {argv[0]!r}: {exc}", file=sys.stderr)
             return 1
-        print(f"wrote {paths['ds_config']} and {paths['cmd']}")
     return 0
 
 
@@ -296,35 +428,32 @@ def rank_command(args: argparse.Namespace) -> int:
     >>> rank_command(p.parse_args(["rank", "/no/such/folder"]))
     2
     """
-    try:
-        get_metric(args.metric)
-    except ValueError as exc:
-        return _err("rank", f"--metric: {exc}")
+    if args.metric is not None:
+        try:
+            get_metric(args.metric)
+        except ValueError as exc:
+            return _err("rank", f"--metric: {exc}")
     if not os.path.isdir(args.dir):
         return _err("rank", f"no folder {args.dir!r}; pass the folder DeepSpeed's autotuner "
                             "ran in (it holds autotuning_exps/ and autotuning_results/)")
-    out = args.out if args.out is not None else args.dir
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MalformedExperimentWarning)
         try:
-            result = rank(args.dir, metric=args.metric)
-        except FileNotFoundError as exc:
+            user = load_ds_config(args.config) if args.config else None
+            result = rank(args.dir, metric=args.metric, user_config=user)
+        except (FileNotFoundError, AutotuneConfigError) as exc:
             return _err("rank", str(exc))
-    for w in caught:
-        if issubclass(w.category, MalformedExperimentWarning):
-            print(f"warning: {w.message}", file=sys.stderr)
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _report(caught)
     print(result.summary())
     if not result.found:
         return 1
-    try:
-        paths = result.write(out)
-    except OSError as exc:
-        print(f"simcore rank: error: cannot write to {out!r}: {exc}", file=sys.stderr)
-        return 1
-    print(f"wrote {paths['ds_config']} and {paths['cmd']}")
-    return 0
+    root = Path(args.dir)
+    out = args.out if args.out is not None else os.fspath(
+        root / ds.RESULTS_DIR if (root / ds.RESULTS_DIR).is_dir() else root)
+    if args.out is None and result.overwrite is False and (Path(out) / ds.OPTIMAL_CONFIG).exists():
+        return _err("rank", f"{out!r} already holds {ds.OPTIMAL_CONFIG} and the folder's "
+                            "autotuning.overwrite is false; pass --out DIR")
+    return 0 if _write("rank", result, out) is not None else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,8 @@ Examples
 ...                                      "autotuning": {"metric": "latency"}})
 >>> cfg.stages, cfg.metric, cfg.tuner_type
 ((1, 2), 'latency', 'gridsearch')
+>>> AutotuneConfig.from_ds_config({"autotuning": {}}).stages  # DeepSpeed: stage 0 only
+(0,)
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ import copy
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..metrics import get_metric
+from . import deepspeed as ds
 
 __all__ = [
     "AUTOTUNING_KEYS",
@@ -31,6 +34,7 @@ __all__ = [
     "AutotuneConfigError",
     "TUNER_TYPES",
     "UnknownAutotuningKeyWarning",
+    "UnusedAutotuningKeyWarning",
     "load_ds_config",
     "parse_stages",
 ]
@@ -42,29 +46,8 @@ TUNER_TYPES: dict[str, str] = {
     "model_based": "model_based", "model-based": "model_based", "modelbased": "model_based",
 }
 
-#: ``autotuning`` keys the tuner uses, with DeepSpeed's defaults.
-AUTOTUNING_KEYS: dict[str, Any] = {
-    "enabled": True,
-    "fast": True,
-    "metric": "throughput",
-    "tuner_type": "gridsearch",
-    "tuner_num_trials": 50,
-    "tuner_early_stopping": 5,
-    "min_train_micro_batch_size_per_gpu": 1,
-    "max_train_micro_batch_size_per_gpu": 1024,
-    "max_train_batch_size": None,
-    "num_tuning_micro_batch_sizes": 3,
-    "results_dir": "autotuning_results",
-    "exps_dir": "autotuning_exps",
-    "mp_size": 1,
-}
-
-# DeepSpeed keys that only matter to DeepSpeed's own launcher/profiler; accepted, unused.
-_IGNORED_KEYS = frozenset({
-    "start_profile_step", "end_profile_step", "metric_path", "arg_mappings", "model_info",
-    "model_info_path", "overwrite", "max_train_batch_size_per_gpu",
-})
-
+# DeepSpeed's ``autotuning`` keys and defaults, and the ones read but not acted on.
+AUTOTUNING_KEYS = ds.AUTOTUNING_KEYS
 
 class AutotuneConfigError(ValueError):
     """An invalid autotuning or DeepSpeed configuration value."""
@@ -72,6 +55,10 @@ class AutotuneConfigError(ValueError):
 
 class UnknownAutotuningKeyWarning(UserWarning):
     """An ``autotuning`` key simcore does not know (probably a typo); it is ignored."""
+
+
+class UnusedAutotuningKeyWarning(UserWarning):
+    """A documented ``autotuning`` key simcore reads but does not act on (says why)."""
 
 
 def load_ds_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
@@ -145,13 +132,27 @@ def _int(section: str, key: str, value: Any, *, minimum: int = 1, optional: bool
     return value
 
 
+def _batch_value(key: str, value: Any, *, auto: int | None) -> int | None:
+    """An int, ``"auto"`` (Hugging Face: ``auto``, else None), or ``None`` if absent."""
+    if value is None:
+        return None
+    if value == "auto":
+        return auto
+    return _int("config", key, value)
+
+
 @dataclass(frozen=True)
 class AutotuneConfig:
     """A validated view of a DeepSpeed config for tuning.
 
     Build it with :meth:`from_ds_config`. ``ds_config`` is the user's config without
-    the ``autotuning`` section; ``zero_fixed`` holds the ``zero_optimization`` keys the
-    user set (other than ``stage``), which the tuner never changes.
+    the ``autotuning`` section. ``zero_fixed`` holds the ``zero_optimization`` keys the
+    user set to one value (other than ``stage``), which the tuner never changes;
+    ``zero_space`` those set to a DeepSpeed tuning list (``reduce_bucket_size: [5e7,
+    5e8]``): full mode tunes over the list, fast mode uses its first value, as DeepSpeed
+    does. ``micro_batches`` is a ``train_micro_batch_size_per_gpu`` list (tried as given,
+    no micro-batch search). With no ``zero_optimization.stage`` only stage 0 is tuned
+    (DeepSpeed's default; ``stage_defaulted`` is then true).
     """
 
     ds_config: Mapping[str, Any]
@@ -174,10 +175,23 @@ class AutotuneConfig:
     train_batch_size: int | None
     precision: str
     autotuning: Mapping[str, Any] = field(default_factory=dict)
+    zero_space: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    micro_batches: tuple[int, ...] | None = None
+    min_train_batch_size: int = 1
+    overwrite: bool = True
+    start_profile_step: int = 3
+    end_profile_step: int = 5
+    arg_mappings: Mapping[str, str] | None = None
+    stage_defaulted: bool = False
 
     @classmethod
-    def from_ds_config(cls, config: Mapping[str, Any] | str | os.PathLike[str]) -> AutotuneConfig:
+    def from_ds_config(cls, config: Mapping[str, Any] | str | os.PathLike[str], *,
+                       user_args: Sequence[str] = ()) -> AutotuneConfig:
         """Validate a DeepSpeed config (dict or JSON path) once.
+
+        ``user_args`` (the training script's arguments) resolve Hugging Face
+        ``"auto"`` values: through ``autotuning.arg_mappings`` for the accumulation
+        steps, and ``--fp16``/``--bf16`` for ``fp16/bf16.enabled: "auto"``.
 
         Examples
         --------
@@ -186,15 +200,15 @@ class AutotuneConfig:
         ...
         simcore.autotune.config.AutotuneConfigError: autotuning.tuner_type='bayes' is unknown; pass one of ['gridsearch', 'model_based', 'random']
         """
-        ds = load_ds_config(config)
-        at = ds.pop("autotuning", None)
+        ds_cfg = load_ds_config(config)
+        at = ds_cfg.pop("autotuning", None)
         if at is None:
             at = {}
         if not isinstance(at, Mapping):
             raise AutotuneConfigError(
                 f"autotuning must be a JSON object, got {type(at).__name__}"
             )
-        unknown = sorted(set(at) - set(AUTOTUNING_KEYS) - _IGNORED_KEYS)
+        unknown = sorted(set(at) - set(AUTOTUNING_KEYS))
         if unknown:
             warnings.warn(
                 f"ignoring unknown autotuning keys {unknown}; known keys: "
@@ -202,12 +216,15 @@ class AutotuneConfig:
                 UnknownAutotuningKeyWarning,
                 stacklevel=3,
             )
+        for key in sorted(set(at) & set(ds.UNUSED_AUTOTUNING_KEYS)):
+            warnings.warn(f"autotuning.{key} is not used: {ds.UNUSED_AUTOTUNING_KEYS[key]}",
+                          UnusedAutotuningKeyWarning, stacklevel=3)
         a = {k: at.get(k, v) for k, v in AUTOTUNING_KEYS.items()}
         if a["enabled"] is False:
             raise AutotuneConfigError(
                 "autotuning.enabled is false; set it to true (or drop the key) to tune"
             )
-        for key in ("enabled", "fast"):
+        for key in ("enabled", "fast", "overwrite"):
             if not isinstance(a[key], bool):
                 raise AutotuneConfigError(f"autotuning.{key} must be true or false, got {a[key]!r}")
         metric = a["metric"]
@@ -236,51 +253,106 @@ class AutotuneConfig:
                 f"max_train_micro_batch_size_per_gpu={hi}; pass min <= max"
             )
         max_tbs = _int(sec, "max_train_batch_size", a["max_train_batch_size"], optional=True)
+        min_tbs = _int(sec, "min_train_batch_size", a["min_train_batch_size"])
+        if max_tbs is not None and min_tbs > max_tbs:
+            raise AutotuneConfigError(f"autotuning.min_train_batch_size={min_tbs} exceeds "
+                                      f"max_train_batch_size={max_tbs}; pass min <= max")
         n_mbs = _int(sec, "num_tuning_micro_batch_sizes", a["num_tuning_micro_batch_sizes"])
         mp = _int(sec, "mp_size", a["mp_size"])
+        start = _int(sec, "start_profile_step", a["start_profile_step"])
+        end = _int(sec, "end_profile_step", a["end_profile_step"])
+        if end <= start:
+            raise AutotuneConfigError(f"autotuning.end_profile_step={end} must exceed "
+                                      f"start_profile_step={start}")
         for key in ("results_dir", "exps_dir"):
             if not isinstance(a[key], str) or not a[key]:
                 raise AutotuneConfigError(f"autotuning.{key} must be a folder path, got {a[key]!r}")
+        mappings = a["arg_mappings"]
+        if mappings is not None and not (isinstance(mappings, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in mappings.items())):
+            raise AutotuneConfigError(
+                "autotuning.arg_mappings must map DeepSpeed keys to script arguments, e.g. "
+                '{"train_micro_batch_size_per_gpu": "--per_device_train_batch_size"}')
 
-        zero = ds.get("zero_optimization", {})
+        zero = ds_cfg.get("zero_optimization", {})
         if zero is None:
             zero = {}
         if not isinstance(zero, Mapping):
             raise AutotuneConfigError(
                 f"zero_optimization must be a JSON object, got {type(zero).__name__}"
             )
-        raw_stage = zero.get("stage", "all")
+        raw_stage = zero.get("stage", 0)  # DeepSpeed: no stage means stage 0 only
         stages = parse_stages(raw_stage)
         is_all = isinstance(raw_stage, str)
-        zero_fixed = {k: copy.deepcopy(v) for k, v in zero.items() if k != "stage"}
+        zero_fixed = {k: copy.deepcopy(v) for k, v in zero.items()
+                      if k != "stage" and not isinstance(v, list)}
+        zero_space: dict[str, tuple[Any, ...]] = {}
+        for k, v in zero.items():
+            if k != "stage" and isinstance(v, list):
+                if not v:
+                    raise AutotuneConfigError(f"zero_optimization.{k} is an empty list; pass "
+                                              "a value or a list of values to tune")
+                zero_space[k] = tuple(v)
 
-        gas = _int("config", "gradient_accumulation_steps", ds.get("gradient_accumulation_steps", 1))
-        tbs = _int("config", "train_batch_size", ds.get("train_batch_size"), optional=True)
-        precision = precision_of(ds)
-        if "fp16" in ds and "bf16" in ds and all(
-            isinstance(ds[k], Mapping) and ds[k].get("enabled") is True for k in ("fp16", "bf16")
+        mbs = ds_cfg.get("train_micro_batch_size_per_gpu")
+        micro_batches = None
+        if isinstance(mbs, list):
+            vals = [m for m in mbs if isinstance(m, int) and not isinstance(m, bool) and m > 0]
+            if not vals:
+                raise AutotuneConfigError(
+                    f"train_micro_batch_size_per_gpu={mbs!r} holds no positive integer; pass "
+                    "a list such as [1, 2, 4]")
+            micro_batches = tuple(sorted(set(vals)))
+        elif mbs is not None and mbs != "auto":
+            _int("config", "train_micro_batch_size_per_gpu", mbs)
+        for key in ("gradient_accumulation_steps", "train_batch_size"):
+            if isinstance(ds_cfg.get(key), list):
+                raise AutotuneConfigError(
+                    f"{key} is a list; DeepSpeed's autotuner does not tune it, pass one "
+                    "integer or \"auto\"")
+        auto_gas = ds.mapped_value(user_args, mappings=mappings,
+                                   key="gradient_accumulation_steps") or 1
+        gas = _batch_value("gradient_accumulation_steps",
+                           ds_cfg.get("gradient_accumulation_steps", 1), auto=auto_gas)
+        tbs = _batch_value("train_batch_size", ds_cfg.get("train_batch_size"), auto=None)
+        precision = precision_of(ds_cfg, user_args=user_args)
+        if "fp16" in ds_cfg and "bf16" in ds_cfg and all(
+            isinstance(ds_cfg[k], Mapping) and ds_cfg[k].get("enabled") is True
+            for k in ("fp16", "bf16")
         ):
             raise AutotuneConfigError("fp16 and bf16 are both enabled; enable at most one")
         return cls(
-            ds_config=ds, stages=stages, stage_is_all=is_all, zero_fixed=zero_fixed,
+            ds_config=ds_cfg, stages=stages, stage_is_all=is_all, zero_fixed=zero_fixed,
             metric=metric, fast=a["fast"], tuner_type=TUNER_TYPES[tuner.lower()],
             tuner_num_trials=n_trials, tuner_early_stopping=early, min_micro_batch=lo,
             max_micro_batch=hi, max_train_batch_size=max_tbs, num_tuning_micro_batch_sizes=n_mbs,
-            results_dir=a["results_dir"], exps_dir=a["exps_dir"], mp_size=mp, grad_accum=gas,
+            results_dir=a["results_dir"], exps_dir=a["exps_dir"], mp_size=mp, grad_accum=gas or 1,
             train_batch_size=tbs, precision=precision, autotuning=dict(at),
+            zero_space=zero_space, micro_batches=micro_batches, min_train_batch_size=min_tbs,
+            overwrite=a["overwrite"], start_profile_step=start, end_profile_step=end,
+            arg_mappings=dict(mappings) if mappings else None,
+            stage_defaulted="stage" not in zero,
         )
 
 
-def precision_of(ds_config: Mapping[str, Any]) -> str:
+def precision_of(ds_config: Mapping[str, Any], *, user_args: Sequence[str] = ()) -> str:
     """``"fp16"``, ``"bf16"`` or ``"fp32"`` from a DeepSpeed config.
+
+    ``"enabled": "auto"`` (Hugging Face) is resolved from the script's ``--fp16`` /
+    ``--bf16`` argument, as the Trainer does.
 
     Examples
     --------
     >>> precision_of({"bf16": {"enabled": True}})
     'bf16'
+    >>> precision_of({"fp16": {"enabled": "auto"}}, user_args=["--fp16"])
+    'fp16'
     """
     for key in ("fp16", "bf16"):
         sect = ds_config.get(key)
-        if isinstance(sect, Mapping) and sect.get("enabled", False) is True:
+        if not isinstance(sect, Mapping):
+            continue
+        on = sect.get("enabled", False)
+        if on is True or (on == "auto" and f"--{key}" in user_args):
             return key
     return "fp32"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..metrics import get_metric, metric_is_better, metric_value, select_best
+from . import deepspeed as ds
 
 __all__ = [
     "Experiment",
@@ -35,7 +36,6 @@ __all__ = [
     "Trial",
     "TuneResult",
     "atomic_write_text",
-    "command_with_config",
     "experiment_name",
     "optimal_ds_config",
     "render_command",
@@ -152,6 +152,17 @@ class Trial:
         if the trial failed or has no such value."""
         return metric_value(self.metrics, metric) if self.ok else None
 
+    def experiment_config(self) -> dict[str, Any]:
+        """The DeepSpeed config this trial ran (stage, knobs and batch keys set)."""
+        cfg = copy.deepcopy(dict(self.ds_config))
+        cfg.pop("autotuning", None)
+        zero = dict(cfg.get("zero_optimization") or {})
+        cfg["zero_optimization"] = {**zero, "stage": int(self.stage),
+                                    **copy.deepcopy(dict(self.knobs))}
+        cfg["train_micro_batch_size_per_gpu"] = int(self.micro_batch)
+        cfg["gradient_accumulation_steps"] = int(self.grad_accum)
+        return cfg
+
     @classmethod
     def from_experiment(cls, experiment: Experiment, **kw: Any) -> Trial:
         """A trial carrying the experiment's identity."""
@@ -168,13 +179,8 @@ def optimal_ds_config(
     n_gpus: int | None = None,
     mp: int = 1,
 ) -> dict[str, Any]:
-    """The user's DeepSpeed config merged with a trial's tuned settings.
-
-    The ``autotuning`` section is removed; the user's ``zero_optimization`` keys are
-    kept and the tuned ``stage`` and knobs set on top;
-    ``train_micro_batch_size_per_gpu`` and ``gradient_accumulation_steps`` come from
-    the trial. ``train_batch_size`` is kept consistent (``mbs · gas · n_gpus / mp``)
-    when the user set it and ``n_gpus`` is known.
+    """The user's DeepSpeed config merged with a trial's settings
+    (:func:`simcore.autotune.deepspeed.optimal_ds_config` on the trial's config).
 
     Examples
     --------
@@ -185,17 +191,8 @@ def optimal_ds_config(
     >>> cfg["zero_optimization"], cfg["train_micro_batch_size_per_gpu"], "autotuning" in cfg
     ({'stage': 2, 'offload_optimizer': {'device': 'cpu'}}, 4, False)
     """
-    cfg = copy.deepcopy(dict(user_config))
-    cfg.pop("autotuning", None)
-    zero = dict(cfg.get("zero_optimization") or {})
-    zero.pop("stage", None)
-    zero = {"stage": int(trial.stage), **zero, **copy.deepcopy(dict(trial.knobs))}
-    cfg["zero_optimization"] = zero
-    cfg["train_micro_batch_size_per_gpu"] = int(trial.micro_batch)
-    cfg["gradient_accumulation_steps"] = int(trial.grad_accum)
-    if "train_batch_size" in cfg and n_gpus is not None:
-        cfg["train_batch_size"] = int(trial.micro_batch * trial.grad_accum * (n_gpus // mp))
-    return cfg
+    return ds.optimal_ds_config(user_config, experiment_config=trial.experiment_config(),
+                                n_gpus=n_gpus, mp=mp)
 
 
 def atomic_write_text(text: str, *, path: str | os.PathLike[str]) -> Path:
@@ -328,6 +325,11 @@ class TuneResult:
     notes: tuple[str, ...] = ()
     command: tuple[str, ...] = ()
     results_dir: str | None = None
+    launch: Any = None
+    resources: Any = None
+    arg_mappings: Mapping[str, str] | None = None
+    duration_s: float = 0.0
+    overwrite: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage_values", dict(self.stage_values))
@@ -384,13 +386,45 @@ class TuneResult:
         lines.append(self.describe())
         return "\n".join(lines)
 
+    def optimal_argv(self, ds_config_path: str | os.PathLike[str]) -> list[str]:
+        """The training command (argument list) with ``ds_config_path`` as its config:
+        the user's launcher options and script arguments when the result knows its
+        launch (:func:`simcore.autotune.deepspeed.optimal_command`)."""
+        path = os.fspath(ds_config_path)
+        if self.launch is not None:
+            return ds.optimal_command(self.launch, ds_config_path=path, resources=self.resources,
+                                      config=self.best_config or {}, mappings=self.arg_mappings,
+                                      n_gpus=self.n_gpus)
+        args = list(self.command) or ["deepspeed", *ds.gpu_args(self.n_gpus), "train.py"]
+        args = ds.apply_arg_mappings(args, mappings=self.arg_mappings,
+                                     config=self.best_config or {})
+        return ds.with_config(args, value=path)
+
     def optimal_command(self, ds_config_path: str | os.PathLike[str]) -> str:
-        """The training command with ``ds_config_path`` as its DeepSpeed config."""
-        return render_command(self.command, ds_config=os.fspath(ds_config_path),
-                              n_gpus=self.n_gpus)
+        """:meth:`optimal_argv` as one shell-quoted line."""
+        return shlex.join(self.optimal_argv(ds_config_path))
+
+    def launch_optimal(self, ds_config_path: str | os.PathLike[str], **popen: Any) -> int:
+        """Run :meth:`optimal_argv` (DeepSpeed's ``--autotuning run``) and return its exit
+        code; output goes to this process's stdout/stderr unless ``popen`` redirects it."""
+        import subprocess
+
+        return subprocess.run(self.optimal_argv(ds_config_path), check=False, **popen).returncode
+
+    def summary_txt(self) -> str:
+        """DeepSpeed's ``summary.txt``: best value and experiment per stage, and global."""
+        rows = []
+        for s in sorted({t.stage for t in self.trials}):
+            ts = [t for t in self.trials if t.stage == s]
+            best, val = select_best(ts, self.metric, value=lambda t: t.value(self.metric))
+            rows.append((f"z{s}", len(ts), val, best.name if best else None))
+        rows.append(("global", len(self.trials), self.value,
+                     self.best.name if self.best else None))
+        return ds.summary_txt(rows, seconds=self.duration_s, n_experiments=len(self.trials))
 
     def write(self, out_dir: str | os.PathLike[str] | None = None) -> dict[str, Path]:
-        """Write ``ds_config_optimal.json`` and ``cmd_optimal.txt`` atomically.
+        """Write ``ds_config_optimal.json``, ``cmd_optimal.txt`` and ``summary.txt``
+        (DeepSpeed's names and formats) atomically.
 
         Parameters
         ----------
@@ -400,7 +434,7 @@ class TuneResult:
         Returns
         -------
         dict
-            ``{"ds_config": path, "cmd": path}``.
+            ``{"ds_config": path, "cmd": path, "summary": path}``.
 
         Raises
         ------
@@ -416,7 +450,7 @@ class TuneResult:
         ...                            skipped={}, n_gpus=8)
         >>> with tempfile.TemporaryDirectory() as d:
         ...     sorted(p.name for p in r.write(d).values())
-        ['cmd_optimal.txt', 'ds_config_optimal.json']
+        ['cmd_optimal.txt', 'ds_config_optimal.json', 'summary.txt']
         """
         if out_dir is None:
             if self.results_dir is None:
@@ -430,66 +464,17 @@ class TuneResult:
             )
         out = Path(out_dir)
         cfg_path = atomic_write_text(json.dumps(cfg, indent=2) + "\n",
-                                     path=out / "ds_config_optimal.json")
+                                     path=out / ds.OPTIMAL_CONFIG)
         cmd_path = atomic_write_text(self.optimal_command(cfg_path.resolve()) + "\n",
-                                     path=out / "cmd_optimal.txt")
-        return {"ds_config": cfg_path, "cmd": cmd_path}
-
-
-_CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--ds_config", "--ds-config")
-
-
-def launcher_gpu_args(n_gpus: int | None, per_node: int = 8) -> list[str]:
-    """``deepspeed`` launcher flags for ``n_gpus`` GPUs, ``per_node`` to a node."""
-    if not n_gpus:
-        return []
-    if n_gpus <= per_node:
-        return ["--num_gpus", str(n_gpus)]
-    return ["--num_nodes", str(-(-n_gpus // per_node)), "--num_gpus", str(per_node)]
-
-
-def command_with_config(command: Sequence[str], *, ds_config: str,
-                        n_gpus: int | None = None) -> list[str]:
-    """``command`` as an argument list pointing at ``ds_config``.
-
-    ``{ds_config}`` placeholders are filled; otherwise the value after a
-    ``--deepspeed_config`` flag is replaced, or the flag is appended. An empty command
-    gives a generic ``deepspeed`` launcher line.
-
-    Examples
-    --------
-    >>> command_with_config(["python", "t.py", "--deepspeed_config={ds_config}"], ds_config="c.json")
-    ['python', 't.py', '--deepspeed_config=c.json']
-    """
-    args = list(command)
-    if not args:
-        args = ["deepspeed", *launcher_gpu_args(n_gpus), "train.py"]
-    if any("{ds_config}" in a for a in args):
-        return [a.replace("{ds_config}", ds_config) for a in args]
-    out: list[str] = []
-    replaced = False
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in _CONFIG_FLAGS and i + 1 < len(args):
-            out += [a, ds_config]
-            replaced = True
-            i += 2
-            continue
-        flag = a.split("=", 1)[0]
-        if "=" in a and flag in _CONFIG_FLAGS:
-            out.append(f"{flag}={ds_config}")
-            replaced = True
-        else:
-            out.append(a)
-        i += 1
-    if not replaced:
-        out += ["--deepspeed_config", ds_config]
-    return out
+                                     path=out / ds.OPTIMAL_CMD)
+        summary = atomic_write_text(self.summary_txt(), path=out / ds.SUMMARY_TXT)
+        return {"ds_config": cfg_path, "cmd": cmd_path, "summary": summary}
 
 
 def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None = None) -> str:
-    """:func:`command_with_config` as one shell-quoted line.
+    """``command`` pointing at ``ds_config``, as one shell-quoted line
+    (:func:`simcore.autotune.deepspeed.with_config`); an empty command gives a generic
+    ``deepspeed`` launcher line.
 
     Examples
     --------
@@ -499,4 +484,5 @@ def render_command(command: Sequence[str], *, ds_config: str, n_gpus: int | None
     >>> render_command([], ds_config="c.json", n_gpus=8)
     'deepspeed --num_gpus 8 train.py --deepspeed_config c.json'
     """
-    return shlex.join(command_with_config(command, ds_config=ds_config, n_gpus=n_gpus))
+    args = list(command) or ["deepspeed", *ds.gpu_args(n_gpus), "train.py"]
+    return shlex.join(ds.with_config(args, value=ds_config))

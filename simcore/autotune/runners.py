@@ -35,7 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..presets import get_family, get_model
 from ..specs import Efficiency, HardwareFamily, Model
-from .results import Experiment, Trial, command_with_config
+from . import deepspeed as ds
+from .results import Experiment, Trial, atomic_write_text
 from .training import (
     PRECISIONS,
     TrainingEngine,
@@ -258,51 +259,85 @@ def _read_json(path: Path) -> tuple[Any, str]:
         return None, f"{path} cannot be read ({exc})"
 
 
-def _tail(path: Path, n: int = 2000) -> str:
+def _text(path: Path, limit: int = 1 << 20) -> str:
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - n))
-            text = fh.read().decode("utf-8", errors="replace")
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - limit))
+            return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def _last_line(text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
 
 
 def _dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(json.dumps(data, indent=2) + "\n", path=path)
+
+
+def judge(*, exit_code: int | None, stderr: str, metrics: Any, metrics_why: str,
+          metrics_path: Path) -> tuple[str, str]:
+    """("ok", "") or ("failed", why) for a finished run, from its exit status and log
+    first, its ``metrics.json`` last: metrics written before a crash never count."""
+    if exit_code not in (None, 0):
+        last = ds.log_failure(stderr) or _last_line(stderr)
+        return "failed", f"exit code {exit_code}" + (f": {last}" if last else "")
+    failure = ds.log_failure(stderr)
+    if failure is not None:
+        return "failed", f"error in {ds.STDERR_LOG}: {failure}"
+    if metrics is None:
+        return "failed", f"no usable metrics: {metrics_why}"
+    if not isinstance(metrics, dict):
+        return "failed", f"{metrics_path} holds {type(metrics).__name__}, not an object"
+    return "ok", ""
 
 
 class CommandRunner:
     """Launches a training command per experiment and reads its ``metrics.json``.
 
     Each experiment gets DeepSpeed's layout: ``<exps_dir>/<name>.json`` and
-    ``<results_dir>/<name>/{exp.json, ds_config.json, cmd.txt, stdout.log, stderr.log}``.
-    Its ``ds_config.json`` has ``autotuning.enabled`` and ``autotuning.metric_path``
-    set, so a DeepSpeed engine writes ``metrics.json`` (``latency`` µs per step,
-    ``throughput`` samples/s, ``FLOPS_per_gpu``) there and stops after
-    ``end_profile_step``.
+    ``<results_dir>/<name>/{exp.json, ds_config.json, cmd.txt, stdout.log,
+    stderr.log, metrics.json}``. Its config has the user's ``autotuning`` section with
+    ``metric_path`` set there, so a DeepSpeed engine writes ``metrics.json`` and stops
+    after ``end_profile_step``. A run succeeds only if it exits 0, its ``stderr.log``
+    holds no error (:func:`simcore.autotune.deepspeed.log_failure`) and it wrote a
+    metrics object; the exit code is recorded in ``exp.json`` (``exit_code``).
+
+    Two ways to launch:
+
+    * ``launch`` (a :class:`~simcore.autotune.deepspeed.LaunchSpec`) and
+      ``resources``: DeepSpeed's scheduler format, ``deepspeed [--hostfile H] --include
+      HOST:SLOTS@... --master_port P script args`` with the experiment's config in
+      DeepSpeed's base64 form after ``--deepspeed_config`` (or HF's ``--deepspeed``)
+      and ``arg_mappings`` arguments set to the experiment's values;
+    * ``command``: any command; ``{ds_config}``, ``{metrics_path}``, ``{exp_dir}`` and
+      ``{name}`` are filled, else the config path replaces the ``--deepspeed_config``
+      value (or is appended).
 
     Parameters
     ----------
-    command : sequence of str or str
-        The training command. ``{ds_config}``, ``{metrics_path}``, ``{exp_dir}`` and
-        ``{name}`` are filled per experiment; without ``{ds_config}`` the value after
-        ``--deepspeed_config`` is replaced (or the flag appended).
+    command : sequence of str or str, optional
     n_gpus : int
-        GPUs each run uses in total.
+        GPUs each run uses in total (default: ``resources.n_gpus``).
     results_dir, exps_dir : path
-        Where experiment folders and records go.
     timeout_s : float
         Wall-clock limit per run; a run over it is killed and recorded as failed.
     env : mapping, optional
-        Extra environment variables.
     cwd : path, optional
-        Working directory of the command.
     estimator : runner with ``estimate``, optional
         E.g. a :class:`SimulatorRunner` to bound the micro-batch search by memory.
+    launch, resources, executable : optional
+        DeepSpeed launches (``executable`` is the launcher, default ``deepspeed``).
+    autotuning : mapping, optional
+        The user's ``autotuning`` section, copied into each experiment's config.
+    arg_mappings : mapping, optional
+    reuse : bool
+        Reuse an experiment folder that finished before (``stderr.log`` present, not
+        interrupted) instead of running it again: DeepSpeed's behaviour with
+        ``overwrite: false``.
 
     Examples
     --------
@@ -314,19 +349,30 @@ class CommandRunner:
 
     def __init__(
         self,
-        command: Sequence[str] | str,
+        command: Sequence[str] | str = (),
         *,
-        n_gpus: int,
-        results_dir: str | os.PathLike[str] = "autotuning_results",
-        exps_dir: str | os.PathLike[str] = "autotuning_exps",
+        n_gpus: int | None = None,
+        results_dir: str | os.PathLike[str] = ds.RESULTS_DIR,
+        exps_dir: str | os.PathLike[str] = ds.EXPS_DIR,
         timeout_s: float = 3600.0,
         env: Mapping[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
         estimator: Any = None,
         start_profile_step: int = 3,
         end_profile_step: int = 5,
+        launch: ds.LaunchSpec | None = None,
+        resources: ds.Resources | None = None,
+        executable: str = "deepspeed",
+        autotuning: Mapping[str, Any] | None = None,
+        arg_mappings: Mapping[str, str] | None = None,
+        reuse: bool = False,
     ) -> None:
         args = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+        if launch is not None:
+            if resources is None:
+                raise ValueError("pass resources= with launch= (the hosts and GPU slots)")
+            args = [executable]
+            n_gpus = resources.n_gpus if n_gpus is None else n_gpus
         if not args:
             raise ValueError("command is empty; pass the training command, e.g. "
                              "['deepspeed', 'train.py', '--deepspeed_config', '{ds_config}']")
@@ -349,6 +395,14 @@ class CommandRunner:
         self.estimator = estimator
         self.start_profile_step = start_profile_step
         self.end_profile_step = end_profile_step
+        self.launch, self.resources, self.executable = launch, resources, executable
+        self.autotuning = {k: v for k, v in (autotuning or {}).items()
+                           if k not in ("results_dir", "exps_dir")}
+        if arg_mappings is None:
+            arg_mappings = (autotuning or {}).get("arg_mappings")
+        self.arg_mappings = dict(arg_mappings) if arg_mappings else None
+        self.reuse = reuse
+        self._count = 0
 
     def __repr__(self) -> str:
         return f"CommandRunner({shlex.join(self.command)!r}, n_gpus={self.n_gpus})"
@@ -359,11 +413,12 @@ class CommandRunner:
         command: Sequence[str] | str,
         *,
         config: Mapping[str, Any] | str | os.PathLike[str],
-        n_gpus: int,
+        n_gpus: int | None = None,
         **kw: Any,
     ) -> CommandRunner:
-        """A runner whose folders are the config's ``autotuning.results_dir`` and
-        ``autotuning.exps_dir``.
+        """A runner set up from the config's ``autotuning`` section: ``results_dir``,
+        ``exps_dir``, ``start/end_profile_step``, ``arg_mappings`` and ``overwrite``
+        (false: finished experiments are reused).
 
         Examples
         --------
@@ -375,51 +430,90 @@ class CommandRunner:
         """
         from .config import AutotuneConfig
 
-        cfg = AutotuneConfig.from_ds_config(config)
-        kw.setdefault("results_dir", cfg.results_dir)
-        kw.setdefault("exps_dir", cfg.exps_dir)
+        user_args = kw["launch"].user_args if kw.get("launch") is not None else ()
+        cfg = AutotuneConfig.from_ds_config(config, user_args=user_args)
+        for key, value in (("results_dir", cfg.results_dir), ("exps_dir", cfg.exps_dir),
+                           ("start_profile_step", cfg.start_profile_step),
+                           ("end_profile_step", cfg.end_profile_step),
+                           ("arg_mappings", cfg.arg_mappings), ("reuse", not cfg.overwrite),
+                           ("autotuning", cfg.autotuning)):
+            kw.setdefault(key, value)
         return cls(command, n_gpus=n_gpus, **kw)
 
     def estimate(self, experiment: Experiment) -> MemoryEstimate | None:
         est = getattr(self.estimator, "estimate", None)
         return est(experiment) if est is not None else None
 
-    def _args(self, *, ds_config: Path, metrics: Path, exp_dir: Path, name: str) -> list[str]:
+    def _args(self, *, ds_config: Path, config: Mapping[str, Any], metrics: Path,
+              exp_dir: Path, name: str, port: int) -> list[str]:
+        if self.launch is not None:
+            user = ds.with_config(list(self.launch.user_args), value=ds.encode_config(config))
+            user = ds.apply_arg_mappings(user, mappings=self.arg_mappings, config=config)
+            assert self.resources is not None
+            return ds.experiment_command(self.launch, resources=self.resources,
+                                         master_port=port, user_args=user,
+                                         executable=self.executable)
         fills = {"{metrics_path}": str(metrics), "{exp_dir}": str(exp_dir), "{name}": name}
         args = []
         for a in self.command:
             for k, v in fills.items():
                 a = a.replace(k, v)
             args.append(a)
-        return command_with_config(args, ds_config=str(ds_config))
+        args = ds.apply_arg_mappings(args, mappings=self.arg_mappings, config=config)
+        return ds.with_config(args, value=str(ds_config))
+
+    def _record(self, experiment: Experiment, *, ds_cfg: dict[str, Any], exp_dir: Path,
+                args: list[str], port: int) -> dict[str, Any]:
+        """``exp.json`` with DeepSpeed's keys."""
+        res = self.resources
+        record: dict[str, Any] = {
+            "name": experiment.name, "ds_config": ds_cfg,
+            "num_gpus": res.gpus_per_node if res else self.n_gpus,
+            "num_nodes": res.n_nodes if res else 1,
+            "hostfile": (res.from_hostfile if res and res.from_hostfile else ds.DEFAULT_HOSTFILE),
+            "exp_id": self._count, "result_dir": str(exp_dir), "master_port": port,
+            "ds_config_path": str(exp_dir / ds.DS_CONFIG_JSON),
+            "ds_config_base64": ds.encode_config(ds_cfg),
+            "cmd": args,
+        }
+        if self.launch is not None:
+            i = args.index(str(self.launch.user_script))
+            record.update(launcher_args=args[1:i], user_script=args[i], user_args=args[i + 1:])
+        return record
 
     def run(self, experiment: Experiment) -> Trial:
         exp_dir = (self.results_dir / experiment.name).resolve()
+        if self.reuse and (exp_dir / ds.STDERR_LOG).exists() and not ds.was_interrupted(
+                _text(exp_dir / ds.STDERR_LOG)):
+            done, _ = read_experiment(exp_dir, self.exps_dir)
+            if done is not None:
+                return replace(done, phase=experiment.phase, knobs=dict(experiment.knobs))
         exp_dir.mkdir(parents=True, exist_ok=True)
         self.exps_dir.mkdir(parents=True, exist_ok=True)
-        metrics_path = exp_dir / "metrics.json"
+        metrics_path = exp_dir / ds.METRICS_JSON
         metrics_path.unlink(missing_ok=True)  # never read a previous run's numbers
-        ds = copy.deepcopy(dict(experiment.ds_config))
-        ds["autotuning"] = {
-            "enabled": True, "metric_path": str(metrics_path),
+        port = int(self.launch.option("--master_port") if self.launch else
+                   ds.DEFAULT_MASTER_PORT) + self._count
+        ds_cfg = copy.deepcopy(dict(experiment.ds_config))
+        ds_cfg["autotuning"] = {
             "start_profile_step": self.start_profile_step,
-            "end_profile_step": self.end_profile_step,
+            "end_profile_step": self.end_profile_step, **copy.deepcopy(self.autotuning),
+            "enabled": True, "metric_path": str(metrics_path),
         }
-        cfg_path = exp_dir / "ds_config.json"
-        _dump(cfg_path, ds)
-        args = self._args(ds_config=cfg_path, metrics=metrics_path, exp_dir=exp_dir,
-                          name=experiment.name)
-        record = {
-            "name": experiment.name, "ds_config": ds, "num_gpus": self.n_gpus,
-            "result_dir": str(exp_dir), "cmd": args,
-        }
-        _dump(exp_dir / "exp.json", record)
-        _dump(self.exps_dir / f"{experiment.name}.json", record)
-        (exp_dir / "cmd.txt").write_text(shlex.join(args) + "\n", encoding="utf-8")
+        cfg_path = exp_dir / ds.DS_CONFIG_JSON
+        _dump(cfg_path, ds_cfg)
+        args = self._args(ds_config=cfg_path, config=ds_cfg, metrics=metrics_path,
+                          exp_dir=exp_dir, name=experiment.name, port=port)
+        record = self._record(experiment, ds_cfg=ds_cfg, exp_dir=exp_dir, args=args, port=port)
+        self._count += 1
+        _dump(self.exps_dir / f"{experiment.name}.json",
+              {k: record[k] for k in ("name", "ds_config", "num_gpus", "num_nodes", "hostfile")})
+        _dump(exp_dir / ds.EXP_JSON, record)
+        atomic_write_text(shlex.join(args) + "\n", path=exp_dir / ds.CMD_TXT)
 
         env = dict(os.environ)
         env.update(self.env)
-        out_path, err_path = exp_dir / "stdout.log", exp_dir / "stderr.log"
+        out_path, err_path = exp_dir / ds.STDOUT_LOG, exp_dir / ds.STDERR_LOG
         t0 = time.monotonic()
         common = dict(result_dir=str(exp_dir), command=tuple(args))
         with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -434,6 +528,7 @@ class CommandRunner:
                 rc = proc.wait(timeout=self.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
+                _dump(exp_dir / ds.EXP_JSON, {**record, "exit_code": None, "timed_out": True})
                 return Trial.from_experiment(
                     experiment, status="failed", duration_s=time.monotonic() - t0,
                     error=f"timed out after {self.timeout_s:g} s (killed)", **common)
@@ -441,19 +536,13 @@ class CommandRunner:
                 _kill_group(proc)
                 raise
         duration = time.monotonic() - t0
+        _dump(exp_dir / ds.EXP_JSON, {**record, "exit_code": rc})
         metrics, why = _read_json(metrics_path)
-        if metrics is not None and not isinstance(metrics, dict):
-            metrics, why = None, f"{metrics_path} holds {type(metrics).__name__}, not an object"
-        if rc != 0:
-            last = _tail(err_path) or _tail(out_path)
-            return Trial.from_experiment(
-                experiment, status="failed", metrics=metrics, duration_s=duration,
-                error=f"exit code {rc}" + (f": {last}" if last else ""), **common)
-        if metrics is None:
-            return Trial.from_experiment(experiment, status="failed", duration_s=duration,
-                                         error=f"no usable metrics: {why}", **common)
-        return Trial.from_experiment(experiment, status="ok", metrics=metrics,
-                                     duration_s=duration, **common)
+        status, error = judge(exit_code=rc, stderr=_text(err_path), metrics=metrics,
+                              metrics_why=why, metrics_path=metrics_path)
+        return Trial.from_experiment(
+            experiment, status=status, error=error, duration_s=duration,
+            metrics=metrics if isinstance(metrics, dict) else None, **common)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -475,13 +564,88 @@ def _as_int(v: Any) -> int | None:
     return None
 
 
+def read_experiment(d: Path, exps_dir: Path) -> tuple[Trial | None, str]:
+    """(the trial recorded in experiment folder ``d``, a warning): the trial is ``None``
+    when its config cannot be read; a malformed or partial experiment is a failed trial
+    with a warning.
+
+    Success is judged as for a live run (:func:`judge`): the exit code when the folder
+    records one (simcore's ``exp.json`` does), then ``stderr.log``, then
+    ``metrics.json``; a run that wrote metrics and then crashed is a failure.
+    """
+    name = d.name
+    exp: Any = None
+    problems = []
+    for p in (d / ds.EXP_JSON, exps_dir / f"{name}.json"):
+        if p.exists():
+            exp, why = _read_json(p)
+            if isinstance(exp, dict):
+                break
+            problems.append(why or f"{p} does not hold a JSON object")
+            exp = None
+    cfg: Any = None
+    if (d / ds.DS_CONFIG_JSON).exists():
+        cfg, why = _read_json(d / ds.DS_CONFIG_JSON)
+        if not isinstance(cfg, dict):
+            problems.append(why or f"{ds.DS_CONFIG_JSON} does not hold a JSON object")
+            cfg = None
+    if cfg is None and exp is not None and isinstance(exp.get("ds_config"), dict):
+        cfg = exp["ds_config"]
+    if cfg is None:
+        return None, "; ".join([*problems, f"no readable {ds.DS_CONFIG_JSON} (or ds_config "
+                                           f"in {ds.EXP_JSON}); skipped"])
+    g = _as_int(exp.get("num_gpus")) if exp else None
+    nodes = (_as_int(exp.get("num_nodes")) if exp else None) or 1
+    n_gpus = g * nodes if g else None
+    zero = cfg.get("zero_optimization") or {}
+    stage = _as_int(zero.get("stage", 0)) if isinstance(zero, dict) else None
+    gas = _as_int(cfg.get("gradient_accumulation_steps", 1))
+    mbs = _as_int(cfg.get("train_micro_batch_size_per_gpu"))
+    if mbs is None and _as_int(cfg.get("train_batch_size")) and n_gpus and gas:
+        mbs = cfg["train_batch_size"] // (gas * n_gpus)
+    if stage is None or stage not in (0, 1, 2, 3) or not mbs or not gas:
+        return None, (f"{ds.DS_CONFIG_JSON} lacks a valid zero_optimization.stage, "
+                      "train_micro_batch_size_per_gpu or gradient_accumulation_steps; skipped")
+    cmd_txt = _text(d / ds.CMD_TXT) or None
+    command: tuple[str, ...] = ()
+    if exp and isinstance(exp.get("cmd"), list):
+        command = tuple(a for a in exp["cmd"] if isinstance(a, str))
+    elif cmd_txt:
+        try:
+            command = tuple(shlex.split(cmd_txt))
+        except ValueError:
+            command = ()
+    common: dict[str, Any] = dict(
+        name=name, stage=stage, micro_batch=mbs, grad_accum=gas, ds_config=dict(cfg),
+        knobs={k: v for k, v in zero.items() if k != "stage"}, phase="recorded",
+        result_dir=str(d), command=command)
+    logs = [(d / f).exists() for f in (ds.STDERR_LOG, ds.STDOUT_LOG)]
+    metrics_path = d / ds.METRICS_JSON
+    if not any(logs) and not metrics_path.exists():
+        why = "no metrics.json and no logs (partial experiment)"
+        return Trial(status="failed", error=why, **common), f"{why}; recorded as failed"
+    metrics, why = _read_json(metrics_path)
+    if metrics_path.exists() and not isinstance(metrics, dict):
+        why = why or f"{ds.METRICS_JSON} does not hold a JSON object"
+        return (Trial(status="failed", error=f"malformed metrics: {why}", **common),
+                f"{why}; recorded as failed, never ranked")
+    status, error = judge(exit_code=exp.get("exit_code") if exp else None,
+                          stderr=_text(d / ds.STDERR_LOG), metrics=metrics,
+                          metrics_why="no metrics.json (the run failed)",
+                          metrics_path=metrics_path)
+    if status == "failed" and error.startswith("no usable metrics"):
+        error = _last_line(_text(d / ds.STDERR_LOG)) or "no metrics.json (the run failed)"
+    return Trial(status=status, error=error,  # type: ignore[arg-type]
+                 metrics=metrics if isinstance(metrics, dict) else None, **common), ""
+
+
 class ResultsFolderRunner:
     """Reads the experiments of an existing DeepSpeed autotuning run.
 
     Layout: ``<path>/autotuning_exps/<name>.json`` and
     ``<path>/autotuning_results/<name>/{exp.json, ds_config.json, metrics.json,
-    stdout.log, stderr.log}``. An experiment that ran and failed (logs, no
-    ``metrics.json``) becomes a failed trial; a malformed or partial one also warns
+    stdout.log, stderr.log}``. Each experiment is judged by :func:`read_experiment`;
+    a malformed or partial one becomes a failed trial and warns
     :class:`MalformedExperimentWarning`. Nothing here raises for a bad experiment.
 
     Parameters
@@ -495,116 +659,99 @@ class ResultsFolderRunner:
     Attributes
     ----------
     trials : tuple of Trial
-        Every recorded experiment, by name.
+        Every recorded experiment, by name (DeepSpeed's profiling run left out).
+    metric : str or None
+        The ``autotuning.metric`` the folder was tuned for (from the experiments'
+        configs), ``None`` if none says.
+    mp_size : int
+        Its ``autotuning.mp_size`` (default 1).
+    overwrite : bool
+        False when its configs say ``autotuning.overwrite: false``.
+    user_config : dict or None
+        The user's config as DeepSpeed recorded it in the profiling run
+        (``profile_model_info/ds_config.json``, less DeepSpeed's own overrides: the
+        ZeRO stage, micro-batch, ``memory_breakdown`` and the ``autotuning`` section).
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        results_dir: str = "autotuning_results",
-        exps_dir: str = "autotuning_exps",
+        results_dir: str = ds.RESULTS_DIR,
+        exps_dir: str = ds.EXPS_DIR,
     ) -> None:
         root = Path(path)
+        hint = (f"pass the folder DeepSpeed's autotuner ran in (it holds {exps_dir}/ and "
+                f"{results_dir}/)")
         if not root.is_dir():
-            raise FileNotFoundError(
-                f"no folder {os.fspath(path)!r}; pass the folder DeepSpeed's autotuner ran in "
-                f"(it holds {exps_dir}/ and {results_dir}/)"
-            )
+            raise FileNotFoundError(f"no folder {os.fspath(path)!r}; {hint}")
         if (root / results_dir).is_dir():
             self.results_dir, self.exps_dir = root / results_dir, root / exps_dir
         elif root.name == results_dir or any(
-            (d / "ds_config.json").exists() or (d / "exp.json").exists()
+            (d / ds.DS_CONFIG_JSON).exists() or (d / ds.EXP_JSON).exists()
             for d in root.iterdir() if d.is_dir()
         ):
             self.results_dir, self.exps_dir = root, root.parent / exps_dir
         else:
+            raise FileNotFoundError(f"{os.fspath(path)!r} holds no {results_dir}/ folder; {hint}")
+        foreign = ds.foreign_entries(self.results_dir, kind="results")
+        experiments = [d for d in self.results_dir.iterdir() if d.is_dir()]
+        if foreign and len(foreign) >= len(experiments):
             raise FileNotFoundError(
-                f"{os.fspath(path)!r} holds no {results_dir}/ folder; pass the folder "
-                f"DeepSpeed's autotuner ran in (it holds {exps_dir}/ and {results_dir}/)"
-            )
+                f"{os.fspath(self.results_dir)!r} is not a DeepSpeed autotuning folder: "
+                + ds.FOREIGN_HINT.format(", ".join(foreign[:3])).replace(
+                    "pass another autotuning.results_dir/exps_dir or move them", hint))
         self.path = root
         self.trials: tuple[Trial, ...] = tuple(self._load())
-        gpus = Counter(n for n in self._n_gpus.values() if n)
+        gpus = Counter(self._gpus(t) for t in self.trials if self._gpus(t))
         self.n_gpus: int | None = gpus.most_common(1)[0][0] if gpus else None
+        sections = [t.ds_config.get("autotuning") or {} for t in self.trials]
+        metrics = Counter(a.get("metric") for a in sections if isinstance(a.get("metric"), str))
+        self.metric: str | None = metrics.most_common(1)[0][0] if metrics else None
+        self.overwrite: bool = all(a.get("overwrite", True) is not False for a in sections)
+        mps = Counter(_as_int(a.get("mp_size")) or 1 for a in sections)
+        self.mp_size: int = mps.most_common(1)[0][0] if mps else 1
+        self.user_config = self._profiled_config()
 
     def __repr__(self) -> str:
         return f"ResultsFolderRunner({os.fspath(self.path)!r}, {len(self.trials)} experiments)"
 
-    def _warn(self, name: str, why: str) -> None:
-        warnings.warn(f"experiment {name!r} in {os.fspath(self.path)!r}: {why}",
-                      MalformedExperimentWarning, stacklevel=3)
+    @staticmethod
+    def _gpus(t: Trial) -> int | None:
+        exp, _ = _read_json(Path(t.result_dir or ".") / ds.EXP_JSON)
+        if not isinstance(exp, dict):
+            return None
+        g, nodes = _as_int(exp.get("num_gpus")), _as_int(exp.get("num_nodes")) or 1
+        return g * nodes if g else None
+
+    def _profiled_config(self) -> dict[str, Any] | None:
+        cfg, _ = _read_json(self.results_dir / ds.PROFILE_RUN / ds.DS_CONFIG_JSON)
+        if not isinstance(cfg, dict):
+            return None
+        cfg.pop("autotuning", None)
+        cfg.pop("train_micro_batch_size_per_gpu", None)  # DeepSpeed's profiling value (1)
+        if cfg.get("memory_breakdown") is False:
+            cfg.pop("memory_breakdown")
+        zero = cfg.get("zero_optimization")
+        if isinstance(zero, dict):
+            zero.pop("stage", None)  # DeepSpeed profiles at stage 3, not the user's choice
+        return cfg
 
     def _load(self) -> list[Trial]:
-        self._n_gpus: dict[str, int | None] = {}
         names: set[str] = set()
         if self.exps_dir.is_dir():
             names |= {p.stem for p in self.exps_dir.glob("*.json")}
         names |= {p.name for p in self.results_dir.iterdir() if p.is_dir()}
-        names.discard("profile_model_info")  # DeepSpeed's model-profiling run
+        names.discard(ds.PROFILE_RUN)
         trials = []
         for name in sorted(names):
-            t = self._load_one(name)
+            t, why = read_experiment(self.results_dir / name, self.exps_dir)
+            if why:
+                warnings.warn(f"experiment {name!r} in {os.fspath(self.path)!r}: {why}",
+                              MalformedExperimentWarning, stacklevel=3)
             if t is not None:
                 trials.append(t)
         return trials
-
-    def _load_one(self, name: str) -> Trial | None:
-        d = self.results_dir / name
-        exp: Any = None
-        for p in (d / "exp.json", self.exps_dir / f"{name}.json"):
-            if p.exists():
-                exp, why = _read_json(p)
-                if exp is None or not isinstance(exp, dict):
-                    self._warn(name, why or f"{p} does not hold a JSON object")
-                    exp = None
-                    continue
-                break
-        ds: Any = None
-        if (d / "ds_config.json").exists():
-            ds, why = _read_json(d / "ds_config.json")
-            if not isinstance(ds, dict):
-                self._warn(name, why or "ds_config.json does not hold a JSON object")
-                ds = None
-        if ds is None and exp is not None and isinstance(exp.get("ds_config"), dict):
-            ds = exp["ds_config"]
-        if ds is None:
-            self._warn(name, "no readable ds_config.json (or ds_config in exp.json); skipped")
-            return None
-        n_gpus = None
-        if exp is not None:
-            g, nodes = _as_int(exp.get("num_gpus")), _as_int(exp.get("num_nodes")) or 1
-            n_gpus = g * nodes if g else None
-        self._n_gpus[name] = n_gpus
-        zero = ds.get("zero_optimization") or {}
-        stage = _as_int(zero.get("stage", 0)) if isinstance(zero, dict) else None
-        gas = _as_int(ds.get("gradient_accumulation_steps", 1))
-        mbs = _as_int(ds.get("train_micro_batch_size_per_gpu"))
-        if mbs is None and _as_int(ds.get("train_batch_size")) and n_gpus and gas:
-            mbs = ds["train_batch_size"] // (gas * n_gpus)
-        if stage is None or stage not in (0, 1, 2, 3) or not mbs or not gas:
-            self._warn(name, "ds_config lacks a valid zero_optimization.stage, "
-                             "train_micro_batch_size_per_gpu or gradient_accumulation_steps; skipped")
-            return None
-        clean = {k: v for k, v in ds.items() if k != "autotuning"}
-        knobs = {k: v for k, v in zero.items() if k != "stage"}
-        common: dict[str, Any] = dict(name=name, stage=stage, micro_batch=mbs, grad_accum=gas,
-                      ds_config=clean, knobs=knobs, phase="recorded", result_dir=str(d),
-                      command=_recorded_command(exp, d))
-        metrics_path = d / "metrics.json"
-        if metrics_path.exists():
-            metrics, why = _read_json(metrics_path)
-            if not isinstance(metrics, dict):
-                why = why or "metrics.json does not hold a JSON object"
-                self._warn(name, f"{why}; recorded as failed, never ranked")
-                return Trial(status="failed", error=f"malformed metrics: {why}", **common)
-            return Trial(status="ok", metrics=metrics, **common)
-        err = _tail(d / "stderr.log")
-        if (d / "stderr.log").exists() or (d / "stdout.log").exists():
-            return Trial(status="failed", error=err or "no metrics.json (the run failed)",
-                         **common)
-        self._warn(name, "no metrics.json and no logs (partial experiment); recorded as failed")
-        return Trial(status="failed", error="partial experiment: no metrics.json", **common)
 
     def run(self, experiment: Experiment) -> Trial:
         """The recorded trial with the experiment's stage, micro-batch, accumulation and
@@ -620,20 +767,3 @@ class ResultsFolderRunner:
         return Trial.from_experiment(
             experiment, status="failed",
             error=f"not recorded in {os.fspath(self.results_dir)!r}")
-
-
-def _recorded_command(exp: Mapping[str, Any] | None, d: Path) -> tuple[str, ...]:
-    """DeepSpeed's command of a recorded experiment (exp.json fields or cmd.txt)."""
-    if exp:
-        cmd = exp.get("cmd")
-        if isinstance(cmd, list) and all(isinstance(a, str) for a in cmd):
-            return tuple(cmd)
-        script = exp.get("user_script")
-        if isinstance(script, str):
-            launcher = [a for a in exp.get("launcher_args") or [] if isinstance(a, str)]
-            user = [a for a in exp.get("user_args") or [] if isinstance(a, str)]
-            return ("deepspeed", *launcher, script, *user)
-    try:
-        return tuple(shlex.split((d / "cmd.txt").read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return ()

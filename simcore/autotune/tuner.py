@@ -20,49 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..metrics import get_metric, metric_is_better, select_best
+from . import deepspeed as ds
 from .config import AutotuneConfig, AutotuneConfigError
+from .deepspeed import ZERO_STAGES, StageSpec
 from .results import Experiment, Trial, TuneResult, experiment_name
 from .runners import MemoryEstimate, ResultsFolderRunner, SimulatorRunner, _gb
 
 __all__ = ["ZERO_STAGES", "Autotuner", "StageSpec", "rank"]
-
-_M = 1_000_000
-
-
-@dataclass(frozen=True)
-class StageSpec:
-    """One row of the stage table: a ZeRO stage and the knobs full mode tunes for it."""
-
-    stage: int
-    partitions: str
-    space: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
-
-
-#: The stage table the tuner loops over once (DeepSpeed's ZeRO stages and tuning knobs).
-ZERO_STAGES: tuple[StageSpec, ...] = (
-    StageSpec(0, "nothing"),
-    StageSpec(1, "optimizer states", {
-        "reduce_bucket_size": (50 * _M, 500 * _M),
-        "allgather_bucket_size": (50 * _M, 500 * _M),
-    }),
-    StageSpec(2, "optimizer states and gradients", {
-        "overlap_comm": (True, False),
-        "reduce_bucket_size": (50 * _M, 500 * _M),
-        "allgather_bucket_size": (50 * _M, 500 * _M),
-    }),
-    StageSpec(3, "optimizer states, gradients and parameters", {
-        "overlap_comm": (True, False),
-        "reduce_bucket_size": (50 * _M, 500 * _M),
-        "stage3_prefetch_bucket_size": (50 * _M, 500 * _M),
-    }),
-)
 
 Point = tuple[int, tuple[tuple[str, Any], ...]]  # (micro_batch, sorted knob items)
 
@@ -157,8 +129,11 @@ class Autotuner:
         ``enabled, fast, metric, tuner_type, tuner_num_trials, tuner_early_stopping,
         min_train_micro_batch_size_per_gpu, max_train_micro_batch_size_per_gpu,
         max_train_batch_size, num_tuning_micro_batch_sizes, results_dir, exps_dir,
-        mp_size``). ``zero_optimization.stage`` may be an int, a list or ``"all"``
-        (default); the user's other ``zero_optimization`` keys are kept fixed.
+        mp_size``...; every documented key is honoured or warned about by name).
+        ``zero_optimization.stage`` may be an int, a list or ``"all"``; without it only
+        stage 0 is tuned, as DeepSpeed does. The user's other ``zero_optimization`` keys
+        are kept fixed, lists among them are tuned (full mode) or their first value used
+        (fast mode).
     runner : runner, optional
         :class:`SimulatorRunner` (default), :class:`CommandRunner`,
         :class:`ResultsFolderRunner` or any object with ``n_gpus`` and ``run``.
@@ -168,6 +143,10 @@ class Autotuner:
         Seed of the random and model-based tuners.
     command : sequence of str, optional
         Training command for ``cmd_optimal.txt`` (default: the runner's command).
+    launch, resources : optional
+        The DeepSpeed launch (:func:`simcore.autotune.deepspeed.parse_launcher_args`) and
+        its resources: ``cmd_optimal.txt`` keeps the user's launcher options and script
+        arguments, and ``"auto"`` values are resolved from those arguments.
 
     Notes
     -----
@@ -191,8 +170,14 @@ class Autotuner:
         n_gpus: int | None = None,
         seed: int = 0,
         command: Sequence[str] | None = None,
+        launch: ds.LaunchSpec | None = None,
+        resources: ds.Resources | None = None,
     ) -> None:
-        self.config = AutotuneConfig.from_ds_config(config)
+        self.launch = launch if launch is not None else getattr(runner, "launch", None)
+        self.resources = (resources if resources is not None
+                          else getattr(runner, "resources", None))
+        user_args = self.launch.user_args if self.launch is not None else ()
+        self.config = AutotuneConfig.from_ds_config(config, user_args=user_args)
         self.runner = runner if runner is not None else SimulatorRunner()
         if not callable(getattr(self.runner, "run", None)):
             raise TypeError(
@@ -243,6 +228,10 @@ class Autotuner:
         """Allowed (micro_batch, grad_accum) pairs, ascending, or ([], reason)."""
         c = self.config
         lo, hi = c.min_micro_batch, c.max_micro_batch
+        if c.micro_batches is not None:  # a list in the config: exactly these (DeepSpeed)
+            return [(m, c.grad_accum) for m in c.micro_batches], ""
+        if c.min_train_batch_size > 1:  # global batch >= min_train_batch_size
+            lo = max(lo, -(-c.min_train_batch_size // (c.grad_accum * self.dp)))
         if c.train_batch_size is not None:
             per_rank = c.train_batch_size // self.dp
             pairs = [(m, per_rank // m) for m in range(lo, min(hi, per_rank) + 1)
@@ -263,16 +252,17 @@ class Autotuner:
 
     def _experiment(self, spec: StageSpec, micro_batch: int, grad_accum: int,
                     knobs: Mapping[str, Any], *, phase: str) -> Experiment:
-        ds = dict(self.config.ds_config)
-        ds["zero_optimization"] = {"stage": spec.stage, **self.config.zero_fixed, **knobs}
-        ds["train_micro_batch_size_per_gpu"] = micro_batch
-        ds["gradient_accumulation_steps"] = grad_accum
-        if self.config.train_batch_size is not None:
-            ds["train_batch_size"] = micro_batch * grad_accum * self.dp
+        c = self.config
+        cfg = dict(c.ds_config)
+        first = {k: v[0] for k, v in c.zero_space.items()}  # fast mode: DeepSpeed's choice
+        cfg["zero_optimization"] = {"stage": spec.stage, **c.zero_fixed, **first, **knobs}
+        cfg["train_micro_batch_size_per_gpu"] = micro_batch
+        cfg["gradient_accumulation_steps"] = grad_accum
+        cfg["train_batch_size"] = micro_batch * grad_accum * self.dp  # DeepSpeed sets it
         return Experiment(
             name=experiment_name(spec.stage, micro_batch=micro_batch, grad_accum=grad_accum,
                                  knobs=knobs),
-            stage=spec.stage, micro_batch=micro_batch, grad_accum=grad_accum, ds_config=ds,
+            stage=spec.stage, micro_batch=micro_batch, grad_accum=grad_accum, ds_config=cfg,
             knobs=dict(knobs), n_gpus=self.n_gpus, mp=self.config.mp_size, phase=phase,
         )
 
@@ -345,6 +335,7 @@ class Autotuner:
         if self.config.fast:
             return [{}]
         space = {k: v for k, v in spec.space.items() if k not in self.config.zero_fixed}
+        space.update(self.config.zero_space)  # the user's tuning lists
         keys = sorted(space)
         return [dict(zip(keys, combo, strict=True))
                 for combo in itertools.product(*(space[k] for k in keys))]
@@ -426,18 +417,21 @@ class Autotuner:
         ends = [pairs[0], pairs[-1]] if bounded else [pairs[0]]
         exps = [self._experiment(spec, m, g, {}, phase="probe") for m, g in ends]
         knobs = self._knob_grid(spec)
-        exps += [self._experiment(spec, m, g, k, phase="tune")
-                 for m, g in self._tuning_pairs(pairs) for k in knobs]
+        tuned = pairs if self.config.micro_batches is not None else self._tuning_pairs(pairs)
+        exps += [self._experiment(spec, m, g, k, phase="tune") for m, g in tuned for k in knobs]
         return exps
 
     def _tune_stage(self, spec: StageSpec) -> tuple[float | None, str]:
         pairs, bounded, why = self._stage_pairs(spec)
         if not pairs:
             return None, why
-        top, why = self._find_max(spec, pairs, bounded)
-        if top is None:
-            return None, why
-        self._search(spec, self._tuning_pairs(pairs[: top + 1]))
+        if self.config.micro_batches is not None:  # the user's list: run it, no probing
+            self._search(spec, pairs)
+        else:
+            top, why = self._find_max(spec, pairs, bounded)
+            if top is None:
+                return None, why
+            self._search(spec, self._tuning_pairs(pairs[: top + 1]))
         metric = self.metric
         stage_trials = [t for t in self._trials if t.stage == spec.stage]
         _, value = select_best(stage_trials, metric, value=lambda t: t.value(metric))
@@ -457,7 +451,13 @@ class Autotuner:
         >>> r.best is None, r.stage_values[0] is None
         (True, True)
         """
+        import time
+
+        t0 = time.monotonic()
         self._trials, self._cache, self._notes = [], {}, []
+        if self.config.stage_defaulted:
+            self._notes.append('no zero_optimization.stage: tuning ZeRO stage 0 only, as '
+                               'DeepSpeed does; set "stage": "all" (or a list) to try more')
         metric = self.metric
         stage_values: dict[int, float | None] = {}
         skipped: dict[int, str] = {}
@@ -489,22 +489,31 @@ class Autotuner:
             self._trials, metric=metric, stage_values=stage_values, skipped=skipped,
             base_config=self.config.ds_config, n_gpus=self.n_gpus, mp=self.config.mp_size,
             notes=tuple(self._notes), command=self.command,
-            results_dir=self.config.results_dir,
+            results_dir=self.config.results_dir, launch=self.launch, resources=self.resources,
+            arg_mappings=self.config.arg_mappings, duration_s=time.monotonic() - t0,
         )
 
 
 def rank(
     path: str | os.PathLike[str],
     *,
-    metric: str = "throughput",
+    metric: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
+    user_config: Mapping[str, Any] | str | os.PathLike[str] | None = None,
 ) -> TuneResult:
     """Re-rank an existing DeepSpeed autotuning folder with the correct direction.
 
-    Reads ``<path>/autotuning_exps`` and ``<path>/autotuning_results`` (malformed
-    experiments warn :class:`MalformedExperimentWarning` and never win), picks the best
-    successful experiment with :func:`simcore.metrics.select_best`, and, with
-    ``out_dir``, writes ``ds_config_optimal.json`` and ``cmd_optimal.txt`` there.
+    Reads ``<path>/autotuning_exps`` and ``<path>/autotuning_results``: a run that
+    crashed (non-zero exit, an error in ``stderr.log``) never wins even if it wrote
+    ``metrics.json``, and malformed experiments warn
+    :class:`MalformedExperimentWarning`. ``metric`` defaults to the one the folder
+    was tuned for (its configs' ``autotuning.metric``), else ``throughput``. The
+    optimal config is the user's (``user_config``, else the one DeepSpeed recorded
+    in ``profile_model_info/ds_config.json``) with the winner's ZeRO stage and batch
+    sizes, so the user's ZeRO settings are kept; ``train_batch_size`` is the
+    winner's (it counts ``mp_size``). With ``out_dir``, ``ds_config_optimal.json``,
+    ``cmd_optimal.txt`` (the winner's launch; HF's ``--deepspeed`` kept) and
+    ``summary.txt`` are written there.
 
     Examples
     --------
@@ -520,8 +529,12 @@ def rank(
     ...     rank(d, metric="latency").best.name
     'z1_gas1_tmbspg2'
     """
-    get_metric(metric)
+    from .config import load_ds_config
+
     runner = ResultsFolderRunner(path)
+    if metric is None:
+        metric = runner.metric or "throughput"
+    get_metric(metric)
     trials = runner.trials
     best, _ = select_best(trials, metric, value=lambda t: t.value(metric))
     stage_values: dict[int, float | None] = {}
@@ -533,11 +546,25 @@ def rank(
         if v is None:
             skipped[s] = f"no successful experiment reported {metric!r}"
     notes = () if trials else (f"no experiments found in {os.fspath(path)!r}",)
+    if user_config is not None:
+        base: Mapping[str, Any] = load_ds_config(user_config)
+    elif runner.user_config is not None:
+        base = runner.user_config
+    else:
+        base = dict(best.ds_config) if best is not None else {}
+    exp = None
+    if best is not None and best.result_dir:
+        found = Path(best.result_dir) / ds.EXP_JSON
+        exp = json.loads(found.read_text()) if found.exists() else None
+    launch = ds.spec_from_recorded(exp if isinstance(exp, dict) else None,
+                                   " ".join(best.command) if best is not None else None)
+    mappings = (best.ds_config.get("autotuning") or {}).get("arg_mappings") if best else None
     result = TuneResult.from_trials(
         trials, metric=metric, stage_values=stage_values, skipped=skipped,
-        base_config=dict(best.ds_config) if best is not None else {},
-        n_gpus=runner.n_gpus, notes=notes,
-        command=best.command if best is not None else (),
+        base_config=base, n_gpus=runner.n_gpus, mp=runner.mp_size, notes=notes,
+        command=best.command if best is not None else (), launch=launch,
+        arg_mappings=mappings if isinstance(mappings, dict) else None,
+        overwrite=runner.overwrite,
     )
     if out_dir is not None:
         result.write(out_dir)
