@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DTYPE_BYTES",
     "HW_KNOBS",
     "MODES",
     "Efficiency",
@@ -34,6 +35,9 @@ HW_KNOBS: tuple[str, ...] = (
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
+
+#: Bytes per element of the inference dtypes (``Workload.weight_dtype`` etc.).
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
 def _positive(owner: str, name: str, value: Any, *, integer: bool = False) -> None:
@@ -267,6 +271,15 @@ class Workload:
     precision : {"fp16", "bf16", "fp32"}
         Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
         bf16/fp32: 16N). fp32 also halves the usable matmul peak.
+    weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
+        Inference only: storage dtype of the weights, dtype of activations / matmul
+        inputs (and so of every message on the wire), and of the KV cache. ``""`` keeps
+        the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
+        is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
+        the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
+    cuda_graphs : bool
+        Inference only: decode steps replayed as CUDA graphs, which lowers the
+        framework's per-step floor (``Efficiency.step_overhead_ns``) to a quarter.
 
     Examples
     --------
@@ -286,8 +299,22 @@ class Workload:
     zero_stage: int = 0
     grad_bytes: int = 4
     precision: str = "fp16"
+    weight_dtype: str = ""
+    act_dtype: str = ""
+    kv_dtype: str = ""
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
+        for f in ("weight_dtype", "act_dtype", "kv_dtype"):
+            v = getattr(self, f)
+            if v not in DTYPE_BYTES and v != "":
+                raise ValueError(f"Workload.{f}={v!r} is unknown; pass one of {list(DTYPE_BYTES)} "
+                                 "or '' for the model's own precision")
+        if self.act_dtype == "int4":
+            raise ValueError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
+                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
+        if not isinstance(self.cuda_graphs, bool):
+            raise ValueError(f"Workload.cuda_graphs must be True or False, got {self.cuda_graphs!r}")
         if self.mode not in MODES:
             raise ValueError(f"Workload.mode={self.mode!r} is unknown; pass one of {list(MODES)}")
         _positive("Workload", "micro_batch", self.micro_batch, integer=True)
@@ -328,6 +355,12 @@ class Workload:
     @property
     def seq_len(self) -> int:
         return self.s_kv
+
+    def dtype_bytes(self, field_name: str) -> float:
+        """Bytes per element of ``weight_dtype``, ``act_dtype`` or ``kv_dtype`` (0 = the
+        model's own precision)."""
+        v = getattr(self, field_name)
+        return DTYPE_BYTES[v] if v else 0.0
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,10 @@ def test_validate__engine_defaults_are_the_fit(rows):
 
 def test_fitted_efficiency__physically_plausible():
     for f in fields(Efficiency):
-        assert 0.3 <= getattr(FITTED_EFFICIENCY, f.name) <= 0.95, f.name
+        v = getattr(FITTED_EFFICIENCY, f.name)
+        if v is None or f.name.endswith("_ns"):  # unset tier/attention factors; times
+            continue
+        assert 0.3 <= v <= 0.95, f.name
 
 
 def test_fast_predictor__matches_predict():

@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     refs = {m.id: m.ref for m in (*MEASUREMENTS, *UNMODELLED)}
     gaps = validate(UNMODELLED, efficiency=eff, kinds=args.kind) if args.unmodelled else []
     print(f"simcore vs {len(rows)} public measurements, efficiency "
-          + ", ".join(f"{f}={getattr(eff, f):g}" for f in _FACTORS), file=notes)
+          + ", ".join(f"{f}={getattr(eff, f):g}" for f in _FACTORS
+                      if getattr(eff, f) is not None), file=notes)
     if machine:
         emit_rows(_rows(rows, refs, modelled=True) + _rows(gaps, refs, modelled=False),
                   COLUMNS, args.format, args.out)
