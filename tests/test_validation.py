@@ -265,3 +265,20 @@ def test_cli_validate__csv_to_out_file(tmp_path, capsys):
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == [w.id for w in validate(kinds=["decode"])]
     assert {"measured", "predicted", "unit", "error_pct", "ref", "source"} <= set(rows[0])
+
+
+def test_infer_measurements__enough_cited_points_that_predict():
+    import math
+
+    from simcore.validation.data_infer import INFER_MEASUREMENTS, load_infer_measurements
+
+    pts = INFER_MEASUREMENTS
+    assert len(pts) >= 30 and len({p.ref for p in pts}) >= 6
+    assert len({p.id for p in pts}) == len(pts)
+    assert all(p.source and "json id" in p.notes for p in pts)
+    assert {p.kind for p in pts} == {"prefill", "decode"}
+    assert any(p.workload.act_dtype == "fp8" for p in pts)
+    preds = fast_predictor(pts)(FITTED_EFFICIENCY)
+    assert all(math.isfinite(v) and v > 0 for v in preds)
+    _, skipped = load_infer_measurements()
+    assert skipped and all(why for _, why in skipped)

@@ -38,6 +38,8 @@ METRICS: dict[str, dict[str, float]] = {
     "latency": {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9},
     # achieved TFLOP/s per GPU, FLOPs counted with Narayanan et al. 2021, Eq. 3
     "megatron_tflops_per_gpu": {"TFLOP/s": 1e12},
+    # decode only: output tokens per second of the whole system (batch / time per token)
+    "output_tokens_per_s": {"tok/s": 1.0},
 }
 
 
@@ -148,6 +150,9 @@ class Measurement:
         if self.metric == "megatron_tflops_per_gpu" and self.kind != "train":
             raise ValueError(f"{where}: metric 'megatron_tflops_per_gpu' is for training "
                              "runs; use metric 'latency' for prefill/decode")
+        if self.metric == "output_tokens_per_s" and self.kind != "decode":
+            raise ValueError(f"{where}: metric 'output_tokens_per_s' is for decode runs; use "
+                             "metric 'latency' for prefill (TTFT)")
         if self.unit not in METRICS[self.metric]:
             raise ValueError(f"{where}: unit={self.unit!r} does not fit metric "
                              f"{self.metric!r}; pass one of {list(METRICS[self.metric])}")
@@ -214,6 +219,8 @@ class Measurement:
         """Convert a predicted latency (ns) into this measurement's metric and unit."""
         if self.metric == "latency":
             return latency_ns / METRICS["latency"][self.unit]
+        if self.metric == "output_tokens_per_s":
+            return self.workload.batch / (latency_ns * 1e-9) / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 
