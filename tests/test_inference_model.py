@@ -13,7 +13,9 @@ from simcore.specs import Efficiency, Workload
 
 
 def _one(model, wl, fam=None, eff=None, **lay):
-    space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp")}
+    space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp", "ep")}
+    space.update(kv_shard_mode=("head",), ffn_shard_scope=("TP",), tp_placement=("inner",),
+                 cp_placement=("inner",), cp_ring_variant=("qoml",))
     ds = evaluate(get_model(model), wl, space=space, family=fam, efficiency=eff or Efficiency())
     return {v: float(ds[v].values.ravel()[0]) for v in ds.data_vars}
 
@@ -137,3 +139,32 @@ def test_reported_flops__no_embedding_head_only_for_logits():
     attn = 4 * m.n_layers * 2048 * 2048 * (1 - 2047 / 4096) * m.n_heads * m.head_dim
     assert c["model_flops"] == pytest.approx(2 * body * 2048 + 2 * m.d_model * m.vocab_size + attn)
     assert np.isfinite(c["model_flops"])
+
+
+def test_expert_parallel__layout_dim_masks_and_costs():
+    from simcore.kernels import inference_ref as ref
+
+    wl = Workload("decode", batch=64, s_kv=4096)
+    fam = get_family("H100-SXM")
+    space = {"cp": (1,), "tp": (8,), "pp": (1,), "dp": (1,), "ep": (1, 2, 4, 8, 3),
+             "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",), "tp_placement": ("inner",),
+             "cp_placement": ("inner",), "cp_ring_variant": ("qoml",)}
+    ds = evaluate(get_model("Mixtral 8x7B"), wl, space=space, family=fam, efficiency=Efficiency())
+    valid = ds.valid.values.ravel()
+    assert valid.tolist() == [True, True, True, True, False]  # 3 divides neither 8 experts nor 8
+    dense = evaluate(get_model("Llama 3.1 8B"), wl, space=space, family=fam)
+    assert dense.valid.values.ravel().tolist() == [True, False, False, False, False]
+    # EP8: each device holds one whole expert; weights per device drop vs TP8 only by the
+    # router/attention share, the FFN all-reduce becomes dispatch + combine all-to-all
+    w = ds.mem_weights_bytes.values.ravel()
+    assert w[3] == pytest.approx(w[0], rel=1e-6)
+    m = get_model("Mixtral 8x7B")
+    for ep in (2, 8):
+        got = _one(m, wl, fam, tp=8, ep=ep)
+        want = ref.evaluate_point(m, wl, fam.hardware, fam.topology, Efficiency(),
+                                  ref.Layout(tp=8, ep=ep))
+        assert got["latency_ns"] == pytest.approx(want["latency_ns"], rel=1e-9)
+    # EP over DP replicas: experts no longer replicated per replica
+    r = _one(m, wl, fam, tp=2, dp=4, ep=8)
+    r1 = _one(m, wl, fam, tp=2, dp=4)
+    assert r["mem_weights_bytes"] < 0.4 * r1["mem_weights_bytes"]

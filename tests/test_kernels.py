@@ -78,6 +78,7 @@ pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
     cp=pow2, tp=pow2, pp=st.sampled_from([1, 2, 3, 4, 8]), dp=st.sampled_from([1, 2, 3, 4, 8]),
+    ep=st.sampled_from([1, 1, 2, 4, 8]),
     **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
 )
 

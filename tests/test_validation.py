@@ -138,7 +138,7 @@ def _base(**kw):
     ({"unit": "hours"}, "unit='hours'"),
     ({"measured": 0.0}, "measured must be a number > 0"),
     ({"measured": float("nan")}, "measured must be a number > 0"),
-    ({"layout": (("ep", 2),)}, "unknown or repeated"),
+    ({"layout": (("sp", 2),)}, "unknown or repeated"),
     ({"layout": (("tp", 2), ("tp", 4))}, "unknown or repeated"),
     ({"layout": (("tp", 0),)}, "must be a positive integer"),
     ({"layout": "tp4"}, "layout must be"),
@@ -153,7 +153,7 @@ def test_measurement__rejects_bad_fields(kw, match):
 
 def test_measurement__layout_mapping_accepted_and_defaults():
     m = _base(layout={"tp": 2})
-    assert m.layout == (("tp", 2),) and m.layout_dict == {"cp": 1, "tp": 2, "pp": 1, "dp": 1}
+    assert m.layout == (("tp", 2),) and m.layout_dict == {"cp": 1, "tp": 2, "pp": 1, "dp": 1, "ep": 1}
     assert m.n_devices == 2 and m.layout_label == "TP2 PP1 DP1"
     assert _base(layout={"cp": 2, "tp": 2}).layout_label == "CP2 TP2 PP1 DP1"
 

@@ -25,7 +25,8 @@ import math
 import numpy as np
 
 from ._numba import jit, prange
-from .collectives import allgather_factor, allreduce_factor, allreduce_hier, tier_of
+from .collectives import (allgather_factor, allreduce_factor, allreduce_hier, phase_steps,
+                          tier_of)
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
@@ -87,6 +88,9 @@ _OPS_MOE = 4.0
 _OPS_STEP = 4.0
 #: share of the framework's per-step floor left when decode steps replay CUDA graphs
 _GRAPH_FLOOR = 0.25
+#: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
+#: tokens over the mean (GShard / Switch capacity factor)
+_EP_CAPACITY = 1.25
 
 
 @jit()
@@ -100,6 +104,7 @@ def _coeff_row(lay, mp, wp, topo, out):
     tpp = lay[LAYOUT.tp_placement]
     cpp = lay[LAYOUT.cp_placement]
     ring = lay[LAYOUT.cp_ring_variant]
+    ep = lay[LAYOUT.ep]
 
     L = mp.n_layers
     d = mp.d_model
@@ -195,18 +200,34 @@ def _coeff_row(lay, mp, wp, topo, out):
         b_core = kv_layer * (1.0 + fcp * causal) + qo_traffic
 
     wide_ffn = ffs == 1 and cp > 1
+    # expert parallelism: the experts split over ep of the stage's TP x DP devices (each
+    # expert sharded over mtp = tp·dp/ep of them); needs an MoE model, ep | experts, ep |
+    # tp·dp, and the FFN sharded by TP only
+    fep = float(ep)
+    use_ep = ep > 1
+    if use_ep:
+        valid = (valid and E > 1.0 and int(E) % ep == 0 and (tp * dp) % ep == 0
+                 and not wide_ffn)
     if wide_ffn:
         shard = ftp * fcp
         ffn_tokens = T_rep
     else:
         shard = ftp
         ffn_tokens = T_lin
-    f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard / rate
     if E > 1.0:  # expected experts touched by ffn_tokens tokens under uniform top-k routing
         touched = E * (1.0 - (1.0 - k / E) ** ffn_tokens)
     else:
         touched = 1.0
-    ffn_read = (touched * mp.expert_params + mp.router_params) / shard
+    if use_ep:
+        mtp = ftp * dp / fep
+        t_grp = T_lin * dp  # the DP replicas' tokens meet in the MoE layer
+        f_ffn = 2.0 * T_lin * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / rate
+        local = (E / fep) * (1.0 - (1.0 - k / E) ** t_grp)
+        ffn_read = local * mp.expert_params / mtp + mp.router_params / ftp
+    else:
+        mtp = shard
+        f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard / rate
+        ffn_read = (touched * mp.expert_params + mp.router_params) / shard
     b_ffn = ffn_read * bw + ffn_tokens * d * ba * 2.0
     # residual adds + norms outside the GEMMs: read and write the hidden state twice
     b_elem = 4.0 * T_lin * d * ba
@@ -232,6 +253,19 @@ def _coeff_row(lay, mp, wp, topo, out):
         if not decode:  # gather the replica's tokens across CP first
             add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * ba,
                      (fcp - 1.0) * _alpha(topo, tier_cp))
+            n_ops += 1.0
+    elif use_ep:
+        # dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
+        # slice of the replica's tokens, k copies, (ep-1)/ep of them off the device; then
+        # the TP ranks all-gather their slices' outputs
+        span_ep = max(tp * strides[0], dp * strides[3]) if dp > 1 else tp * strides[0]
+        tier_ep = tier_of(span_ep, cube, sip)
+        a2a = T_lin / ftp * k * d * ba * (fep - 1.0) / fep
+        add_comm(acc, tier_ep, 2.0 * a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))
+        n_ops += 2.0
+        if tp > 1:
+            add_comm(acc, tier_tp, allgather_factor(ftp) * act,
+                     phase_steps(ftp) * _alpha(topo, tier_tp))
             n_ops += 1.0
     elif tp > 1:
         allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2)
@@ -280,6 +314,8 @@ def _coeff_row(lay, mp, wp, topo, out):
 
     # -- memory per device ---------------------------------------------------------------
     ffn_w = mp.ffn_params / shard
+    if use_ep:
+        ffn_w = (E / fep) * mp.expert_params / mtp + mp.router_params / ftp
     w_layer = (attn_w + ffn_w + mp.norm_params) * bw
     emb = mp.embedding_params * bw / ftp
     if pp > 1:

@@ -26,6 +26,7 @@ class Layout:
     tp_placement: str = "inner"
     cp_placement: str = "inner"
     cp_ring_variant: str = "qoml"
+    ep: int = 1
 
 
 def _strides(lay: Layout) -> dict[str, int]:
@@ -50,6 +51,11 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
         return False
     if lay.cp > workload.s_kv:
         return False
+    if lay.ep > 1:  # experts over ep of the TP x DP devices; not with the TP+CP FFN
+        if model.n_experts == 1 or model.n_experts % lay.ep or (lay.tp * lay.dp) % lay.ep:
+            return False
+        if lay.ffn_shard_scope == "TP+CP" and lay.cp > 1:
+            return False
     kvh = model.n_kv_heads
     if lay.kv_shard_mode == "head":
         return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
@@ -138,10 +144,23 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     else:
         experts_read = 1
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
-    ops["ffn"] = (
-        2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-        (experts_read * model.expert_params + router) / ffn_ranks * wb + 2 * ffn_tokens * d * ab,
-    )
+    ep = lay.ep
+    if ep > 1:
+        ranks_per_expert = tp * dp / ep
+        routed = model.top_k * model.expert_params * 1.25  # busiest rank: capacity 1.25
+        p_idle = 1 - model.top_k / model.n_experts
+        mine = model.n_experts / ep * (1 - p_idle ** (tokens_local * dp))
+        ops["ffn"] = (
+            2 * tokens_local * (routed + router) / tp,
+            (mine * model.expert_params / ranks_per_expert + router / tp) * wb
+            + 2 * tokens_local * d * ab,
+        )
+    else:
+        ops["ffn"] = (
+            2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
+            (experts_read * model.expert_params + router) / ffn_ranks * wb
+            + 2 * ffn_tokens * d * ab,
+        )
     head = (2 * replica_batch * d * model.vocab_size / tp,
             model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
     elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
@@ -166,6 +185,16 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         launches += 1
         if not decode:
             comm += coll.allgather_ns(tokens_replica * d * ab, cp, *cp_link)
+            launches += 1
+    elif ep > 1:
+        ep_span = max(tp * strides["tp"], dp * strides["dp"]) if dp > 1 else tp * strides["tp"]
+        ep_bw, ep_alpha = link[tier(ep_span)]
+        sent = tokens_local / tp * model.top_k * d * ab * (ep - 1) / ep
+        comm += 2 * (sent / ep_bw + coll.phase_steps(ep) * ep_alpha)  # dispatch + combine
+        launches += 2
+        if tp > 1:
+            comm += ((tp - 1) / tp * act / tp_link[0]
+                     + coll.phase_steps(tp) * tp_link[1])
             launches += 1
     elif tp > 1:
         comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
@@ -214,6 +243,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     # memory per device
     ffn_weights = model.ffn_params_per_layer / ffn_ranks
+    if ep > 1:
+        ffn_weights = model.n_experts / ep * model.expert_params / (tp * dp / ep) + router / tp
     layer_bytes = (attn_weights + ffn_weights + model.norm_params_per_layer) * wb
     emb = (model.vocab_size * d * wb / tp) if pp > 1 else (
         model.vocab_size * d * (1 if model.tied_embeddings else 2) * wb / tp)

@@ -156,6 +156,7 @@ class _LayoutCols(NamedTuple):
     tp_placement: int
     cp_placement: int
     cp_ring_variant: int
+    ep: int
 
 
 #: Column of each layout dim in an integer layout row (the order of

@@ -29,7 +29,7 @@ KINDS: tuple[str, ...] = ("train", "prefill", "decode")
 
 #: Parallel dims a measurement's layout may set (the rest of the layout is fixed, see
 #: :meth:`Measurement.space`).
-LAYOUT_DIMS: tuple[str, ...] = ("cp", "tp", "pp", "dp")
+LAYOUT_DIMS: tuple[str, ...] = ("cp", "tp", "pp", "dp", "ep")
 
 #: Metric name → units it may be reported in (value of one unit in the engine's base unit:
 #: nanoseconds for ``latency``, FLOP/s for ``megatron_tflops_per_gpu``).
@@ -82,7 +82,8 @@ class Measurement:
     family : HardwareFamily
         The hardware (data-sheet knobs) and its topology.
     layout : tuple of (dim, size) pairs
-        The measured parallel layout over ``cp``, ``tp``, ``pp``, ``dp`` (unset dims are 1).
+        The measured parallel layout over ``cp``, ``tp``, ``pp``, ``dp`` and ``ep`` (unset
+        dims are 1; ``ep`` splits the experts over the TP x DP devices, adding none).
     workload : Workload
         Batch, sequence lengths and, for training, micro-batch and recomputation.
     metric : {"latency", "megatron_tflops_per_gpu"}
@@ -186,14 +187,16 @@ class Measurement:
     # -- derived ------------------------------------------------------------------------
     @property
     def layout_dict(self) -> dict[str, int]:
-        """Sizes of ``cp``, ``tp``, ``pp``, ``dp`` (1 where the layout leaves a dim unset)."""
+        """Sizes of ``cp``, ``tp``, ``pp``, ``dp``, ``ep`` (1 where the layout leaves a dim
+        unset)."""
         d = dict.fromkeys(LAYOUT_DIMS, 1)
         d.update(dict(self.layout))
         return d
 
     @property
     def n_devices(self) -> int:
-        return math.prod(self.layout_dict.values())
+        d = self.layout_dict
+        return d["cp"] * d["tp"] * d["pp"] * d["dp"]
 
     @property
     def layout_label(self) -> str:
@@ -202,6 +205,8 @@ class Measurement:
         parts = [f"TP{d['tp']}", f"PP{d['pp']}", f"DP{d['dp']}"]
         if d["cp"] > 1:
             parts.insert(0, f"CP{d['cp']}")
+        if d["ep"] > 1:
+            parts.append(f"EP{d['ep']}")
         return " ".join(parts)
 
     @property
@@ -213,6 +218,7 @@ class Measurement:
             "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",),
             "tp_placement": ("inner",), "cp_placement": ("inner",),
             "cp_ring_variant": ("qoml",) if self.kind == "decode" else ("kv",),
+            "ep": (d["ep"],),
         }
 
     def from_latency_ns(self, latency_ns: float) -> float:
