@@ -33,8 +33,8 @@ Skipped, with the reason
 * aiconfigurator TTFT rows: served at a fixed concurrency, so TTFT includes queueing
   behind other requests' prefills.
 * Models simcore does not describe: DeepSeek-R1 (MLA, shared experts, dense first layers),
-  Qwen2-57B-A14B (shared expert), Llama 4 Maverick (no architecture transcribed),
-  Qwen3-235B rows that use expert parallelism / attention DP (EP is not a layout dim yet).
+  Qwen2-57B-A14B (shared expert), Llama 4 Maverick (no architecture transcribed).
+  (Qwen3-235B-A22B at TP8 EP8 on H100 is used: the experts split over the 8 TP ranks.)
 * LMSYS' 96xH100 DeepSeek run: node split and EP degrees not transcribed.
 """
 
@@ -106,13 +106,12 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if p["source"] not in INFER_SOURCES:
         return [], "source not reproducible (offline scheduler-chosen batch or headline only)"
     lay = p["layout"]
-    if lay.get("ep") not in (None, 1):
-        return [], "expert parallelism"
     w = p["workload"]
     if not w.get("batch"):
         return [], "batch not stated"
     tp, pp, dp = int(lay.get("tp") or 1), int(lay.get("pp") or 1), int(lay.get("dp") or 1)
-    layout = (("tp", tp), ("pp", pp), ("dp", dp))
+    ep = int(lay.get("ep") or 1)
+    layout = (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
     family = presets.HARDWARE_FAMILIES[p["hardware"]]
     batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
     dt = dict(weight_dtype=_dtype(w.get("weight_dtype")), act_dtype=_dtype(w.get("act_dtype")),
