@@ -15,7 +15,12 @@ The model (DESIGN.md): per op ``max(FLOPs/peak, bytes/bw_hbm)``; TP all-reduces 
 activations; CP ring attention passing KV blocks (``kv``) or Q, O and the softmax
 statistics (``qoml``), overlapped with attention compute in prefill; ``kv_shard_mode``
 for TP beyond the KV heads; ``ffn_shard_scope`` TP or TP+CP; PP p2p and bubble; DP
-splits the batch. ``simcore.kernels.inference_ref`` is the plain-python twin.
+splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per layer and
+per step kernel launches and the framework floor (``n_ops``, ``step_ops``,
+``step_count``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
+all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
+activation / KV dtypes with fp8 / int8 matmul rates. ``simcore.kernels.inference_ref``
+is the plain-python twin.
 """
 
 from __future__ import annotations
