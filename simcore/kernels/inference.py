@@ -30,8 +30,7 @@ import math
 import numpy as np
 
 from ._numba import jit, prange
-from .collectives import (allgather_factor, allreduce_factor, allreduce_hier, phase_steps,
-                          tier_of)
+from .collectives import allgather_factor, allreduce_factor, allreduce_hier, phase_steps, tier_of
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]

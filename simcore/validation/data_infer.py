@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import os
 from functools import lru_cache
+from typing import Any
 
 from .. import presets
 from ..specs import Model, Workload
@@ -114,7 +115,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     layout = (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
     family = presets.HARDWARE_FAMILIES[p["hardware"]]
     batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
-    dt = dict(weight_dtype=_dtype(w.get("weight_dtype")), act_dtype=_dtype(w.get("act_dtype")),
+    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")), act_dtype=_dtype(w.get("act_dtype")),
               kv_dtype=_dtype(w.get("kv_dtype")), cuda_graphs=bool(w.get("cuda_graphs")))
     if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
         dt["act_dtype"] = dt["weight_dtype"]
@@ -137,8 +138,9 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
                                tpot, "ms", src, ref,
                                f"{base}; TPOT at batch {batch}, mean context {ctx}{note}"))
     thr = _value(p, "output_tokens_per_s")
-    if thr is None and _value(p, "output_tokens_per_s_per_gpu") is not None:
-        thr = _value(p, "output_tokens_per_s_per_gpu") * tp * pp * dp
+    per_gpu = _value(p, "output_tokens_per_s_per_gpu")
+    if thr is None and per_gpu is not None:
+        thr = per_gpu * tp * pp * dp
     if thr is not None and osl and int(osl) >= 16 * isl and not server and tpot is None:
         wl = Workload("decode", batch=batch, s_kv=ctx, **dt)
         out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, wl,
