@@ -79,7 +79,7 @@ def evaluate(
     Returns
     -------
     xarray.Dataset
-        Dims: the six knobs then the nine layout dims. Variables ``latency_ns``,
+        Dims: the six knobs then the ten layout dims. Variables ``latency_ns``,
         ``throughput_tok_s``, ``flops_per_device``, ``compute_ns``, ``memory_ns``,
         ``comm_ns``, ``fits`` over all dims; ``mem_bytes`` (= ``mem_weights_bytes`` +
         ``mem_kv_bytes`` + ``mem_act_bytes``), ``valid``, ``n_devices`` over the layout

@@ -33,7 +33,7 @@ __all__ = [
 #: Layout dims in canonical (C-order) order.
 PARALLEL_DIMS: tuple[str, ...] = (
     "cp", "tp", "pp", "dp", "kv_shard_mode",
-    "ffn_shard_scope", "tp_placement", "cp_placement", "cp_ring_variant",
+    "ffn_shard_scope", "tp_placement", "cp_placement", "cp_ring_variant", "ep",
 )
 
 #: Allowed values of the categorical layout dims (index = integer code in kernels).
@@ -71,7 +71,7 @@ class Space:
         d = dict(self.coords)
         if list(d) != list(PARALLEL_DIMS):
             raise ValueError(f"Space needs exactly the dims {list(PARALLEL_DIMS)} in order")
-        for dim in ("cp", "tp", "pp", "dp"):
+        for dim in ("cp", "tp", "pp", "dp", "ep"):
             vals = d[dim]
             if not vals or any(int(v) != v or v < 1 for v in vals):
                 raise ValueError(f"Space.{dim} must be positive integers, got {vals!r}")
@@ -108,19 +108,25 @@ def reduced_space(
     tp: Sequence[int] = (1, 2, 4, 8, 16, 32, 64, 128),
     pp: Sequence[int] = (1, 2, 4, 8),
     dp: Sequence[int] = (1, 2, 4, 8),
+    ep: Sequence[int] = (1,),
 ) -> Space:
-    """CP×TP×PP×DP×kv_shard_mode (1,920 points); other knobs at latency-friendly defaults."""
+    """CP×TP×PP×DP×kv_shard_mode (1,920 points); other knobs at latency-friendly defaults.
+
+    ``ep`` (expert parallelism, MoE only) defaults to 1: experts split over the TP×DP
+    devices of a stage with all-to-all dispatch and combine; pass e.g. ``ep=(1, 2, 4, 8)``.
+    """
     d: dict[str, tuple[Any, ...]] = {
         "cp": tuple(cp), "tp": tuple(tp), "pp": tuple(pp), "dp": tuple(dp),
         "kv_shard_mode": CHOICES["kv_shard_mode"],
     }
     d.update({k: (v,) for k, v in _LATENCY_FRIENDLY.items()})
     d["cp_ring_variant"] = ("qoml",)
+    d["ep"] = tuple(ep)
     return Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name="reduced")
 
 
 def full_space(**kw: Sequence[int]) -> Space:
-    """All nine layout dims (30,720 points with the default integer grids)."""
+    """All layout dims (30,720 points with the default integer grids, ``ep`` = 1)."""
     base = reduced_space(**kw).dict
     base.update(CHOICES)
     return Space(tuple((k, tuple(base[k])) for k in PARALLEL_DIMS), name="full")

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from .errors import SimcoreInputError
 
 __all__ = [
+    "DTYPE_BYTES",
     "HW_KNOBS",
     "MODES",
     "Efficiency",
@@ -41,6 +42,9 @@ HW_KNOBS: tuple[str, ...] = (
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
+
+#: Bytes per element of the inference dtypes (``Workload.weight_dtype`` etc.).
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
 class SpecError(SimcoreInputError):
@@ -977,6 +981,15 @@ class Workload:
     precision : {"fp16", "bf16", "fp32"}
         Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
         bf16/fp32: 16N). fp32 also halves the usable matmul peak.
+    weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
+        Inference only: storage dtype of the weights, dtype of activations / matmul
+        inputs (and so of every message on the wire), and of the KV cache. ``""`` keeps
+        the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
+        is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
+        the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
+    cuda_graphs : bool
+        Inference only: decode steps replayed as CUDA graphs, which lowers the
+        framework's per-step floor (``Efficiency.step_overhead_ns``) to a quarter.
 
     Examples
     --------
@@ -996,6 +1009,10 @@ class Workload:
     zero_stage: int = 0
     grad_bytes: int = 4
     precision: str = "fp16"
+    weight_dtype: str = ""
+    act_dtype: str = ""
+    kv_dtype: str = ""
+    cuda_graphs: bool = False
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1005,6 +1022,13 @@ class Workload:
                 "'fp16', 'bf16' or 'fp32'")
         object.__setattr__(self, "sequence_parallel",
                            _flag("Workload", "sequence_parallel", self.sequence_parallel))
+        object.__setattr__(self, "cuda_graphs", _flag("Workload", "cuda_graphs", self.cuda_graphs))
+        for f in ("weight_dtype", "act_dtype", "kv_dtype"):
+            _choice("Workload", f, getattr(self, f), ("", *DTYPE_BYTES),
+                    f"one of {list(DTYPE_BYTES)} or '' for the model's own precision")
+        if self.act_dtype == "int4":
+            raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
+                            "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
         _validate_table(self, _WORKLOAD_RANGES)
         if self.s_q == 0:
             object.__setattr__(self, "s_q", 1 if self.mode == "decode" else self.s_kv)
@@ -1029,6 +1053,12 @@ class Workload:
     @property
     def seq_len(self) -> int:
         return self.s_kv
+
+    def dtype_bytes(self, field_name: str) -> float:
+        """Bytes per element of ``weight_dtype``, ``act_dtype`` or ``kv_dtype`` (0 = the
+        model's own precision)."""
+        v = getattr(self, field_name)
+        return DTYPE_BYTES[v] if v else 0.0
 
 
 #: Units of the six knobs; each must lie in [1e-3, 1e7] of its unit.

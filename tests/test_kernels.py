@@ -48,7 +48,11 @@ def workloads(draw):
     mode = draw(st.sampled_from(["prefill", "decode"]))
     s_kv = draw(st.integers(1, 300_000))
     s_q = 1 if mode == "decode" else draw(st.integers(1, s_kv))
-    return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q)
+    dtypes = st.sampled_from(["", "bf16", "fp16", "fp8", "int8", "int4"])
+    act = st.sampled_from(["", "bf16", "fp16", "fp8", "int8"])
+    return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q,
+                    weight_dtype=draw(dtypes), act_dtype=draw(act), kv_dtype=draw(dtypes),
+                    cuda_graphs=draw(st.booleans()))
 
 
 knob = st.floats(0.5, 1e5, allow_nan=False, allow_infinity=False)
@@ -61,17 +65,20 @@ topologies = st.builds(
     alpha_intra_ns=st.floats(0, 1e4),
     alpha_inter_ns=st.floats(0, 1e4),
     alpha_intersip_ns=st.floats(0, 1e4),
+    fp8_ratio=st.sampled_from([1.0, 2.0]),
+    int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
 )
 frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
                          train_compute=frac, network_inter=st.none() | frac,
                          network_sip=st.none() | frac, attention=st.none() | frac,
                          train_attention=st.none() | frac,
-                         step_overhead_ns=st.floats(0, 1e5))
+                         op_latency_ns=st.floats(0, 1e4), step_overhead_ns=st.floats(0, 1e5))
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
     cp=pow2, tp=pow2, pp=st.sampled_from([1, 2, 3, 4, 8]), dp=st.sampled_from([1, 2, 3, 4, 8]),
+    ep=st.sampled_from([1, 1, 2, 4, 8]),
     **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
 )
 
@@ -191,3 +198,19 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"] + got["overhead_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
+
+
+@given(st.floats(0, 1e10), st.integers(1, 256), st.sampled_from([1, 2, 4, 8, 16]),
+       st.integers(1, 16), st.integers(1, 8), st.floats(0.1, 1e3), st.floats(0.1, 1e3),
+       st.floats(0, 1e4), st.floats(0, 1e4))
+def test_allreduce_hier__matches_reference(nbytes, g, stride, cube, cubes, bw0, bw1, a0, a1):
+    acc = np.zeros(4)
+    kc.allreduce_hier(acc, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1)
+    links = [(bw0, a0), (bw1, a1), (bw1 / 2, 2 * a1)]
+    got = acc[0] / bw0 + acc[1] / bw1 + acc[2] / (bw1 / 2) + acc[3]
+    want = kr.allreduce_hier_ns(nbytes, g, stride, cube, cube * cubes, links)
+    assert got == pytest.approx(want, rel=REL, abs=1e-9)
+    # never slower than a flat ring at the slowest tier the group spans
+    bw, alpha = links[kr.tier_of(g * stride, cube, cube * cubes)]
+    if bw0 >= bw and a0 <= alpha:
+        assert got <= kr.allreduce_ns(nbytes, g, bw, alpha) * (1 + 1e-9) + 1e-9

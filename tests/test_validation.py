@@ -141,7 +141,7 @@ def _base(**kw):
     ({"unit": "hours"}, "unit='hours'"),
     ({"measured": 0.0}, "measured must be a number > 0"),
     ({"measured": float("nan")}, "measured must be a number > 0"),
-    ({"layout": (("ep", 2),)}, "unknown or repeated"),
+    ({"layout": (("sp", 2),)}, "unknown or repeated"),
     ({"layout": (("tp", 2), ("tp", 4))}, "unknown or repeated"),
     ({"layout": (("tp", 0),)}, "must be a positive integer"),
     ({"layout": "tp4"}, "layout must be"),
@@ -156,7 +156,7 @@ def test_measurement__rejects_bad_fields(kw, match):
 
 def test_measurement__layout_mapping_accepted_and_defaults():
     m = _base(layout={"tp": 2})
-    assert m.layout == (("tp", 2),) and m.layout_dict == {"cp": 1, "tp": 2, "pp": 1, "dp": 1}
+    assert m.layout == (("tp", 2),) and m.layout_dict == {"cp": 1, "tp": 2, "pp": 1, "dp": 1, "ep": 1}
     assert m.n_devices == 2 and m.layout_label == "TP2 PP1 DP1"
     assert _base(layout={"cp": 2, "tp": 2}).layout_label == "CP2 TP2 PP1 DP1"
 
@@ -299,3 +299,20 @@ def test_cli_validate__csv_to_out_file(tmp_path, capsys):
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == [w.id for w in validate(kinds=["decode"])]
     assert {"measured", "predicted", "unit", "error_pct", "ref", "source"} <= set(rows[0])
+
+
+def test_infer_measurements__enough_cited_points_that_predict():
+    import math
+
+    from simcore.validation.data_infer import INFER_MEASUREMENTS, load_infer_measurements
+
+    pts = INFER_MEASUREMENTS
+    assert len(pts) >= 30 and len({p.ref for p in pts}) >= 6
+    assert len({p.id for p in pts}) == len(pts)
+    assert all(p.source and "json id" in p.notes for p in pts)
+    assert {p.kind for p in pts} == {"prefill", "decode"}
+    assert any(p.workload.act_dtype == "fp8" for p in pts)
+    preds = fast_predictor(pts)(FITTED_EFFICIENCY)
+    assert all(math.isfinite(v) and v > 0 for v in preds)
+    _, skipped = load_infer_measurements()
+    assert skipped and all(why for _, why in skipped)

@@ -48,3 +48,53 @@ def allgather_ns(nbytes: float, g: float, bw_gbs: float, alpha_ns: float) -> flo
 @jit()
 def p2p_ns(nbytes: float, bw_gbs: float, alpha_ns: float) -> float:
     return nbytes / bw_gbs + alpha_ns
+
+
+# --- small-message / latency-optimal collectives (inference) -----------------------------
+# Real libraries do not pay 2(g-1) hops at the slowest tier: recursive halving-doubling
+# (Rabenseifner) moves the same bytes as a ring in ceil(log2 g) steps per phase, and a
+# group that spans several cubes reduces hierarchically (reduce-scatter inside each cube,
+# all-reduce of the 1/k shard across cubes, all-gather inside each cube). See DESIGN.md,
+# Hardware model / Collectives; NCCL's tree and TensorRT-LLM's two-shot all-reduce.
+
+
+@jit()
+def phase_steps(g: float) -> float:
+    """Latency steps of one reduce-scatter or all-gather phase over g ranks: the cheaper
+    of a ring (g - 1) and recursive halving/doubling (ceil(log2 g))."""
+    if g <= 1.0:
+        return 0.0
+    lg = 0.0
+    p = 1.0
+    while p < g:
+        p *= 2.0
+        lg += 1.0
+    return min(g - 1.0, lg)
+
+
+@jit()
+def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2):
+    """All-reduce of ``nbytes`` over ``g`` ranks at ``stride``: effective wire bytes into
+    ``acc[tier]`` and link latency into ``acc[3]``.
+
+    Inside one tier: ring bytes 2(g-1)/g, 2·phase_steps(g) link latencies. Across cubes
+    with k > 1 members per cube: intra-cube reduce-scatter and all-gather of N, and an
+    all-reduce of N/k over the g/k cube groups at the tier the group spans.
+    """
+    if g <= 1.0:
+        return
+    span = int(g * stride + 0.5)
+    tier = tier_of(span, pes_per_cube, pes_per_sip)
+    alpha = a0 if tier == 0 else (a1 if tier == 1 else a2)
+    k = 1.0
+    if tier > 0 and stride < pes_per_cube:
+        k = min(g, float(pes_per_cube // stride))
+    if k <= 1.0:
+        acc[tier] += allreduce_factor(g) * nbytes
+        acc[3] += 2.0 * phase_steps(g) * alpha
+        return
+    n = g / k
+    acc[0] += 2.0 * allgather_factor(k) * nbytes
+    acc[3] += 2.0 * phase_steps(k) * a0
+    acc[tier] += allreduce_factor(n) * nbytes / k
+    acc[3] += 2.0 * phase_steps(n) * alpha

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 def tier_of(span: int, pes_per_cube: int, pes_per_sip: int) -> int:
     for tier, size in enumerate((pes_per_cube, pes_per_sip)):
@@ -27,3 +29,30 @@ def allgather_ns(nbytes: float, g: int, bw_gbs: float, alpha_ns: float) -> float
 
 def p2p_ns(nbytes: float, bw_gbs: float, alpha_ns: float) -> float:
     return nbytes / bw_gbs + alpha_ns
+
+
+# --- small-message / latency-optimal collectives (inference) -----------------------------
+
+
+def phase_steps(g: float) -> int:
+    """Steps of one reduce-scatter / all-gather: min(ring g-1, halving-doubling log2)."""
+    if g <= 1:
+        return 0
+    return min(g - 1, math.ceil(math.log2(g) - 1e-12))
+
+
+def allreduce_hier_ns(nbytes: float, g: float, stride: int, pes_per_cube: int, pes_per_sip: int,
+                      links: list[tuple[float, float]]) -> float:
+    """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier."""
+    if g <= 1:
+        return 0.0
+    tier = tier_of(round(g * stride), pes_per_cube, pes_per_sip)
+    bw, alpha = links[tier]
+    per_cube = min(g, pes_per_cube // stride) if (tier > 0 and stride < pes_per_cube) else 1
+    if per_cube <= 1:
+        return 2 * (g - 1) / g * nbytes / bw + 2 * phase_steps(g) * alpha
+    groups = g / per_cube
+    bw0, a0 = links[0]
+    inside = 2 * ((per_cube - 1) / per_cube * nbytes / bw0 + phase_steps(per_cube) * a0)
+    across = 2 * (groups - 1) / groups * (nbytes / per_cube) / bw + 2 * phase_steps(groups) * alpha
+    return inside + across

@@ -15,7 +15,12 @@ The model (DESIGN.md): per op ``max(FLOPs/peak, bytes/bw_hbm)``; TP all-reduces 
 activations; CP ring attention passing KV blocks (``kv``) or Q, O and the softmax
 statistics (``qoml``), overlapped with attention compute in prefill; ``kv_shard_mode``
 for TP beyond the KV heads; ``ffn_shard_scope`` TP or TP+CP; PP p2p and bubble; DP
-splits the batch. ``simcore.kernels.inference_ref`` is the plain-python twin.
+splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per layer and
+per step kernel launches and the framework floor (``n_ops``, ``step_ops``,
+``step_count``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
+all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
+activation / KV dtypes with fp8 / int8 matmul rates. ``simcore.kernels.inference_ref``
+is the plain-python twin.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import math
 import numpy as np
 
 from ._numba import jit, prange
-from .collectives import allgather_factor, allreduce_factor, tier_of
+from .collectives import allgather_factor, allreduce_factor, allreduce_hier, phase_steps, tier_of
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
@@ -78,6 +83,20 @@ def add_comm(acc, tier, nbytes_eff, alpha_ns):
     acc[3] += alpha_ns
 
 
+#: kernel launches of one decoder layer: input norm, QKV GEMM, RoPE + KV write, attention,
+#: O GEMM, residual + norm, gate/up GEMM, activation, down GEMM, residual
+_OPS_LAYER = 10.0
+#: extra launches of an MoE layer: router GEMM, top-k, token permute, un-permute + combine
+_OPS_MOE = 4.0
+#: launches once per step: embedding gather, final norm, LM head, sampling
+_OPS_STEP = 4.0
+#: share of the framework's per-step floor left when decode steps replay CUDA graphs
+_GRAPH_FLOOR = 0.25
+#: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
+#: tokens over the mean (GShard / Switch capacity factor)
+_EP_CAPACITY = 1.25
+
+
 @jit()
 def _coeff_row(lay, mp, wp, topo, out):
     cp = lay[LAYOUT.cp]
@@ -89,14 +108,22 @@ def _coeff_row(lay, mp, wp, topo, out):
     tpp = lay[LAYOUT.tp_placement]
     cpp = lay[LAYOUT.cp_placement]
     ring = lay[LAYOUT.cp_ring_variant]
+    ep = lay[LAYOUT.ep]
 
     L = mp.n_layers
     d = mp.d_model
     h = mp.n_heads
     kvh = mp.n_kv_heads
     hd = mp.head_dim
-    bw = mp.bytes_per_param
-    bkv = mp.bytes_per_kv
+    # precision: weights, activations / messages, KV cache; matmul rate vs the 16-bit peak
+    bw = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
+    ba = wp.a_bytes if wp.a_bytes > 0.0 else mp.bytes_per_param
+    bkv = wp.kv_bytes if wp.kv_bytes > 0.0 else mp.bytes_per_kv
+    rate = 1.0
+    if wp.act_code == 1.0:
+        rate = topo.fp8_ratio
+    elif wp.act_code == 2.0:
+        rate = topo.int8_ratio
     E = mp.n_experts
     k = mp.top_k
     decode = wp.mode == 1.0
@@ -105,6 +132,9 @@ def _coeff_row(lay, mp, wp, topo, out):
     s_kv = wp.s_kv
     cube = int(topo.pes_per_cube)
     sip = int(topo.pes_per_sip)
+    a0 = topo.alpha_intra_ns
+    a1 = topo.alpha_inter_ns
+    a2 = topo.alpha_intersip_ns
 
     fcp = float(cp)
     ftp = float(tp)
@@ -133,9 +163,12 @@ def _coeff_row(lay, mp, wp, topo, out):
 
     # -- tokens ------------------------------------------------------------------------
     Bd = math.ceil(B / dp)
+    # decode with PP: min(pp, Bd) micro-batches in flight, each passes all L layers
+    m_dec = min(fpp, float(Bd)) if decode else 1.0
+    Bm = math.ceil(Bd / m_dec) if decode else Bd
     sq_loc = 1.0 if decode else s_q / fcp
-    T_lin = Bd * sq_loc
-    T_rep = Bd * s_q
+    T_lin = Bm * sq_loc
+    T_rep = Bm * s_q
     causal = 1.0 - (s_q - 1.0) / (2.0 * s_kv)
 
     # -- KV sharding -------------------------------------------------------------------
@@ -154,54 +187,93 @@ def _coeff_row(lay, mp, wp, topo, out):
         seq_frac = kvh / ftp
         qh_loc = h / kvh
         kvw_shard = kvh
-    kv_layer = Bd * (s_kv / fcp) * seq_frac * kvh_loc * hd * 2.0 * bkv
+    kv_seq = (s_kv / fcp) * seq_frac * kvh_loc * hd * 2.0 * bkv  # one sequence, one layer
+    kv_layer = Bm * kv_seq  # read per layer by one (micro-)batch
+    kv_mem_layer = Bd * kv_seq  # held per layer: every sequence of the replica
 
-    # -- roofline ops per layer ----------------------------------------------------------
+    # -- roofline ops per layer (matmul FLOPs at the activation dtype's rate) ------------
     attn_w = mp.qo_params / ftp + mp.kv_params / kvw_shard
-    f_lin = 2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp
-    b_lin = attn_w * bw + T_lin * d * bw * (2.0 + 2.0 / ftp)
+    f_lin = 2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp / rate
+    b_lin = attn_w * bw + T_lin * d * ba * (2.0 + 2.0 / ftp)
 
-    f_core = 4.0 * Bd * s_q * s_kv * causal * hd * h / (ftp * fcp)
-    qo_traffic = Bd * sq_loc * qh_loc * hd * bw * 2.0
+    f_core = 4.0 * Bm * s_q * s_kv * causal * hd * h / (ftp * fcp)
+    qo_traffic = Bm * sq_loc * qh_loc * hd * ba * 2.0
     if decode:
         b_core = kv_layer + qo_traffic
     else:
         b_core = kv_layer * (1.0 + fcp * causal) + qo_traffic
 
     wide_ffn = ffs == 1 and cp > 1
+    # expert parallelism: the experts split over ep of the stage's TP x DP devices (each
+    # expert sharded over mtp = tp·dp/ep of them); needs an MoE model, ep | experts, ep |
+    # tp·dp, and the FFN sharded by TP only
+    fep = float(ep)
+    use_ep = ep > 1
+    if use_ep:
+        valid = (valid and E > 1.0 and int(E) % ep == 0 and (tp * dp) % ep == 0
+                 and not wide_ffn)
     if wide_ffn:
         shard = ftp * fcp
         ffn_tokens = T_rep
     else:
         shard = ftp
         ffn_tokens = T_lin
-    f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard
-    touched = min(E, ffn_tokens * k) if E > 1.0 else 1.0
-    ffn_read = (touched * mp.expert_params + mp.router_params) / shard
-    b_ffn = ffn_read * bw + ffn_tokens * d * bw * 2.0
+    if E > 1.0:  # expected experts touched by ffn_tokens tokens under uniform top-k routing
+        touched = E * (1.0 - (1.0 - k / E) ** ffn_tokens)
+    else:
+        touched = 1.0
+    if use_ep:
+        mtp = ftp * dp / fep
+        t_grp = T_lin * dp  # the DP replicas' tokens meet in the MoE layer
+        f_ffn = 2.0 * T_lin * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / rate
+        local = (E / fep) * (1.0 - (1.0 - k / E) ** t_grp)
+        ffn_read = local * mp.expert_params / mtp + mp.router_params / ftp
+    else:
+        mtp = shard
+        f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard / rate
+        ffn_read = (touched * mp.expert_params + mp.router_params) / shard
+    b_ffn = ffn_read * bw + ffn_tokens * d * ba * 2.0
+    # residual adds + norms outside the GEMMs: read and write the hidden state twice
+    b_elem = 4.0 * T_lin * d * ba
 
     # -- LM head (last stage; TTFT needs the last position's logits only) ----------------
-    f_head = 2.0 * Bd * d * mp.vocab_size / ftp
-    b_head = mp.vocab_size * d * bw / ftp + Bd * mp.vocab_size / ftp * 4.0
+    f_head = 2.0 * Bm * d * mp.vocab_size / ftp / rate
+    b_head = mp.vocab_size * d * bw / ftp + Bm * mp.vocab_size / ftp * 4.0
 
     # -- communication per layer (effective bytes per tier, link latency) ----------------
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
-    act = T_lin * d * bw
-    # attention output all-reduce over TP
+    act = T_lin * d * ba
+    n_ops = _OPS_LAYER + (_OPS_MOE if E > 1.0 else 0.0)
+    # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
     if tp > 1:
-        add_comm(acc, tier_tp, allreduce_factor(ftp) * act,
-                 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp))
+        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2)
+        n_ops += 1.0
     # FFN output
     if wide_ffn:
         g = ftp * fcp
-        add_comm(acc, tier_tpcp, allreduce_factor(g) * T_rep * d * bw,
-                 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
+        span = max(tp * strides[0], cp * strides[1])
+        allreduce_hier(acc, T_rep * d * ba, g, span / g, cube, sip, a0, a1, a2)
+        n_ops += 1.0
         if not decode:  # gather the replica's tokens across CP first
-            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * bw,
+            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * ba,
                      (fcp - 1.0) * _alpha(topo, tier_cp))
+            n_ops += 1.0
+    elif use_ep:
+        # dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
+        # slice of the replica's tokens, k copies, (ep-1)/ep of them off the device; then
+        # the TP ranks all-gather their slices' outputs
+        span_ep = max(tp * strides[0], dp * strides[3]) if dp > 1 else tp * strides[0]
+        tier_ep = tier_of(span_ep, cube, sip)
+        a2a = T_lin / ftp * k * d * ba * (fep - 1.0) / fep
+        add_comm(acc, tier_ep, 2.0 * a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))
+        n_ops += 2.0
+        if tp > 1:
+            add_comm(acc, tier_tp, allgather_factor(ftp) * act,
+                     phase_steps(ftp) * _alpha(topo, tier_tp))
+            n_ops += 1.0
     elif tp > 1:
-        add_comm(acc, tier_tp, allreduce_factor(ftp) * act,
-                 2.0 * (ftp - 1.0) * _alpha(topo, tier_tp))
+        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2)
+        n_ops += 1.0
     # split-K combine for sequence-sharded KV: gather Q, all-reduce partial O + (m, l)
     if kvm == 1:
         g = ftp
@@ -213,10 +285,11 @@ def _coeff_row(lay, mp, wp, topo, out):
         g = 1.0
         tier_g = 0
     if g > 1.0:
-        q_bytes = Bd * sq_loc * qh_loc * hd * bw
-        o_bytes = Bd * sq_loc * qh_loc * (hd * bw + 8.0)
+        q_bytes = Bm * sq_loc * qh_loc * hd * ba
+        o_bytes = Bm * sq_loc * qh_loc * (hd * ba + 8.0)
         add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
                  3.0 * (g - 1.0) * _alpha(topo, tier_g))
+        n_ops += 2.0
 
     # -- CP ring -------------------------------------------------------------------------
     ring_bytes = 0.0
@@ -226,40 +299,47 @@ def _coeff_row(lay, mp, wp, topo, out):
         if ring == 0:  # pass KV blocks
             per_step = kv_layer
         else:  # pass Q, and O with the softmax statistics m, l
-            per_step = Bd * sq_loc * qh_loc * (2.0 * hd * bw + 8.0)
+            per_step = Bm * sq_loc * qh_loc * (2.0 * hd * ba + 8.0)
         ring_bytes = steps * per_step
         ring_alpha = steps * _alpha(topo, tier_cp)
 
     # -- pipeline ------------------------------------------------------------------------
     lps = math.ceil(L / fpp)
     m = 1.0 if decode else float(Bd)
-    # decode: a token passes every stage once, so the critical path is all L layers;
+    # decode: a token passes every stage once, so the critical path is all L layers (the
+    # m_dec micro-batches in flight raise throughput, not per-token latency);
     # prefill: m micro-batches through pp stages of lps layers (1F1B bubble)
     layer_mult = L if decode else lps * (m + fpp - 1.0) / m
     pp_bytes = 0.0
     pp_alpha = 0.0
     if pp > 1:
-        pp_bytes = (fpp - 1.0) * (T_lin / m) * d * bw
+        pp_bytes = (fpp - 1.0) * (T_lin / m) * d * ba
         pp_alpha = (fpp - 1.0) * _alpha(topo, tier_pp)
 
     # -- memory per device ---------------------------------------------------------------
     ffn_w = mp.ffn_params / shard
+    if use_ep:
+        ffn_w = (E / fep) * mp.expert_params / mtp + mp.router_params / ftp
     w_layer = (attn_w + ffn_w + mp.norm_params) * bw
     emb = mp.embedding_params * bw / ftp
     if pp > 1:
         emb = mp.vocab_size * d * bw / ftp
     f_loc = mp.d_ff * min(k, E) / shard
-    act_mem = T_lin * (4.0 * d + 2.0 * f_loc) * bw + Bd * mp.vocab_size / ftp * 4.0
-    mem = lps * (w_layer + kv_layer) + emb + act_mem
+    act_mem = T_lin * (4.0 * d + 2.0 * f_loc) * ba + Bm * mp.vocab_size / ftp * 4.0
+    mem = lps * (w_layer + kv_mem_layer) + emb + act_mem
 
     tokens = B if decode else B * s_q
-    model_flops = 2.0 * mp.n_active_params * tokens + 4.0 * L * B * s_q * s_kv * causal * h * hd
+    # model FLOPs: the layers' matmuls per processed token (no embedding gather), the LM
+    # head for the B positions that need logits, causal attention
+    body = mp.n_active_params - mp.embedding_params - d
+    model_flops = (2.0 * body * B * s_q + 2.0 * d * mp.vocab_size * B
+                   + 4.0 * L * B * s_q * s_kv * causal * h * hd)
 
     out.valid = 1.0 if valid else 0.0
     out.n_devices = n_dev
     out.mem_bytes = mem
     out.mem_weights_bytes = lps * w_layer + emb
-    out.mem_kv_bytes = lps * kv_layer
+    out.mem_kv_bytes = lps * kv_mem_layer
     out.mem_act_bytes = act_mem
     out.f_lin = f_lin
     out.b_lin = b_lin
@@ -288,26 +368,40 @@ def _coeff_row(lay, mp, wp, topo, out):
     out.tail2_bytes = 0.0
     out.tail_alpha_ns = 0.0
     out.tail_mem_bytes = 0.0
-    out.b_elem = 0.0
+    out.b_elem = b_elem
     out.ovl0_bytes = 0.0
     out.ovl1_bytes = 0.0
     out.ovl2_bytes = 0.0
     out.ovl_alpha_ns = 0.0
     out.tail_hide = 0.0
-    out.n_ops = 0.0
-    out.step_ops = 0.0
-    out.step_count = 1.0
+    out.n_ops = n_ops
+    out.step_ops = _OPS_STEP + 2.0 * (fpp - 1.0)
+    out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
     out.fixed_ns = 0.0
 
 
 @jit()
-def layout_coeffs(layouts, mp, wp, topo):
-    """Coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows."""
+def _layout_coeffs(layouts, mp, wp, topo):
     n = layouts.shape[0]
     out = np.empty(n, dtype=COEF_DTYPE)
     for i in range(n):
         _coeff_row(layouts[i], mp, wp, topo, out[i])
     return out
+
+
+def layout_coeffs(layouts, mp, wp, topo):
+    """Coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows.
+
+    Raises ``ValueError`` when the workload's ``act_dtype`` has no matmul rate on this
+    family (``Topology.fp8_ratio`` / ``int8_ratio`` of 0).
+    """
+    for code, name, ratio in ((1.0, "fp8", topo.fp8_ratio), (2.0, "int8", topo.int8_ratio)):
+        if wp.act_code == code and not ratio > 0.0:
+            raise ValueError(
+                f"Workload.act_dtype={name!r} needs a family with a {name.upper()} matmul rate "
+                f"(Topology.{name}_ratio > 0, e.g. 'H100-SXM'); pass act_dtype='bf16' (or "
+                f"weight_dtype={name!r} alone for weight-only quantisation)")
+    return _layout_coeffs(layouts, mp, wp, topo)
 
 
 @jit(inline="always")

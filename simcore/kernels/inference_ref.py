@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from . import collectives_ref as coll
 
 TIERS = ("intra", "inter", "intersip")
+_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Layout:
     tp_placement: str = "inner"
     cp_placement: str = "inner"
     cp_ring_variant: str = "qoml"
+    ep: int = 1
 
 
 def _strides(lay: Layout) -> dict[str, int]:
@@ -49,6 +51,11 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
         return False
     if lay.cp > workload.s_kv:
         return False
+    if lay.ep > 1:  # experts over ep of the TP x DP devices; not with the TP+CP FFN
+        if model.n_experts == 1 or model.n_experts % lay.ep or (lay.tp * lay.dp) % lay.ep:
+            return False
+        if lay.ffn_shard_scope == "TP+CP" and lay.cp > 1:
+            return False
     kvh = model.n_kv_heads
     if lay.kv_shard_mode == "head":
         return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
@@ -67,10 +74,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     decode = workload.mode == "decode"
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
     d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
-    wb, kvb = model.bytes_per_param, model.bytes_per_kv
+    wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)  # weights
+    ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)  # activations, messages
+    kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
+    mm_rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
     B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
 
-    peak = hardware.peak_tflops_f16 * 1e12 * efficiency.compute / 1e9  # FLOP per ns
+    peak = hardware.peak_tflops_f16 * 1e12 * efficiency.compute / 1e9 * mm_rate  # FLOP per ns
     attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
     attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
     hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
@@ -91,7 +101,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     cp_link = link[tier(cp * strides["cp"])]
     pp_link = link[tier(pp * strides["pp"])]
 
-    replica_batch = -(-B // dp)
+    seqs_replica = -(-B // dp)
+    # decode with PP: min(pp, batch) micro-batches in flight; one micro-batch per pass
+    in_flight = min(pp, seqs_replica) if decode else 1
+    replica_batch = -(-seqs_replica // in_flight)
     q_local = 1 if decode else s_q / cp
     tokens_local = replica_batch * q_local
     tokens_replica = replica_batch * s_q
@@ -106,6 +119,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     else:
         kv_heads, seq_share, q_heads, kv_weight_ranks = 1, kvh / tp, h / kvh, kvh
     kv_bytes = replica_batch * (s_kv / cp) * seq_share * kv_heads * hd * 2 * kvb
+    kv_held = seqs_replica * (s_kv / cp) * seq_share * kv_heads * hd * 2 * kvb
 
     kv_w = 2 * d * kvh * hd
     qo_w = model.attn_params_per_layer - kv_w
@@ -114,26 +128,42 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     ops = {}  # name -> (flops, bytes)
     ops["attn_linear"] = (
         2 * tokens_local * model.attn_params_per_layer / tp,
-        attn_weights * wb + tokens_local * d * wb * (2 + 2 / tp),
+        attn_weights * wb + tokens_local * d * ab * (2 + 2 / tp),
     )
-    qo_traffic = 2 * replica_batch * q_local * q_heads * hd * wb
+    qo_traffic = 2 * replica_batch * q_local * q_heads * hd * ab
     kv_traffic = kv_bytes if decode else kv_bytes * (1 + cp * causal)
+    # FlashAttention / paged decode attention, at the 16-bit rate and its own factor
     ops["attn_core"] = (4 * replica_batch * s_q * s_kv * causal * hd * h / (tp * cp),
                         kv_traffic + qo_traffic)
     wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
     ffn_ranks = tp * cp if wide else tp
     ffn_tokens = tokens_replica if wide else tokens_local
     if model.n_experts > 1:
-        experts_read = min(model.n_experts, ffn_tokens * model.top_k)
+        p_idle = 1 - model.top_k / model.n_experts  # an expert no token routes to
+        experts_read = model.n_experts * (1 - p_idle ** ffn_tokens)
     else:
         experts_read = 1
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
-    ops["ffn"] = (
-        2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-        (experts_read * model.expert_params + router) / ffn_ranks * wb + 2 * ffn_tokens * d * wb,
-    )
+    ep = lay.ep
+    if ep > 1:
+        ranks_per_expert = tp * dp / ep
+        routed = model.top_k * model.expert_params * 1.25  # busiest rank: capacity 1.25
+        p_idle = 1 - model.top_k / model.n_experts
+        mine = model.n_experts / ep * (1 - p_idle ** (tokens_local * dp))
+        ops["ffn"] = (
+            2 * tokens_local * (routed + router) / tp,
+            (mine * model.expert_params / ranks_per_expert + router / tp) * wb
+            + 2 * tokens_local * d * ab,
+        )
+    else:
+        ops["ffn"] = (
+            2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
+            (experts_read * model.expert_params + router) / ffn_ranks * wb
+            + 2 * ffn_tokens * d * ab,
+        )
     head = (2 * replica_batch * d * model.vocab_size / tp,
             model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
+    elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         t_c, t_m = flops / rate, nbytes / hbm
@@ -141,20 +171,40 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     # communication of one layer (not overlapped)
     comm = 0.0
-    act = tokens_local * d * wb
-    comm += coll.allreduce_ns(act, tp, *tp_link)
+    links = [link[t] for t in TIERS]
+    cube, sip = topology.pes_per_cube, topology.pes_per_sip
+    act = tokens_local * d * ab
+    launches = 10 + (4 if model.n_experts > 1 else 0)
+    if tp > 1:
+        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
+        launches += 1
     if wide:
         span = max(tp * strides["tp"], cp * strides["cp"])
-        comm += coll.allreduce_ns(tokens_replica * d * wb, tp * cp, *link[tier(span)])
+        comm += coll.allreduce_hier_ns(tokens_replica * d * ab, tp * cp, span / (tp * cp), cube,
+                                       sip, links)
+        launches += 1
         if not decode:
-            comm += coll.allgather_ns(tokens_replica * d * wb, cp, *cp_link)
-    else:
-        comm += coll.allreduce_ns(act, tp, *tp_link)
+            comm += coll.allgather_ns(tokens_replica * d * ab, cp, *cp_link)
+            launches += 1
+    elif ep > 1:
+        ep_span = max(tp * strides["tp"], dp * strides["dp"]) if dp > 1 else tp * strides["tp"]
+        ep_bw, ep_alpha = link[tier(ep_span)]
+        sent = tokens_local / tp * model.top_k * d * ab * (ep - 1) / ep
+        comm += 2 * (sent / ep_bw + coll.phase_steps(ep) * ep_alpha)  # dispatch + combine
+        launches += 2
+        if tp > 1:
+            comm += ((tp - 1) / tp * act / tp_link[0]
+                     + coll.phase_steps(tp) * tp_link[1])
+            launches += 1
+    elif tp > 1:
+        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
+        launches += 1
     if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
         group = tp if lay.kv_shard_mode == "seq" else tp // kvh
         g_link = link[tier(group * strides["tp"])]
-        q_b = replica_batch * q_local * q_heads * hd * wb
-        o_b = replica_batch * q_local * q_heads * (hd * wb + 8)
+        q_b = replica_batch * q_local * q_heads * hd * ab
+        o_b = replica_batch * q_local * q_heads * (hd * ab + 8)
+        launches += 2
         # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
         comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
 
@@ -163,7 +213,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if lay.cp_ring_variant == "kv":
             block = kv_bytes
         else:
-            block = replica_batch * q_local * q_heads * (2 * hd * wb + 8)
+            block = replica_batch * q_local * q_heads * (2 * hd * ab + 8)
         ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
@@ -174,29 +224,39 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layers_per_stage = math.ceil(model.n_layers / pp)
     micro = 1 if decode else replica_batch
     path_layers = model.n_layers if decode else layers_per_stage * (micro + pp - 1) / micro
-    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * wb, *pp_link) if pp > 1 else 0.0
+    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * ab, *pp_link) if pp > 1 else 0.0
 
     t_head, head_kind = roofline(*head)
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
-    overhead = efficiency.step_overhead_ns  # one framework step per TTFT / output token
-    latency = path_layers * layer_time + t_head + t_pp + overhead
+    t_elem = elementwise / hbm
+    # launches: per layer on the path, once per step (embedding, final norm, head,
+    # sampling, pipeline sends), and the framework's floor (a quarter with CUDA graphs)
+    floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
+    overhead = ((path_layers * launches + 4 + 2 * (pp - 1)) * efficiency.op_latency_ns
+                + floor * efficiency.step_overhead_ns)
+    latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
-    memory = path_layers * sum(t for t, kind in times.values() if kind == "memory")
+    memory = path_layers * (sum(t for t, kind in times.values() if kind == "memory") + t_elem)
     compute += t_head if head_kind == "compute" else 0.0
     memory += t_head if head_kind == "memory" else 0.0
     comm_total = path_layers * (exposed + comm) + t_pp
 
     # memory per device
     ffn_weights = model.ffn_params_per_layer / ffn_ranks
+    if ep > 1:
+        ffn_weights = model.n_experts / ep * model.expert_params / (tp * dp / ep) + router / tp
     layer_bytes = (attn_weights + ffn_weights + model.norm_params_per_layer) * wb
     emb = (model.vocab_size * d * wb / tp) if pp > 1 else (
         model.vocab_size * d * (1 if model.tied_embeddings else 2) * wb / tp)
     ffn_act = model.d_ff * min(model.top_k, model.n_experts) / ffn_ranks
-    act_bytes = tokens_local * (4 * d + 2 * ffn_act) * wb + replica_batch * model.vocab_size / tp * 4
-    mem = layers_per_stage * (layer_bytes + kv_bytes) + emb + act_bytes
+    act_bytes = tokens_local * (4 * d + 2 * ffn_act) * ab + replica_batch * model.vocab_size / tp * 4
+    mem = layers_per_stage * (layer_bytes + kv_held) + emb + act_bytes
 
     produced = B if decode else B * s_q
-    flops = 2 * model.n_active_params * produced + 4 * model.n_layers * B * s_q * s_kv * causal * h * hd
+    # reported FLOPs: no embedding gather; LM head only where logits are needed (B rows)
+    per_token = model.n_active_params - model.embedding_params - d
+    flops = (2 * per_token * B * s_q + 2 * d * model.vocab_size * B
+             + 4 * model.n_layers * B * s_q * s_kv * causal * h * hd)
     seconds = latency / 1e9
     return dict(
         latency_ns=latency,
@@ -210,6 +270,6 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         valid=True,
         mem_bytes=mem,
         mem_weights_bytes=layers_per_stage * layer_bytes + emb,
-        mem_kv_bytes=layers_per_stage * kv_bytes,
+        mem_kv_bytes=layers_per_stage * kv_held,
         mem_act_bytes=act_bytes,
     )

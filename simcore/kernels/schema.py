@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
-    "COEFFICIENTS", "COEF_DTYPE", "EfficiencyParams", "Field", "FUSED_METRICS", "HW",
+    "ACT_CODES", "COEFFICIENTS", "COEF_DTYPE", "EfficiencyParams", "Field", "FUSED_METRICS", "HW",
     "KNOB_FIELDS", "LAYOUT", "LAYOUT_OUTPUTS", "MEM_PARTS", "MODE_CODES", "ModelParams",
     "N_BEST", "OUTPUTS", "PRECISION_CODES", "RECOMPUTE_CODES", "TopologyParams",
     "WorkloadParams", "field_attrs", "pack_efficiency", "pack_model",
@@ -156,6 +156,7 @@ class _LayoutCols(NamedTuple):
     tp_placement: int
     cp_placement: int
     cp_ring_variant: int
+    ep: int
 
 
 #: Column of each layout dim in an integer layout row (the order of
@@ -206,6 +207,15 @@ class WorkloadParams(NamedTuple):
     zero_stage: float
     grad_bytes: float
     precision: float
+    w_bytes: float  #: bytes per weight (0: the model's bytes_per_param)
+    a_bytes: float  #: bytes per activation / message element (0: the model's bytes_per_param)
+    kv_bytes: float  #: bytes per KV-cache element (0: the model's bytes_per_kv)
+    act_code: float  #: matmul input dtype: 0 16-bit, 1 fp8, 2 int8 (see ACT_CODES)
+    cuda_graphs: float  #: 1 if decode steps replay CUDA graphs
+
+
+#: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
+ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2}
 
 
 class TopologyParams(NamedTuple):
@@ -271,6 +281,11 @@ def pack_workload(workload) -> WorkloadParams:
         zero_stage=float(workload.zero_stage) if train else 0.0,
         grad_bytes=float(workload.grad_bytes) if train else 0.0,
         precision=float(PRECISION_CODES[workload.precision]) if train else 0.0,
+        w_bytes=0.0 if train else workload.dtype_bytes("weight_dtype"),
+        a_bytes=0.0 if train else workload.dtype_bytes("act_dtype"),
+        kv_bytes=0.0 if train else workload.dtype_bytes("kv_dtype"),
+        act_code=0.0 if train else float(ACT_CODES[workload.act_dtype]),
+        cuda_graphs=1.0 if (workload.cuda_graphs and not train) else 0.0,
     )
 
 

@@ -29,7 +29,7 @@ KINDS: tuple[str, ...] = ("train", "prefill", "decode")
 
 #: Parallel dims a measurement's layout may set (the rest of the layout is fixed, see
 #: :meth:`Measurement.space`).
-LAYOUT_DIMS: tuple[str, ...] = ("cp", "tp", "pp", "dp")
+LAYOUT_DIMS: tuple[str, ...] = ("cp", "tp", "pp", "dp", "ep")
 
 #: Metric name → units it may be reported in (value of one unit in the engine's base unit:
 #: nanoseconds for ``latency``, FLOP/s for ``megatron_tflops_per_gpu``).
@@ -38,6 +38,8 @@ METRICS: dict[str, dict[str, float]] = {
     "latency": {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9},
     # achieved TFLOP/s per GPU, FLOPs counted with Narayanan et al. 2021, Eq. 3
     "megatron_tflops_per_gpu": {"TFLOP/s": 1e12},
+    # decode only: output tokens per second of the whole system (batch / time per token)
+    "output_tokens_per_s": {"tok/s": 1.0},
 }
 
 
@@ -80,7 +82,8 @@ class Measurement:
     family : HardwareFamily
         The hardware (data-sheet knobs) and its topology.
     layout : tuple of (dim, size) pairs
-        The measured parallel layout over ``cp``, ``tp``, ``pp``, ``dp`` (unset dims are 1).
+        The measured parallel layout over ``cp``, ``tp``, ``pp``, ``dp`` and ``ep`` (unset
+        dims are 1; ``ep`` splits the experts over the TP x DP devices, adding none).
     workload : Workload
         Batch, sequence lengths and, for training, micro-batch and recomputation.
     metric : {"latency", "megatron_tflops_per_gpu"}
@@ -148,6 +151,9 @@ class Measurement:
         if self.metric == "megatron_tflops_per_gpu" and self.kind != "train":
             raise ValueError(f"{where}: metric 'megatron_tflops_per_gpu' is for training "
                              "runs; use metric 'latency' for prefill/decode")
+        if self.metric == "output_tokens_per_s" and self.kind != "decode":
+            raise ValueError(f"{where}: metric 'output_tokens_per_s' is for decode runs; use "
+                             "metric 'latency' for prefill (TTFT)")
         if self.unit not in METRICS[self.metric]:
             raise ValueError(f"{where}: unit={self.unit!r} does not fit metric "
                              f"{self.metric!r}; pass one of {list(METRICS[self.metric])}")
@@ -181,14 +187,16 @@ class Measurement:
     # -- derived ------------------------------------------------------------------------
     @property
     def layout_dict(self) -> dict[str, int]:
-        """Sizes of ``cp``, ``tp``, ``pp``, ``dp`` (1 where the layout leaves a dim unset)."""
+        """Sizes of ``cp``, ``tp``, ``pp``, ``dp``, ``ep`` (1 where the layout leaves a dim
+        unset)."""
         d = dict.fromkeys(LAYOUT_DIMS, 1)
         d.update(dict(self.layout))
         return d
 
     @property
     def n_devices(self) -> int:
-        return math.prod(self.layout_dict.values())
+        d = self.layout_dict
+        return d["cp"] * d["tp"] * d["pp"] * d["dp"]
 
     @property
     def layout_label(self) -> str:
@@ -197,6 +205,8 @@ class Measurement:
         parts = [f"TP{d['tp']}", f"PP{d['pp']}", f"DP{d['dp']}"]
         if d["cp"] > 1:
             parts.insert(0, f"CP{d['cp']}")
+        if d["ep"] > 1:
+            parts.append(f"EP{d['ep']}")
         return " ".join(parts)
 
     @property
@@ -208,12 +218,15 @@ class Measurement:
             "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",),
             "tp_placement": ("inner",), "cp_placement": ("inner",),
             "cp_ring_variant": ("qoml",) if self.kind == "decode" else ("kv",),
+            "ep": (d["ep"],),
         }
 
     def from_latency_ns(self, latency_ns: float) -> float:
         """Convert a predicted latency (ns) into this measurement's metric and unit."""
         if self.metric == "latency":
             return latency_ns / METRICS["latency"][self.unit]
+        if self.metric == "output_tokens_per_s":
+            return self.workload.batch / (latency_ns * 1e-9) / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 

@@ -1,0 +1,171 @@
+"""Held-out public inference measurements, read from ``inference_measurements.json``.
+
+``inference_measurements.json`` (and its ``.md``) transcribe 106 published inference
+results with their citations. This module turns the ones simcore can reproduce with a
+single workload into :class:`~simcore.validation.points.Measurement` objects
+(:data:`INFER_MEASUREMENTS`); each point keeps its source's citation (``source``), the
+table row it was read from and the JSON id (``notes``).
+
+What is used
+------------
+* **TTFT** (``ttft_ms``) of static runs (TensorRT-LLM v0.5/v0.9 performance tables, the
+  H100-vs-A100 blog, lmdeploy's static benchmark): a ``prefill`` of ``batch`` prompts of
+  ``isl`` tokens.
+* **TPOT** (``tpot_ms``): one ``decode`` step at ``batch`` sequences and the mean context
+  ``isl + osl/2`` (lmdeploy static runs; aiconfigurator's silicon CSV, dense Llama rows,
+  where the running batch is taken as the client concurrency).
+* **Output throughput** (``output_tokens_per_s``, whole system) of static runs whose
+  output is at least 16x the prompt (128/2048, 128/4096, 1/2048): ``batch`` / TPOT at the
+  mean context. Prefill is left out; at these lengths it is < ~3% of the run.
+
+Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) and ``cuda_graphs`` come from each
+point's workload; an unstated KV dtype is taken as 16-bit.
+
+Skipped, with the reason
+------------------------
+* ``already_in_simcore`` points (TensorRT-LLM v0.5 A100 TTFT at 2048, lmdeploy batch-1
+  rows, kipply's FasterTransformer): they are in :mod:`simcore.validation.data`.
+* Throughput rows with ``osl < 16 isl`` (128/128, 2048/128, 2048/2048, 1000/1000,
+  20000/2000): the prefill share is large and one workload cannot reproduce it; the
+  Qwen "speed" rows with a long prompt (30720-129024 tokens) for the same reason.
+* Offline / max-throughput runs whose batch the scheduler chose (TensorRT-LLM
+  perf-overview v1.0, Qwen2-57B throughput, MLPerf v4.1): no batch to simulate.
+* aiconfigurator TTFT rows: served at a fixed concurrency, so TTFT includes queueing
+  behind other requests' prefills.
+* Models simcore does not describe: DeepSeek-R1 (MLA, shared experts, dense first layers),
+  Qwen2-57B-A14B (shared expert), Llama 4 Maverick (no architecture transcribed).
+  (Qwen3-235B-A22B at TP8 EP8 on H100 is used: the experts split over the 8 TP ranks.)
+* LMSYS' 96xH100 DeepSeek run: node split and EP degrees not transcribed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from typing import Any
+
+from .. import presets
+from ..specs import Model, Workload
+from .points import Measurement
+
+__all__ = ["INFER_MEASUREMENTS", "INFER_SOURCES", "load_infer_measurements"]
+
+_PATH = os.path.join(os.path.dirname(__file__), "inference_measurements.json")
+
+#: Short labels per source id (tables group by these).
+INFER_SOURCES: dict[str, str] = {
+    "trtllm_perf_v090": "TRT-LLM v0.9 perf",
+    "trtllm_perf_v061": "TRT-LLM v0.5/0.6 perf",
+    "trtllm_blog_h200launch": "TRT-LLM H200 blog",
+    "trtllm_blog_falcon180b_h200": "TRT-LLM Falcon/H200 blog",
+    "trtllm_blog_h100vsa100": "TRT-LLM H100vsA100 blog",
+    "aiconfigurator_silicon": "aiconfigurator silicon",
+    "qwen25_speed": "Qwen2.5 speed",
+    "lmdeploy_a100": "lmdeploy A100",
+}
+
+_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
+
+
+def _dtype(v: str | None) -> str:
+    if not v:
+        return ""
+    return _DTYPES.get(str(v).split()[0].lower(), "")
+
+
+def _model(spec: dict) -> Model | None:
+    a = spec["architecture"]
+    if "n_layers" not in a or "n_shared_experts" in a or "shared_expert_intermediate_size" in a:
+        return None
+    if "attention" in a:  # MLA
+        return None
+    n_exp = int(a.get("n_experts", 1))
+    d_ff = a.get("d_ff", a.get("d_ff_expert", a.get("moe_intermediate_size")))
+    gated = "gelu" not in str(a.get("ffn", ""))
+    name = spec["name"]
+    return Model(name, n_layers=a["n_layers"], d_model=a["d_model"], n_heads=a["n_heads"],
+                 n_kv_heads=a.get("n_kv_heads", a["n_heads"]), d_ff=int(d_ff),
+                 vocab_size=a["vocab_size"], gated_ffn=gated, n_experts=n_exp,
+                 top_k=int(a.get("top_k", 1)), head_dim=int(a.get("head_dim", 0)),
+                 attn_bias=name.startswith("Qwen2"))
+
+
+def _value(p: dict, metric: str) -> float | None:
+    for m in p["measured"]:
+        if m["metric"] == metric:
+            return float(m["value"])
+    return None
+
+
+def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
+    if p.get("already_in_simcore"):
+        return [], "already in simcore.validation.data"
+    model = _model(p["model"])
+    if model is None:
+        return [], "model architecture not described by simcore (MLA / shared experts)"
+    if p["source"] not in INFER_SOURCES:
+        return [], "source not reproducible (offline scheduler-chosen batch or headline only)"
+    lay = p["layout"]
+    w = p["workload"]
+    if not w.get("batch"):
+        return [], "batch not stated"
+    tp, pp, dp = int(lay.get("tp") or 1), int(lay.get("pp") or 1), int(lay.get("dp") or 1)
+    ep = int(lay.get("ep") or 1)
+    layout = (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
+    family = presets.HARDWARE_FAMILIES[p["hardware"]]
+    batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
+    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")), act_dtype=_dtype(w.get("act_dtype")),
+              kv_dtype=_dtype(w.get("kv_dtype")), cuda_graphs=bool(w.get("cuda_graphs")))
+    if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
+        dt["act_dtype"] = dt["weight_dtype"]
+    src = sources[p["source"]]["citation"]
+    ref = INFER_SOURCES[p["source"]]
+    base = f"{p['where']} [json id {p['id']}]"
+    out: list[Measurement] = []
+    server = w.get("mode") == "server"
+    ttft = _value(p, "ttft_ms")
+    if ttft is not None and not server:
+        wl = Workload("prefill", batch=batch, s_kv=isl, **dt)
+        out.append(Measurement(f"{p['id']}:ttft", "prefill", model, family, layout, wl, "latency",
+                               ttft, "ms", src, ref, f"{base}; TTFT, batch {batch}, ISL {isl}"))
+    ctx = isl + (int(osl) // 2 if osl else 0)
+    tpot = _value(p, "tpot_ms")
+    if tpot is not None:
+        wl = Workload("decode", batch=batch, s_kv=max(ctx, 1), **dt)
+        note = "; running batch taken as the client concurrency" if server else ""
+        out.append(Measurement(f"{p['id']}:tpot", "decode", model, family, layout, wl, "latency",
+                               tpot, "ms", src, ref,
+                               f"{base}; TPOT at batch {batch}, mean context {ctx}{note}"))
+    thr = _value(p, "output_tokens_per_s")
+    per_gpu = _value(p, "output_tokens_per_s_per_gpu")
+    if thr is None and per_gpu is not None:
+        thr = per_gpu * tp * pp * dp
+    if thr is not None and osl and int(osl) >= 16 * isl and not server and tpot is None:
+        wl = Workload("decode", batch=batch, s_kv=ctx, **dt)
+        out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, wl,
+                               "output_tokens_per_s", thr, "tok/s", src, ref,
+                               f"{base}; system output tok/s = batch / TPOT at mean context "
+                               f"{ctx} (prefill of {isl} tokens left out)"))
+    if not out:
+        return [], "no reproducible metric (queued TTFT, or throughput with a large prefill share)"
+    return out, ""
+
+
+@lru_cache(maxsize=1)
+def load_infer_measurements() -> tuple[tuple[Measurement, ...], tuple[tuple[str, str], ...]]:
+    """(measurements, skipped (json id, reason)) from ``inference_measurements.json``."""
+    with open(_PATH, encoding="utf-8") as fh:
+        data = json.load(fh)
+    pts: list[Measurement] = []
+    skipped: list[tuple[str, str]] = []
+    for p in data["points"]:
+        ms, why = _convert(p, data["sources"])
+        pts.extend(ms)
+        if why:
+            skipped.append((p["id"], why))
+    return tuple(pts), tuple(skipped)
+
+
+#: The reproducible held-out inference points.
+INFER_MEASUREMENTS: tuple[Measurement, ...] = load_infer_measurements()[0]

@@ -1,0 +1,170 @@
+"""Inference physics: launches and per-step floor, collectives, attention, MoE, precision,
+pipelined decode, reported FLOPs (one test per modelled effect)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simcore.engine import prepare
+from simcore.evaluate import evaluate
+from simcore.presets import get_family, get_model
+from simcore.specs import Efficiency, Workload
+
+
+def _one(model, wl, fam=None, eff=None, **lay):
+    space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp", "ep")}
+    space.update(kv_shard_mode=("head",), ffn_shard_scope=("TP",), tp_placement=("inner",),
+                 cp_placement=("inner",), cp_ring_variant=("qoml",))
+    ds = evaluate(get_model(model), wl, space=space, family=fam, efficiency=eff or Efficiency())
+    return {v: float(ds[v].values.ravel()[0]) for v in ds.data_vars}
+
+
+def _coeffs(model, wl, fam=None, **lay):
+    space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp")}
+    from simcore.space import full_space
+    p = prepare(get_model(model), wl, space=full_space().with_(
+        **space, kv_shard_mode=("head",), ffn_shard_scope=("TP",), tp_placement=("inner",),
+        cp_placement=("inner",), cp_ring_variant=("qoml",)), family=fam)
+    return p.coeffs[0]
+
+
+def test_decode_overhead__launches_and_per_step_floor():
+    wl = Workload("decode", s_kv=2048)
+    eff = Efficiency(op_latency_ns=2000.0, step_overhead_ns=1e6)
+    base = _one("Llama 3.1 8B", wl, "H100-SXM")
+    over = _one("Llama 3.1 8B", wl, "H100-SXM", eff)
+    c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    want = (32 * c["n_ops"] + c["step_ops"]) * 2000.0 + 1e6
+    assert c["n_ops"] == 10 and c["step_ops"] == 4 and c["step_count"] == 1
+    assert over["overhead_ns"] == pytest.approx(want)
+    assert over["latency_ns"] == pytest.approx(base["latency_ns"] + want)
+    graphs = _one("Llama 3.1 8B", dataclasses.replace(wl, cuda_graphs=True), "H100-SXM", eff)
+    assert graphs["overhead_ns"] == pytest.approx(want - 0.75e6)
+    # TP adds two all-reduce launches per layer, MoE routing four
+    assert _coeffs("Llama 3.1 8B", wl, "H100-SXM", tp=2)["n_ops"] == 12
+    assert _coeffs("Mixtral 8x7B", wl, "H100-SXM")["n_ops"] == 14
+
+
+def test_decode_bandwidth__small_transfers_reach_less_of_peak():
+    # with a per-launch cost, a small model's decode step moves its bytes at a lower
+    # fraction of HBM peak than a large model's (size-dependent achievable bandwidth)
+    eff = Efficiency(op_latency_ns=3000.0)
+    wl = Workload("decode", s_kv=1024)
+    fam = get_family("H100-SXM")
+
+    def frac(model):
+        r = _one(model, wl, fam, eff)
+        return r["memory_ns"] / r["latency_ns"]
+
+    assert frac("Llama 3.1 8B") < frac("Llama 3.1 70B") < 1.0
+
+
+def test_collectives__tp_allreduce_latency_logarithmic():
+    wl = Workload("decode", s_kv=4096)
+    fam = get_family("SiP")
+    c = _coeffs("Llama 3.1 70B", wl, fam, tp=8)
+    # two all-reduces, each 2·log2(8) link latencies inside the cube (ring: 2·7)
+    assert c["comm_alpha_ns"] == pytest.approx(2 * 2 * 3 * fam.topology.alpha_intra_ns)
+    # TP16 spans two cubes: hierarchical, reduce-scatter/all-gather inside, 2 steps across
+    c16 = _coeffs("Llama 3.1 70B", wl, fam, tp=16)
+    t = fam.topology
+    assert c16["comm_alpha_ns"] == pytest.approx(2 * (2 * 3 * t.alpha_intra_ns + 2 * t.alpha_inter_ns))
+    assert c16["comm1_bytes"] < c16["comm0_bytes"]
+
+
+def test_attention__own_factor_and_causal_flops():
+    wl = Workload("prefill", s_kv=8192)
+    a = _one("Llama 3.1 8B", wl, "H100-SXM", Efficiency(attention=0.35))
+    b = _one("Llama 3.1 8B", wl, "H100-SXM", Efficiency(attention=0.7))
+    assert a["latency_ns"] > b["latency_ns"]
+    c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    m = get_model("Llama 3.1 8B")
+    causal = 1 - (8192 - 1) / (2 * 8192)
+    assert c["f_core"] == pytest.approx(4 * 8192 * 8192 * causal * m.head_dim * m.n_heads)
+
+
+def test_moe__expected_experts_touched():
+    m = get_model("Mixtral 8x7B")
+    c = _coeffs(m, Workload("decode", batch=4, s_kv=1024))
+    touched = 8 * (1 - (1 - 2 / 8) ** 4)
+    assert touched == pytest.approx(5.47, abs=0.01)
+    router = m.ffn_params_per_layer - m.n_experts * m.expert_params
+    act = 4 * m.d_model * 2 * 2
+    assert c["b_ffn"] == pytest.approx((touched * m.expert_params + router) * 2 + act)
+
+
+def test_precision__dtypes_rates_and_errors():
+    wl = Workload("prefill", s_kv=2048)
+    bf = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    f8 = _coeffs("Llama 3.1 8B", dataclasses.replace(wl, weight_dtype="fp8", act_dtype="fp8",
+                                                      kv_dtype="fp8"), "H100-SXM")
+    assert f8["f_lin"] == pytest.approx(bf["f_lin"] / 2)  # fp8 at 2x the bf16 rate
+    assert f8["mem_weights_bytes"] == pytest.approx(bf["mem_weights_bytes"] / 2)
+    assert f8["mem_kv_bytes"] == pytest.approx(bf["mem_kv_bytes"] / 2)
+    assert f8["comm0_bytes"] == pytest.approx(bf["comm0_bytes"] / 2)
+    w4 = _coeffs("Llama 3.1 8B", dataclasses.replace(wl, weight_dtype="int4"), "A100-80G")
+    bfa = _coeffs("Llama 3.1 8B", wl, "A100-80G")
+    assert w4["f_lin"] == bfa["f_lin"]  # W4A16: 16-bit compute
+    assert w4["mem_weights_bytes"] == pytest.approx(bfa["mem_weights_bytes"] / 4)
+    with pytest.raises(ValueError, match="act_dtype='fp8'.*fp8_ratio"):
+        _coeffs("Llama 3.1 8B", dataclasses.replace(wl, act_dtype="fp8"), "A100-80G")
+    with pytest.raises(ValueError, match="Workload.kv_dtype"):
+        Workload("decode", kv_dtype="fp4")
+    with pytest.raises(ValueError, match="weight-only"):
+        Workload("decode", act_dtype="int4")
+
+
+def test_pipeline_decode__throughput_grows_latency_does_not_drop():
+    # compute-heavy decode: min(pp, batch) micro-batches in flight multiply throughput
+    wl = Workload("decode", batch=2048, s_kv=256)
+    r1 = _one("Llama 3.1 70B", wl, "H100-SXM", tp=8)
+    r4 = _one("Llama 3.1 70B", wl, "H100-SXM", tp=8, pp=4)
+    assert r4["throughput_tok_s"] > 2.0 * r1["throughput_tok_s"]
+    # one sequence: nothing to pipeline, the token still passes all 80 layers
+    one = _one("Llama 3.1 70B", dataclasses.replace(wl, batch=1), "H100-SXM", tp=8, pp=4)
+    ref = _one("Llama 3.1 70B", dataclasses.replace(wl, batch=1), "H100-SXM", tp=8)
+    assert one["latency_ns"] >= ref["latency_ns"]
+    assert one["throughput_tok_s"] <= ref["throughput_tok_s"]
+
+
+def test_reported_flops__no_embedding_head_only_for_logits():
+    wl = Workload("prefill", s_kv=2048)
+    r = _one("Llama 3.1 8B", wl, "H100-SXM")
+    peak = get_family("H100-SXM").hardware.peak_tflops_f16 * 1e12
+    assert r["flops_per_device"] < peak * Efficiency().compute
+    c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    m = get_model("Llama 3.1 8B")
+    body = m.n_active_params - m.embedding_params - m.d_model
+    attn = 4 * m.n_layers * 2048 * 2048 * (1 - 2047 / 4096) * m.n_heads * m.head_dim
+    assert c["model_flops"] == pytest.approx(2 * body * 2048 + 2 * m.d_model * m.vocab_size + attn)
+    assert np.isfinite(c["model_flops"])
+
+
+def test_expert_parallel__layout_dim_masks_and_costs():
+    from simcore.kernels import inference_ref as ref
+
+    wl = Workload("decode", batch=64, s_kv=4096)
+    fam = get_family("H100-SXM")
+    space = {"cp": (1,), "tp": (8,), "pp": (1,), "dp": (1,), "ep": (1, 2, 4, 8, 3),
+             "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",), "tp_placement": ("inner",),
+             "cp_placement": ("inner",), "cp_ring_variant": ("qoml",)}
+    ds = evaluate(get_model("Mixtral 8x7B"), wl, space=space, family=fam, efficiency=Efficiency())
+    valid = ds.valid.values.ravel()
+    assert valid.tolist() == [True, True, True, True, False]  # 3 divides neither 8 experts nor 8
+    dense = evaluate(get_model("Llama 3.1 8B"), wl, space=space, family=fam)
+    assert dense.valid.values.ravel().tolist() == [True, False, False, False, False]
+    # EP8: each device holds one whole expert; weights per device drop vs TP8 only by the
+    # router/attention share, the FFN all-reduce becomes dispatch + combine all-to-all
+    w = ds.mem_weights_bytes.values.ravel()
+    assert w[3] == pytest.approx(w[0], rel=1e-6)
+    m = get_model("Mixtral 8x7B")
+    for ep in (2, 8):
+        got = _one(m, wl, fam, tp=8, ep=ep)
+        want = ref.evaluate_point(m, wl, fam.hardware, fam.topology, Efficiency(),
+                                  ref.Layout(tp=8, ep=ep))
+        assert got["latency_ns"] == pytest.approx(want["latency_ns"], rel=1e-9)
+    # EP over DP replicas: experts no longer replicated per replica
+    r = _one(m, wl, fam, tp=2, dp=4, ep=8)
+    r1 = _one(m, wl, fam, tp=2, dp=4)
+    assert r["mem_weights_bytes"] < 0.4 * r1["mem_weights_bytes"]
