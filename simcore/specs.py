@@ -264,9 +264,30 @@ class Workload:
         Training only: ZeRO stage 0–3 for model-state memory and DP communication.
     grad_bytes : int
         Training only: bytes per gradient element in the data-parallel reduction.
-    precision : {"fp16", "bf16", "fp32"}
+    precision : {"fp16", "bf16", "fp32", "fp8"}
         Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
-        bf16/fp32: 16N). fp32 also halves the usable matmul peak.
+        bf16/fp32/fp8: 16N). fp32 also halves the usable matmul peak; fp8 runs the
+        matmuls (projections, FFN) at the family's ``fp8_ratio`` x the 16-bit peak
+        (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
+    virtual_stages : int
+        Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
+        (p-1)/(v·m)); 1 = plain 1F1B.
+    attention : {"flash", "unfused"}
+        Training only: FlashAttention-style core (no s² activations, backward at 2.5x
+        the forward FLOPs) or the unfused core that stores the scores.
+    framework : {"deepspeed", "megatron", "fsdp"}
+        Training only: whose model-state formula and defaults apply. ``deepspeed``:
+        DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
+        layer); ``megatron``: 18 B/param, distributed optimizer (``zero_stage=1``)
+        6 + 12/d; ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
+    overlap_grad_reduce : bool or None
+        Training only: data-parallel gradient reduction bucketed and overlapped with
+        the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
+        FSDP). None = the framework's default (DeepSpeed: on for ZeRO-3 only; Megatron:
+        off, its argument default; FSDP: on).
+    offload : {"none", "optimizer", "optimizer+params"}
+        Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
+        parameters, ZeRO-3 only) to host memory over PCIe.
 
     Examples
     --------
@@ -286,6 +307,11 @@ class Workload:
     zero_stage: int = 0
     grad_bytes: int = 4
     precision: str = "fp16"
+    virtual_stages: int = 1
+    attention: str = "flash"
+    framework: str = "deepspeed"
+    overlap_grad_reduce: bool | None = None
+    offload: str = "none"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -296,10 +322,35 @@ class Workload:
             raise ValueError(
                 f"Workload.recompute={self.recompute!r} is unknown; pass 'none', 'selective' or 'full'"
             )
-        if self.precision not in ("fp16", "bf16", "fp32"):
+        if self.precision not in ("fp16", "bf16", "fp32", "fp8"):
             raise ValueError(
-                f"Workload.precision={self.precision!r} is unknown; pass 'fp16', 'bf16' or 'fp32'"
+                f"Workload.precision={self.precision!r} is unknown; pass 'fp16', 'bf16', "
+                "'fp32' or 'fp8'"
             )
+        _positive("Workload", "virtual_stages", self.virtual_stages, integer=True)
+        for f, choices in (("attention", ("flash", "unfused")),
+                           ("framework", ("deepspeed", "megatron", "fsdp")),
+                           ("offload", ("none", "optimizer", "optimizer+params"))):
+            if getattr(self, f) not in choices:
+                raise ValueError(f"Workload.{f}={getattr(self, f)!r} is unknown; pass one of "
+                                 f"{list(choices)}")
+        if self.overlap_grad_reduce not in (None, True, False):
+            raise ValueError("Workload.overlap_grad_reduce must be True, False or None (the "
+                             f"framework's default), got {self.overlap_grad_reduce!r}")
+        if self.framework == "megatron" and self.zero_stage > 1:
+            raise ValueError(
+                f"Workload(framework='megatron') shards at most the optimizer (zero_stage=1, "
+                f"the distributed optimizer), got zero_stage={self.zero_stage}; pass "
+                "framework='fsdp' or 'deepspeed' for ZeRO-2/3")
+        if self.framework == "fsdp" and self.zero_stage != 3:
+            raise ValueError(f"Workload(framework='fsdp') is full sharding: pass zero_stage=3, "
+                             f"got {self.zero_stage}")
+        if self.offload != "none" and self.zero_stage == 0:
+            raise ValueError("Workload.offload needs ZeRO (zero_stage >= 1): the offloaded "
+                             "optimizer step runs on each rank's shard")
+        if self.offload == "optimizer+params" and self.zero_stage != 3:
+            raise ValueError("Workload(offload='optimizer+params') offloads partitioned "
+                             f"parameters: pass zero_stage=3, got {self.zero_stage}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"Workload.zero_stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
         _positive("Workload", "batch", self.batch, integer=True)
@@ -328,6 +379,18 @@ class Workload:
     @property
     def seq_len(self) -> int:
         return self.s_kv
+
+    @property
+    def grad_overlap(self) -> bool:
+        """Whether the gradient reduction overlaps backward (the framework's default
+        where ``overlap_grad_reduce`` is None)."""
+        if self.overlap_grad_reduce is not None:
+            return bool(self.overlap_grad_reduce)
+        if self.framework == "fsdp":
+            return True
+        if self.framework == "megatron":
+            return False
+        return self.zero_stage == 3
 
 
 @dataclass(frozen=True)
