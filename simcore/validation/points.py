@@ -21,6 +21,7 @@ __all__ = [
     "METRICS",
     "Measurement",
     "megatron_flops_per_step",
+    "palm_flops_per_step",
     "predict",
 ]
 
@@ -38,7 +39,30 @@ METRICS: dict[str, dict[str, float]] = {
     "latency": {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9},
     # achieved TFLOP/s per GPU, FLOPs counted with Narayanan et al. 2021, Eq. 3
     "megatron_tflops_per_gpu": {"TFLOP/s": 1e12},
+    # training tokens per second per GPU (global batch x sequence / step time / GPUs)
+    "tokens_per_s_per_gpu": {"tokens/s/GPU": 1.0},
+    # model TFLOP/s per GPU, PaLM's MFU convention (Chowdhery et al. 2022, App. B):
+    # 6 N_matmul + 12 L s d per token (non-causal attention, no recompute)
+    "model_tflops_per_gpu": {"TFLOP/s": 1e12},
 }
+
+
+def palm_flops_per_step(model: Model, workload: Workload) -> float:
+    """Training FLOPs per step as PaLM's MFU counts them: ``(6 N + 12 L s d) · tokens``
+    with N the matmul parameters (the embedding gather excluded; a tied embedding
+    counted once, as the LM head).
+
+    Examples
+    --------
+    >>> from simcore.presets import PRESETS
+    >>> m = PRESETS["Llama 2 7B"].model
+    >>> round(palm_flops_per_step(m, Workload("train", batch=1, s_kv=4096)) / 1e12, 1)
+    188.8
+    """
+    n = model.n_params - model.embedding_params + model.vocab_size * model.d_model
+    s = float(workload.s_kv)
+    tokens = float(workload.batch) * s
+    return (6.0 * n + 12.0 * model.n_layers * s * model.n_heads * model.head_dim) * tokens
 
 
 def megatron_flops_per_step(model: Model, workload: Workload) -> float:
@@ -145,8 +169,8 @@ class Measurement:
         if self.metric not in METRICS:
             raise ValueError(f"{where}: metric={self.metric!r} is unknown; pass one of "
                              f"{list(METRICS)}")
-        if self.metric == "megatron_tflops_per_gpu" and self.kind != "train":
-            raise ValueError(f"{where}: metric 'megatron_tflops_per_gpu' is for training "
+        if self.metric != "latency" and self.kind != "train":
+            raise ValueError(f"{where}: metric {self.metric!r} is for training "
                              "runs; use metric 'latency' for prefill/decode")
         if self.unit not in METRICS[self.metric]:
             raise ValueError(f"{where}: unit={self.unit!r} does not fit metric "
@@ -214,6 +238,12 @@ class Measurement:
         """Convert a predicted latency (ns) into this measurement's metric and unit."""
         if self.metric == "latency":
             return latency_ns / METRICS["latency"][self.unit]
+        if self.metric == "tokens_per_s_per_gpu":
+            tokens = self.workload.batch * self.workload.s_kv
+            return tokens / (latency_ns * 1e-9) / self.n_devices
+        if self.metric == "model_tflops_per_gpu":
+            flops = palm_flops_per_step(self.model, self.workload)
+            return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 
