@@ -11,6 +11,8 @@ Choices, per the sources' own notes:
 
 * metric: the step time where the source states or derives one, else tokens/s per GPU,
   else model TFLOP/s per GPU counted with PaLM's convention (``model_tflops_per_gpu``);
+* Llama 3 405B: its FSDP does not reshard after forward (ZeRO-2-like); modelled as one
+  reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped;
 * frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
   with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
   (their recipes' settings); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
@@ -138,6 +140,12 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
     elif src == "bloom_tr11":
         wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
+    elif src == "llama3_paper":
+        # section 3.3.2: FSDP that does not reshard after forward (ZeRO-2-like) with
+        # pipelining: parameters gathered once, gradients reduce-scattered once per step
+        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
+        assumed.append("Llama 3's FSDP as one gradient reduce-scatter and one parameter "
+                       "all-gather per step (zero_stage=1 traffic), overlapped")
     elif (lay.get("zero_stage") or 3) == 2:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:

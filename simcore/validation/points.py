@@ -44,6 +44,11 @@ METRICS: dict[str, dict[str, float]] = {
     # model TFLOP/s per GPU, PaLM's MFU convention (Chowdhery et al. 2022, App. B):
     # 6 N_matmul + 12 L s d per token (non-causal attention, no recompute)
     "model_tflops_per_gpu": {"TFLOP/s": 1e12},
+    # model FLOPs utilisation: model_tflops_per_gpu over the 16-bit dense peak (PaLM)
+    "mfu": {"fraction": 1.0, "%": 0.01},
+    # hardware FLOPs utilisation: also counts the recomputed forward (full
+    # recomputation: 8 instead of 6 N per token, as llm-foundry and Megatron report it)
+    "hfu": {"fraction": 1.0, "%": 0.01},
 }
 
 
@@ -241,9 +246,15 @@ class Measurement:
         if self.metric == "tokens_per_s_per_gpu":
             tokens = self.workload.batch * self.workload.s_kv
             return tokens / (latency_ns * 1e-9) / self.n_devices
-        if self.metric == "model_tflops_per_gpu":
+        if self.metric in ("model_tflops_per_gpu", "mfu", "hfu"):
             flops = palm_flops_per_step(self.model, self.workload)
-            return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
+            if self.metric == "hfu" and self.workload.recompute == "full":
+                flops *= 4.0 / 3.0
+            per_gpu = flops / (latency_ns * 1e-9) / self.n_devices
+            if self.metric == "model_tflops_per_gpu":
+                return per_gpu / METRICS[self.metric][self.unit]
+            peak = self.family.hardware.peak_tflops_f16 * 1e12
+            return per_gpu / peak / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 
