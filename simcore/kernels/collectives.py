@@ -78,6 +78,7 @@ def hier_factors(g: float, k: float, nics: float, cube: float, allreduce: bool):
     all-reduce (``allreduce``) or all-gather / reduce-scatter over g members, k per cube."""
     m = 2.0 if allreduce else 1.0
     n = g / k
+    nics = min(nics, cube)  # more NICs than PEs: each PE drives its share at most
     lanes = min(k, nics) * cube / nics
     f0 = m * (k - 1.0) / k
     f1 = m * (n - 1.0) / n / lanes

@@ -39,6 +39,7 @@ def hier_collective_ns(nbytes: float, g: int, k: int, cube: int, nics: int,
     import math
 
     nodes = g / k
+    nics = min(nics, cube)
     phases = 2 if allreduce else 1
     nic_bw = top[0] * cube / nics  # one NIC serves cube/nics devices' bandwidth
     t = phases * ((k - 1) / k * nbytes / intra[0] + (k - 1) * intra[1])
