@@ -216,3 +216,16 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
         assert got[name] == pytest.approx(want[name], rel=REL, abs=1e-12), name
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"] + got["overhead_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
+
+
+@given(st.floats(0, 1e12), st.integers(2, 512), st.integers(1, 16), st.integers(1, 16),
+       st.integers(1, 16), st.floats(0.1, 1e4), st.floats(0.1, 1e4), st.floats(0, 1e5),
+       st.floats(0, 1e5), st.booleans())
+def test_hierarchical_collectives__match_reference(nbytes, g, k, cube, nics, bw0, bw1, a0, a1,
+                                                   allreduce):
+    k = min(k, cube, g)
+    f0, f1, h0, h1 = kc.hier_factors(float(g), float(k), float(nics), float(cube), allreduce)
+    got = f0 * nbytes / bw0 + f1 * nbytes / bw1 + h0 * a0 + h1 * a1
+    want = kr.hier_collective_ns(nbytes, g, k, cube, nics, (bw0, a0), (bw1, a1), allreduce)
+    assert got == pytest.approx(want, rel=REL, abs=1e-9)
+    assert kc.members_per_cube(float(g), 1.0, float(cube)) == min(g, cube)
