@@ -19,7 +19,8 @@ Choices, per the sources' own notes:
   Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
   with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
 * unstated micro-batch: 1; unstated recomputation: none; unstated precision: bf16;
-  unstated global batch (torchtitan long-context tables): one micro-batch per replica;
+  unstated global batch (torchtitan long-context tables): one micro-batch per replica
+  and pipeline stage (torchtitan's default number of micro-batches);
 * hardware: the ``H100-SXM``, ``H200`` and ``A100-80G`` presets; torchtitan's Grand
   Teton H100s are the 96 GB HBM2e / 500 W part (:data:`H100_96G`); systems larger than
   a preset's topology get more SiPs (same tiers and links).
@@ -127,15 +128,20 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         mb = 1
         assumed.append("micro-batch 1")
     batch = w.get("global_batch")
-    if batch is None:
-        batch = mb * dp
-        assumed.append("global batch = one micro-batch per replica")
+    if batch is None:  # torchtitan: as many micro-batches as pipeline stages
+        batch = mb * dp * pp
+        assumed.append("global batch = one micro-batch per replica and pipeline stage "
+                       "(torchtitan's default micro-batch count)" if pp > 1 else
+                       "global batch = one micro-batch per replica")
     precision = w.get("precision") or "bf16"
     if not w.get("precision"):
         assumed.append("bf16")
     if not w.get("recompute"):
         assumed.append("no recomputation")
     v = int(lay.get("vpp") or 1)
+    if lay.get("vpp") is None and "nterleaved" in str(lay.get("pp_schedule") or ""):
+        v = 2
+        assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
     if src in _MEGATRON:
         wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
     elif src == "bloom_tr11":
