@@ -950,6 +950,7 @@ _WORKLOAD_RANGES: dict[str, _Range] = {
     "micro_batch": _Range(1, 1e7, "(sequences per micro-batch)"),
     "zero_stage": _Range(0, 3, "(ZeRO stage)"),
     "grad_bytes": _Range(1, 8, "bytes (per gradient element)"),
+    "virtual_stages": _Range(1, 1024, "(interleaved pipeline chunks per device)"),
 }
 
 
@@ -978,9 +979,11 @@ class Workload:
         Training only: ZeRO stage 0–3 for model-state memory and DP communication.
     grad_bytes : int
         Training only: bytes per gradient element in the data-parallel reduction.
-    precision : {"fp16", "bf16", "fp32"}
+    precision : {"fp16", "bf16", "fp32", "fp8"}
         Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
-        bf16/fp32: 16N). fp32 also halves the usable matmul peak.
+        bf16/fp32/fp8: 16N). fp32 also halves the usable matmul peak; fp8 runs the
+        matmuls (projections, FFN) at the family's ``fp8_ratio`` x the 16-bit peak
+        (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
     weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
         Inference only: storage dtype of the weights, dtype of activations / matmul
         inputs (and so of every message on the wire), and of the KV cache. ``""`` keeps
@@ -990,6 +993,25 @@ class Workload:
     cuda_graphs : bool
         Inference only: decode steps replayed as CUDA graphs, which lowers the
         framework's per-step floor (``Efficiency.step_overhead_ns``) to a quarter.
+    virtual_stages : int
+        Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
+        (p-1)/(v·m)); 1 = plain 1F1B.
+    attention : {"flash", "unfused"}
+        Training only: FlashAttention-style core (no s² activations, backward at 2.5x
+        the forward FLOPs) or the unfused core that stores the scores.
+    framework : {"deepspeed", "megatron", "fsdp"}
+        Training only: whose model-state formula and defaults apply. ``deepspeed``:
+        DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
+        layer); ``megatron``: 18 B/param, distributed optimizer (``zero_stage=1``)
+        6 + 12/d; ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
+    overlap_grad_reduce : bool or None
+        Training only: data-parallel gradient reduction bucketed and overlapped with
+        the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
+        FSDP). None = the framework's default (DeepSpeed: on for ZeRO-3 only; Megatron:
+        off, its argument default; FSDP: on).
+    offload : {"none", "optimizer", "optimizer+params"}
+        Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
+        parameters, ZeRO-3 only) to host memory over PCIe.
 
     Examples
     --------
@@ -1013,13 +1035,18 @@ class Workload:
     act_dtype: str = ""
     kv_dtype: str = ""
     cuda_graphs: bool = False
+    virtual_stages: int = 1
+    attention: str = "flash"
+    framework: str = "deepspeed"
+    overlap_grad_reduce: bool | None = None
+    offload: str = "none"
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
         _choice("Workload", "recompute", self.recompute, ("none", "selective", "full"),
                 "'none', 'selective' or 'full'")
-        _choice("Workload", "precision", self.precision, ("fp16", "bf16", "fp32"),
-                "'fp16', 'bf16' or 'fp32'")
+        _choice("Workload", "precision", self.precision, ("fp16", "bf16", "fp32", "fp8"),
+                "'fp16', 'bf16', 'fp32' or 'fp8'")
         object.__setattr__(self, "sequence_parallel",
                            _flag("Workload", "sequence_parallel", self.sequence_parallel))
         object.__setattr__(self, "cuda_graphs", _flag("Workload", "cuda_graphs", self.cuda_graphs))
@@ -1029,6 +1056,29 @@ class Workload:
         if self.act_dtype == "int4":
             raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
+        _choice("Workload", "attention", self.attention, ("flash", "unfused"),
+                "'flash' or 'unfused'")
+        _choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
+                "'deepspeed', 'megatron' or 'fsdp'")
+        _choice("Workload", "offload", self.offload, ("none", "optimizer", "optimizer+params"),
+                "'none', 'optimizer' or 'optimizer+params'")
+        if self.overlap_grad_reduce is not None:
+            object.__setattr__(self, "overlap_grad_reduce",
+                               _flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))
+        if self.framework == "megatron" and self.zero_stage > 1:
+            raise SpecError(
+                f"Workload(framework='megatron') shards at most the optimizer (zero_stage=1, "
+                f"the distributed optimizer), got zero_stage={self.zero_stage}; pass "
+                "framework='fsdp' or 'deepspeed' for ZeRO-2/3")
+        if self.framework == "fsdp" and self.zero_stage != 3:
+            raise SpecError(f"Workload(framework='fsdp') is full sharding: pass zero_stage=3, "
+                            f"got {self.zero_stage}")
+        if self.offload != "none" and self.zero_stage == 0:
+            raise SpecError("Workload.offload needs ZeRO (zero_stage >= 1): the offloaded "
+                            "optimizer step runs on each rank's shard")
+        if self.offload == "optimizer+params" and self.zero_stage != 3:
+            raise SpecError("Workload(offload='optimizer+params') offloads partitioned "
+                            f"parameters: pass zero_stage=3, got {self.zero_stage}")
         _validate_table(self, _WORKLOAD_RANGES)
         if self.s_q == 0:
             object.__setattr__(self, "s_q", 1 if self.mode == "decode" else self.s_kv)
@@ -1053,6 +1103,18 @@ class Workload:
     @property
     def seq_len(self) -> int:
         return self.s_kv
+
+    @property
+    def grad_overlap(self) -> bool:
+        """Whether the gradient reduction overlaps backward (the framework's default
+        where ``overlap_grad_reduce`` is None)."""
+        if self.overlap_grad_reduce is not None:
+            return bool(self.overlap_grad_reduce)
+        if self.framework == "fsdp":
+            return True
+        if self.framework == "megatron":
+            return False
+        return self.zero_stage == 3
 
     def dtype_bytes(self, field_name: str) -> float:
         """Bytes per element of ``weight_dtype``, ``act_dtype`` or ``kv_dtype`` (0 = the

@@ -168,14 +168,39 @@ def test_collectives__match_reference(nbytes, g, bw, alpha):
 @st.composite
 def train_workloads(draw):
     micro = draw(st.sampled_from([1, 2, 4]))
+    framework = draw(st.sampled_from(["deepspeed", "megatron", "fsdp"]))
+    zero = {"deepspeed": st.integers(0, 3), "megatron": st.integers(0, 1),
+            "fsdp": st.just(3)}[framework]
+    zs = draw(zero)
+    offload = draw(st.sampled_from(
+        ["none"] + (["optimizer"] if zs else []) + (["optimizer+params"] if zs == 3 else [])))
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
                     micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full"])),
-                    sequence_parallel=draw(st.booleans()), zero_stage=draw(st.integers(0, 3)),
+                    sequence_parallel=draw(st.booleans()), zero_stage=zs,
                     grad_bytes=draw(st.sampled_from([2, 4])),
-                    precision=draw(st.sampled_from(["fp16", "bf16", "fp32"])))
+                    precision=draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"])),
+                    virtual_stages=draw(st.integers(1, 4)),
+                    attention=draw(st.sampled_from(["flash", "unfused"])), framework=framework,
+                    overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
+                    offload=offload)
 
 
-@given(models(), train_workloads(), hardware, topologies, efficiencies, layouts)
+train_topologies = st.builds(
+    Topology,
+    pes_per_cube=st.integers(1, 16),
+    cubes_per_sip=st.integers(1, 16),
+    n_sips=st.integers(1, 64),
+    alpha_intra_ns=st.floats(0, 1e4),
+    alpha_inter_ns=st.floats(0, 1e4),
+    alpha_intersip_ns=st.floats(0, 1e4),
+    nics_per_cube=st.integers(0, 16),
+    fp8_ratio=st.sampled_from([1.0, 2.0]),
+    pcie_gbs=st.floats(1.0, 128.0),
+    host_mem_gb=st.floats(1.0, 4096.0),
+)
+
+
+@given(models(), train_workloads(), hardware, train_topologies, efficiencies, layouts)
 def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay):
     from simcore.kernels import training as kt
     from simcore.kernels import training_ref as tref
@@ -214,3 +239,16 @@ def test_allreduce_hier__matches_reference(nbytes, g, stride, cube, cubes, bw0, 
     bw, alpha = links[kr.tier_of(g * stride, cube, cube * cubes)]
     if bw0 >= bw and a0 <= alpha:
         assert got <= kr.allreduce_ns(nbytes, g, bw, alpha) * (1 + 1e-9) + 1e-9
+
+
+@given(st.floats(0, 1e12), st.integers(2, 512), st.integers(1, 16), st.integers(1, 16),
+       st.integers(1, 16), st.floats(0.1, 1e4), st.floats(0.1, 1e4), st.floats(0, 1e5),
+       st.floats(0, 1e5), st.booleans())
+def test_hierarchical_collectives__match_reference(nbytes, g, k, cube, nics, bw0, bw1, a0, a1,
+                                                   allreduce):
+    k = min(k, cube, g)
+    f0, f1, h0, h1 = kc.hier_factors(float(g), float(k), float(nics), float(cube), allreduce)
+    got = f0 * nbytes / bw0 + f1 * nbytes / bw1 + h0 * a0 + h1 * a1
+    want = kr.hier_collective_ns(nbytes, g, k, cube, nics, (bw0, a0), (bw1, a1), allreduce)
+    assert got == pytest.approx(want, rel=REL, abs=1e-9)
+    assert kc.members_per_cube(float(g), 1.0, float(cube)) == min(g, cube)

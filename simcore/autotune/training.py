@@ -268,8 +268,8 @@ class TrainingEngine:
     >>> eng = TrainingEngine(get_model("Llama 2 7B"), family=fam, hardware=fam.hardware,
     ...                      efficiency=Efficiency())
     >>> states, per_sample = eng.memory(TrainingRun(stage=3, micro_batch=1, n_gpus=8))
-    >>> round(states / 1e9, 2), round(per_sample / 1e9, 1)  # 20N/8; Korthikanti + logits
-    (16.85, 30.9)
+    >>> round(states / 1e9, 2), round(per_sample / 1e9, 1)  # 20N/8 + gathered layer; flash
+    (17.66, 9.4)
     """
 
     def __init__(self, model: Model, *, family: HardwareFamily, hardware: Hardware,

@@ -56,3 +56,24 @@ def allreduce_hier_ns(nbytes: float, g: float, stride: int, pes_per_cube: int, p
     inside = 2 * ((per_cube - 1) / per_cube * nbytes / bw0 + phase_steps(per_cube) * a0)
     across = 2 * (groups - 1) / groups * (nbytes / per_cube) / bw + 2 * phase_steps(groups) * alpha
     return inside + across
+
+
+# --- hierarchical collectives (training: groups spanning cubes) ------------------------------
+def hier_collective_ns(nbytes: float, g: int, k: int, cube: int, nics: int,
+                       intra: tuple[float, float], top: tuple[float, float],
+                       allreduce: bool) -> float:
+    """Intra-cube reduce-scatter, inter-cube ring of the shards over min(k, NICs) NICs
+    (tree latency), intra-cube all-gather; k members per cube; ``intra``/``top`` are
+    (GB/s, alpha ns)."""
+    import math
+
+    nodes = g / k
+    nics = min(nics, cube)
+    phases = 2 if allreduce else 1
+    nic_bw = top[0] * cube / nics  # one NIC serves cube/nics devices' bandwidth
+    t = phases * ((k - 1) / k * nbytes / intra[0] + (k - 1) * intra[1])
+    shard = nbytes / k
+    t += phases * (nodes - 1) / nodes * shard * k / (min(k, nics) * nic_bw)
+    if nodes > 1:
+        t += phases * math.ceil(math.log2(nodes)) * top[1]
+    return t

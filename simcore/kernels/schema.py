@@ -166,7 +166,10 @@ LAYOUT = _LayoutCols(*range(len(_LayoutCols._fields)))
 # --- parameter bundles --------------------------------------------------------------------
 MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
-PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2}
+PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2, "fp8": 3}
+ATTENTION_CODES = {"flash": 0, "unfused": 1}
+FRAMEWORK_CODES = {"deepspeed": 0, "megatron": 1, "fsdp": 2}
+OFFLOAD_CODES = {"none": 0, "optimizer": 1, "optimizer+params": 2}
 
 
 class ModelParams(NamedTuple):
@@ -216,6 +219,11 @@ class WorkloadParams(NamedTuple):
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
 ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2}
+    virtual_stages: float = 1.0  #: interleaved 1F1B chunks per device
+    attention: float = 0.0  #: :data:`ATTENTION_CODES`
+    framework: float = 0.0  #: :data:`FRAMEWORK_CODES`
+    grad_overlap: float = 0.0  #: 1 if the DP gradient reduction overlaps backward
+    offload: float = 0.0  #: :data:`OFFLOAD_CODES`
 
 
 class TopologyParams(NamedTuple):
@@ -286,6 +294,11 @@ def pack_workload(workload) -> WorkloadParams:
         kv_bytes=0.0 if train else workload.dtype_bytes("kv_dtype"),
         act_code=0.0 if train else float(ACT_CODES[workload.act_dtype]),
         cuda_graphs=1.0 if (workload.cuda_graphs and not train) else 0.0,
+        virtual_stages=float(workload.virtual_stages) if train else 1.0,
+        attention=float(ATTENTION_CODES[workload.attention]) if train else 0.0,
+        framework=float(FRAMEWORK_CODES[workload.framework]) if train else 0.0,
+        grad_overlap=(1.0 if workload.grad_overlap else 0.0) if train else 0.0,
+        offload=float(OFFLOAD_CODES[workload.offload]) if train else 0.0,
     )
 
 

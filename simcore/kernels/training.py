@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ._numba import jit
-from .collectives import allgather_factor, allreduce_factor
+from .collectives import allgather_factor, allreduce_factor, hier_factors, members_per_cube
 from .inference import _alpha, add_comm, placement
 from .schema import COEF_DTYPE, LAYOUT
 
@@ -74,6 +74,23 @@ def activation_bytes_per_layer(s, b, d, a, t, recompute, sp):
 
 
 @jit()
+def _coll(acc, nbytes, g, k, tier, topo, allreduce, count):
+    """Add ``count`` collectives of ``nbytes`` over g members (k per cube) spanning
+    ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``)."""
+    if g <= 1.0 or count == 0.0:
+        return
+    if tier == 0:
+        m = 2.0 if allreduce else 1.0
+        add_comm(acc, 0, count * m * (g - 1.0) / g * nbytes,
+                 count * m * (g - 1.0) * topo.alpha_intra_ns)
+        return
+    f0, f1, h0, h1 = hier_factors(g, k, topo.nics_per_cube, topo.pes_per_cube, allreduce)
+    acc[0] += count * f0 * nbytes
+    acc[tier] += count * f1 * nbytes
+    acc[3] += count * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier))
+
+
+@jit()
 def _train_row(lay, mp, wp, topo, out):
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
@@ -101,6 +118,12 @@ def _train_row(lay, mp, wp, topo, out):
     zs = int(wp.zero_stage)
     gb = wp.grad_bytes
     prec = int(wp.precision)
+    vs = wp.virtual_stages
+    flash = wp.attention == 0.0
+    fw = int(wp.framework)
+    overlap = wp.grad_overlap == 1.0
+    offload = int(wp.offload)
+    cube = topo.pes_per_cube
 
     fcp = float(cp)
     ftp = float(tp)
@@ -110,7 +133,8 @@ def _train_row(lay, mp, wp, topo, out):
     ikvh = int(kvh)
 
     valid = n_dev <= topo.n_devices and int(h) % tp == 0 and fpp <= L and fcp <= s
-    valid = valid and kvm == 0 and int(B) % (dp * int(mb)) == 0
+    # expert parallelism is an inference layout dim here: training rows need ep == 1
+    valid = valid and kvm == 0 and int(B) % (dp * int(mb)) == 0 and lay[LAYOUT.ep] == 1
     if tp <= ikvh:
         valid = valid and ikvh % tp == 0
     else:
@@ -118,12 +142,21 @@ def _train_row(lay, mp, wp, topo, out):
 
     strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp = placement(tp, cp, pp, dp, tpp, cpp,
                                                                         topo)
+    k_tp = members_per_cube(ftp, float(strides[0]), cube)
+    # the gradient / ZeRO group: DP x CP (CP ranks hold the same parameters)
+    g_sh = fdp * fcp
+    k_sh = min(cube, members_per_cube(fdp, float(strides[3]), cube)
+               * members_per_cube(fcp, float(strides[1]), cube))
+    tier_sh = max(tier_dp, tier_cp) if cp > 1 else tier_dp
 
     m = B / (fdp * mb)  # micro-batches per replica per step
     T = mb * s / fcp  # tokens per device per micro-batch
     causal = 1.0 - (s - 1.0) / (2.0 * s)
     p_lin = 4.0 if rc == 2 else 3.0
-    p_core = 3.0 if rc == 0 else 4.0
+    if flash:  # forward, backward at 2.5x (scores recomputed inside), + full recompute
+        p_core = 4.5 if rc == 2 else 3.5
+    else:
+        p_core = 3.0 if rc == 0 else 4.0
 
     kvh_loc = kvh / ftp if ftp <= kvh else 1.0
     attn_w = mp.qo_params / ftp + mp.kv_params / min(ftp, kvh)
@@ -146,14 +179,20 @@ def _train_row(lay, mp, wp, topo, out):
     f_head = m * 3.0 * 2.0 * T * d * mp.vocab_size / ftp
     b_head = m * (3.0 * mp.vocab_size * d * bw / ftp + 2.0 * T * mp.vocab_size / ftp * 4.0)
 
+    # element-wise, memory-bound: 2 norms (read + write), 2 residual adds (2 reads + 1
+    # write) on the (SP-sharded) residual stream; RoPE on Q and K; the FFN activation
+    # (SwiGLU reads 2 d_ff and writes d_ff, GeLU reads and writes d_ff)
+    tok_res = T / ftp if sp else T
+    ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
+    b_elem = p_lin * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
+                           + ffn_tokens * ffn_elem / shard)
+
     # per layer, per micro-batch communication
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
     act = T * d * bw
     n_half = 3.0 if rc == 2 else 2.0  # collectives per sub-block (attention, FFN)
-    a_tp = _alpha(topo, tier_tp)
     if tp > 1:
-        add_comm(acc, tier_tp, n_half * allreduce_factor(ftp) * act,
-                 n_half * 2.0 * (ftp - 1.0) * a_tp)
+        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
     if wide:
         g = ftp * fcp
         full_act = mb * s * d * bw
@@ -162,20 +201,19 @@ def _train_row(lay, mp, wp, topo, out):
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
                  n_half * (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
-        add_comm(acc, tier_tp, n_half * allreduce_factor(ftp) * act,
-                 n_half * 2.0 * (ftp - 1.0) * a_tp)
+        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
 
     ffn_w = mp.ffn_params / shard
     layer_params = attn_w + ffn_w + mp.norm_params
-    if zs == 3 and dp > 1:  # parameters gathered for forward, backward (and recompute)
+    ovl = np.zeros(4)  # prefetched ZeRO-3 / FSDP parameter all-gathers (overlap compute)
+    if zs == 3 and g_sh > 1.0:  # gathered for forward, backward (and recompute)
         n_ag = 3.0 if rc == 2 else 2.0
-        add_comm(acc, tier_dp, n_ag * allgather_factor(fdp) * layer_params * bw,
-                 n_ag * (fdp - 1.0) * _alpha(topo, tier_dp))
+        _coll(ovl, layer_params * bw, g_sh, k_sh, tier_sh, topo, False, n_ag)
 
     ring_bytes = 0.0
     ring_alpha = 0.0
     if cp > 1:
-        n_ring = p_core  # forward KV (+ recompute), backward KV and dKV
+        n_ring = 4.0 if rc == 2 else (3.0 if (rc == 0 or flash) else 4.0)
         if ring == 0:
             per_step = kv_block
         else:
@@ -184,12 +222,13 @@ def _train_row(lay, mp, wp, topo, out):
         ring_alpha = n_ring * (fcp - 1.0) * _alpha(topo, tier_cp)
 
     lps = math.ceil(L / fpp)
-    layer_mult = lps * (m + fpp - 1.0)
+    slots = m + (fpp - 1.0) / vs  # interleaved 1F1B: bubble (p - 1) / (v m)
+    layer_mult = lps * slots
     pp_bytes = 0.0
     pp_alpha = 0.0
-    if pp > 1:
-        n_p2p = 2.0 * (m + fpp - 2.0)
-        pp_bytes = n_p2p * act
+    if pp > 1:  # Megatron scatter/gather: each send carries 1/TP of the activation
+        n_p2p = 2.0 * (vs * m + fpp - 2.0)
+        pp_bytes = n_p2p * act / ftp
         pp_alpha = n_p2p * _alpha(topo, tier_pp)
 
     # parameters on the busiest device
@@ -197,29 +236,64 @@ def _train_row(lay, mp, wp, topo, out):
     p_dev = lps * layer_params + emb
 
     tail = np.zeros(4)  # once-per-step wire bytes per tier and latency
-    if dp > 1:
+    step = np.zeros(4)  # once-per-step collectives that cannot overlap (after the step)
+    if g_sh > 1.0:
         grads = p_dev * gb
-        a_dp = _alpha(topo, tier_dp)
         if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
-            add_comm(tail, tier_dp, m * allgather_factor(fdp) * grads, m * (fdp - 1.0) * a_dp)
+            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, False, m)
             if zs == 2:  # then all-gather the updated 16-bit parameters once
-                add_comm(tail, tier_dp, allgather_factor(fdp) * p_dev * bw, (fdp - 1.0) * a_dp)
-        else:  # ZeRO 0/1: one all-reduce (or reduce-scatter + all-gather) per step
-            add_comm(tail, tier_dp, allreduce_factor(fdp) * grads, 2.0 * (fdp - 1.0) * a_dp)
-    opt_share = p_dev / fdp if zs >= 1 else p_dev
-    tail_mem = opt_share * (ADAM_BYTES_PER_PARAM + gb)
+                _coll(step, p_dev * bw, g_sh, k_sh, tier_sh, topo, False, 1.0)
+        elif zs == 1:  # reduce-scatter the gradients, all-gather the updated parameters
+            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, False, 1.0)
+            _coll(step, p_dev * bw, g_sh, k_sh, tier_sh, topo, False, 1.0)
+        else:  # one all-reduce per step
+            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, True, 1.0)
+    hide = 0.0
+    if overlap:  # bucketed: hides under the backward of the micro-batches it follows
+        back = 2.0 / p_lin
+        hide = back * (m if zs >= 2 else 1.0) / slots
+    opt_share = p_dev / g_sh if zs >= 1 else p_dev
+    tail_mem = 0.0 if offload >= 1 else opt_share * (ADAM_BYTES_PER_PARAM + gb)
 
-    states = zero_states_per_param(zs, fdp, prec == 0) * p_dev
-    act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc, sp)
+    # model states
+    G = g_sh
+    largest = max(layer_params, mp.vocab_size * d / ftp)
+    if fw == 1:  # Megatron: 16-bit weights, fp32 main grads, fp32 Adam (distributed: /d)
+        states = (18.0 if zs == 0 else 6.0 + 12.0 / G) * p_dev
+    else:
+        states = zero_states_per_param(zs, G, prec == 0) * p_dev
+        if zs == 3:  # the fully gathered largest layer (16-bit parameters + gradients)
+            states += 4.0 * largest
+    host = 0.0
+    fixed = 0.0
+    if offload >= 1:  # ZeRO-Offload: fp32 master, m, v and the 16-bit gradients on host
+        p_gpu = p_dev / G if zs == 3 else p_dev
+        states = 2.0 * p_gpu + (4.0 * largest if zs == 3 else 0.0)
+        host = opt_share * 14.0
+        pcie = topo.pcie_gbs if topo.pcie_gbs > 0.0 else 1.0
+        fixed = opt_share * (2.0 + bw) / pcie  # gradients down, updated weights up
+        if offload == 2:  # ZeRO-Infinity: parameters fetched for every pass
+            states = 4.0 * largest
+            host += 2.0 * p_gpu
+            fixed += p_lin * m * p_gpu * bw / pcie
+    valid = valid and host <= topo.host_mem_gb * 1e9
+
+    rc_mem = 1 if (flash and rc == 0) else rc  # flash keeps no s^2 scores
+    act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp)
     inflight = min(fpp, m)
+    if vs > 1.0 and pp > 1:  # interleaving holds more micro-batches on the first stage
+        inflight = inflight * (1.0 + (fpp - 1.0) / (fpp * vs))
     act_mem = lps * inflight * act_layer
     if rc == 2:  # the layer being recomputed holds its full working set
-        act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 0, sp)
+        act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 1 if flash else 0, sp)
     logits = T * mp.vocab_size / ftp * 4.0
     mem = states + act_mem + logits
 
     tokens = B * s
-    model_flops = 6.0 * mp.n_active_params * tokens + 12.0 * L * B * s * s * causal * h * hd
+    # 6 N tokens over the matmul weights (the embedding gather is no matmul; a tied
+    # embedding still is the LM head) + causal attention
+    mm_params = mp.n_active_params - mp.embedding_params + mp.vocab_size * d
+    model_flops = 6.0 * mm_params * tokens + 12.0 * L * B * s * s * causal * h * hd
 
     out.valid = 1.0 if valid else 0.0
     out.n_devices = n_dev
@@ -228,11 +302,14 @@ def _train_row(lay, mp, wp, topo, out):
     out.mem_kv_bytes = 0.0
     out.mem_act_bytes = act_mem + logits
     slow = 2.0 if prec == 2 else 1.0  # fp32 (TF32) matmuls run at half the 16-bit peak
-    out.f_lin = slow * f_lin
+    mm = slow
+    if prec == 3 and topo.fp8_ratio > 0.0:  # fp8 GEMMs; attention and head stay bf16
+        mm = 1.0 / topo.fp8_ratio
+    out.f_lin = mm * f_lin
     out.b_lin = b_lin
     out.f_core = slow * f_core
     out.b_core = b_core
-    out.f_ffn = slow * f_ffn
+    out.f_ffn = mm * f_ffn
     out.b_ffn = b_ffn
     out.f_head = slow * f_head
     out.b_head = b_head
@@ -247,29 +324,46 @@ def _train_row(lay, mp, wp, topo, out):
     out.tokens = tokens
     out.model_flops = model_flops
     out.tail_mem_bytes = tail_mem
-    out.comm0_bytes = acc[0]
-    out.comm1_bytes = acc[1]
-    out.comm2_bytes = acc[2]
-    out.comm_alpha_ns = acc[3]
+    # the non-overlappable once-per-step collectives ride on the blocking per-layer
+    # terms, spread over the layer slots
+    out.comm0_bytes = acc[0] + step[0] / layer_mult
+    out.comm1_bytes = acc[1] + step[1] / layer_mult
+    out.comm2_bytes = acc[2] + step[2] / layer_mult
+    out.comm_alpha_ns = acc[3] + step[3] / layer_mult
     out.tail0_bytes = tail[0]
     out.tail1_bytes = tail[1]
     out.tail2_bytes = tail[2]
     out.tail_alpha_ns = tail[3]
-    out.b_elem = 0.0
-    out.ovl0_bytes = 0.0
-    out.ovl1_bytes = 0.0
-    out.ovl2_bytes = 0.0
-    out.ovl_alpha_ns = 0.0
-    out.tail_hide = 0.0
+    out.b_elem = b_elem
+    out.ovl0_bytes = ovl[0]
+    out.ovl1_bytes = ovl[1]
+    out.ovl2_bytes = ovl[2]
+    out.ovl_alpha_ns = ovl[3]
+    out.tail_hide = hide
     out.n_ops = 0.0
     out.step_ops = 0.0
     out.step_count = 0.0
-    out.fixed_ns = 0.0
+    out.fixed_ns = fixed
+
+
+def layout_coeffs(layouts, mp, wp, topo):
+    """Training coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows.
+
+    Raises ``ValueError`` for an fp8 workload on a family without fp8 and for offload on
+    a family without host memory."""
+    if wp.precision == 3.0 and topo.fp8_ratio <= 0.0:
+        raise ValueError("Workload(precision='fp8') needs a family with FP8 matmuls "
+                         "(Topology.fp8_ratio > 0, e.g. H100-SXM or H200); this family has "
+                         "fp8_ratio=0: pass precision='bf16' or another family")
+    if wp.offload > 0.0 and (topo.host_mem_gb <= 0.0 or topo.pcie_gbs <= 0.0):
+        raise ValueError("Workload.offload needs host memory and a host link "
+                         "(Topology.host_mem_gb > 0 and pcie_gbs > 0); this family has none: "
+                         "pass offload='none' or a family such as A100-80G")
+    return _layout_coeffs(layouts, mp, wp, topo)
 
 
 @jit()
-def layout_coeffs(layouts, mp, wp, topo):
-    """Training coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows."""
+def _layout_coeffs(layouts, mp, wp, topo):
     n = layouts.shape[0]
     out = np.empty(n, dtype=COEF_DTYPE)
     for i in range(n):

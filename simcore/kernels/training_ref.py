@@ -34,6 +34,8 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
         return False
     if model.n_heads % lay.tp or lay.pp > model.n_layers or lay.cp > workload.s_kv:
         return False
+    if lay.ep != 1:  # expert parallelism is not modelled for training
+        return False
     if lay.kv_shard_mode != "head" or workload.batch % (lay.dp * workload.micro_batch):
         return False
     kvh = model.n_kv_heads
@@ -43,23 +45,32 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
 def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:
     """Step time, fit and breakdown of one training (hardware, layout) point."""
     nan = float("nan")
+    invalid = dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
+                   memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
+                   mem_bytes=None)
     if not is_valid(model, workload, topology, lay):
-        return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
-                    mem_bytes=None)
+        return invalid
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
     d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
     wb = model.bytes_per_param
     B, s, mb = workload.batch, workload.s_kv, workload.micro_batch
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
+    flash = workload.attention == "flash"
+    v = workload.virtual_stages
+    cube = topology.pes_per_cube
+    nics = topology.nics_per_cube or cube
 
     peak = hardware.peak_tflops_f16 * 1e12 * efficiency.train_compute / 1e9
     attn_eff = (efficiency.train_compute if efficiency.train_attention is None
                 else efficiency.train_attention)
     attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
+    gemm_peak = peak
     if workload.precision == "fp32":
         peak /= 2  # TF32 tensor cores: half the 16-bit rate
         attn_peak /= 2
+        gemm_peak = peak
+    elif workload.precision == "fp8":
+        gemm_peak = peak * topology.fp8_ratio  # Transformer Engine: fp8 GEMMs only
     hbm = hardware.bw_hbm_gbs * efficiency.memory
     bws = (hardware.bw_intra_gbs, hardware.bw_inter_gbs, hardware.bw_intersip_gbs)
     alphas = (topology.alpha_intra_ns, topology.alpha_inter_ns, topology.alpha_intersip_ns)
@@ -69,18 +80,47 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     nets = (net, net if efficiency.network_inter is None else efficiency.network_inter,
             net if efficiency.network_sip is None else efficiency.network_sip)
 
-    def link(span: int) -> tuple[float, float]:
-        t = coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)
+    def tier(span: int) -> int:
+        return coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)
+
+    def link_of(t: int) -> tuple[float, float]:
         return bws[t] * nets[t], alphas[t]
 
-    tp_link, cp_link = link(tp * strides["tp"]), link(cp * strides["cp"])
-    pp_link, dp_link = link(pp * strides["pp"]), link(dp * strides["dp"])
+    def link(span: int) -> tuple[float, float]:
+        return link_of(tier(span))
+
+    def per_cube(g, stride):
+        return 1 if stride >= cube else max(1, min(g, cube // stride))
+
+    def collective(nbytes, g, k, t, allreduce):
+        """Ring inside a cube, hierarchical across cubes (k members per cube)."""
+        if g <= 1:
+            return 0.0
+        if t == 0:
+            f = coll.allreduce_ns if allreduce else coll.allgather_ns
+            return f(nbytes, g, *link_of(0))
+        return coll.hier_collective_ns(nbytes, g, k, cube, nics, link_of(0), link_of(t),
+                                       allreduce)
+
+    cp_link, pp_link = link(cp * strides["cp"]), link(pp * strides["pp"])
+    t_tp = tier(tp * strides["tp"])
+    t_dp, t_cp = tier(dp * strides["dp"]), tier(cp * strides["cp"])
+    # gradients and ZeRO shards over DP x CP
+    g_sh = dp * cp
+    k_sh = min(cube, per_cube(dp, strides["dp"]) * per_cube(cp, strides["cp"]))
+    t_sh = max(t_dp, t_cp) if cp > 1 else t_dp
+
+    def sharded(nbytes, allreduce):
+        return collective(nbytes, g_sh, k_sh, t_sh, allreduce)
 
     micro_batches = B / (dp * mb)
     tokens = mb * s / cp
     causal = 1 - (s - 1) / (2 * s)
     lin_passes = 4 if rc == "full" else 3
-    core_passes = 3 if rc == "none" else 4
+    if flash:
+        core_passes = 4.5 if rc == "full" else 3.5
+    else:
+        core_passes = 3 if rc == "none" else 4
 
     kv_w = 2 * d * kvh * hd
     attn_weights = (model.attn_params_per_layer - kv_w) / tp + kv_w / min(tp, kvh)
@@ -105,6 +145,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     head = (micro_batches * 3 * 2 * tokens * d * model.vocab_size / tp,
             micro_batches * (3 * model.vocab_size * d * wb / tp
                              + 2 * tokens * model.vocab_size / tp * 4))
+    # element-wise ops per layer: norms + residual adds on the residual stream (sharded by
+    # sequence parallelism), RoPE on Q and K, the FFN activation function
+    residual_tokens = tokens / tp if sp else tokens
+    elem_bytes = lin_passes * wb * (
+        residual_tokens * (2 * 2 * d + 2 * 3 * d)
+        + tokens * 2 * (h / tp + kv_heads) * hd
+        + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         t_c, t_m = flops / rate, nbytes / hbm
@@ -113,17 +160,19 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     per_block = 3 if rc == "full" else 2
     comm = 0.0
     act = tokens * d * wb
-    comm += per_block * coll.allreduce_ns(act, tp, *tp_link)
+    tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
+    comm += tp_coll
     if wide:
         span = max(tp * strides["tp"], cp * strides["cp"])
         full_act = mb * s * d * wb
         comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
     else:
-        comm += per_block * coll.allreduce_ns(act, tp, *tp_link)
+        comm += tp_coll
     layer_params = attn_weights + model.ffn_params_per_layer / ffn_ranks + model.norm_params_per_layer
+    prefetch = 0.0  # ZeRO-3 / FSDP all-gathers, prefetched under the layer's compute
     if zs == 3:
-        comm += (3 if rc == "full" else 2) * coll.allgather_ns(layer_params * wb, dp, *dp_link)
+        prefetch = (3 if rc == "full" else 2) * sharded(layer_params * wb, False)
 
     ring = 0.0
     if cp > 1:
@@ -131,45 +180,92 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             block = kv_block
         else:
             block = mb * (s / cp) * (h / tp) * (2 * hd * wb + 8)
-        ring = core_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
+        ring_passes = 4 if (rc == "full" or (rc == "selective" and not flash)) else 3
+        ring = ring_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
-    times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
-             for name, fb in ops.items()}
+    rates = {"attn_core": attn_peak, "attn_linear": gemm_peak, "ffn": gemm_peak}
+    times = {name: roofline(*fb, rate=rates[name]) for name, fb in ops.items()}
+    work = sum(t for t, _ in times.values())
     exposed = max(0.0, ring - times["attn_core"][0])
+    exposed_gather = max(0.0, prefetch - work)
     layers_per_stage = math.ceil(model.n_layers / pp)
-    slots = layers_per_stage * (micro_batches + pp - 1)
-    t_pp = 2 * (micro_batches + pp - 2) * coll.p2p_ns(act, *pp_link) if pp > 1 else 0.0
+    per_slot = micro_batches + (pp - 1) / v
+    slots = layers_per_stage * per_slot
+    # Megatron scatter/gather: a pipeline send carries 1/TP of the activation
+    t_pp = (2 * (v * micro_batches + pp - 2) * coll.p2p_ns(act / tp, *pp_link)
+            if pp > 1 else 0.0)
 
     emb = model.vocab_size * d / tp if pp > 1 else model.embedding_params / tp
     params = layers_per_stage * layer_params + emb
     grads = params * workload.grad_bytes
-    if zs >= 2:  # reduce-scatter (costs what an all-gather does) after every micro-batch
-        t_grad = micro_batches * coll.allgather_ns(grads, dp, *dp_link)
+    after_step = 0.0  # parameter all-gathers after the optimizer step (never hidden)
+    if zs >= 2:  # reduce-scatter after every micro-batch
+        t_grad = micro_batches * sharded(grads, False)
         if zs == 2:
-            t_grad += coll.allgather_ns(params * wb, dp, *dp_link)
+            after_step = sharded(params * wb, False)
+    elif zs == 1:
+        t_grad = sharded(grads, False)
+        after_step = sharded(params * wb, False)
     else:
-        t_grad = coll.allreduce_ns(grads, dp, *dp_link)
-    t_opt = (params / dp if zs >= 1 else params) * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
+        t_grad = sharded(grads, True)
+    if workload.grad_overlap:
+        backward = 2 / lin_passes
+        share = (micro_batches if zs >= 2 else 1) / per_slot
+        t_grad = max(0.0, t_grad - backward * share * slots * work)
+    opt_params = params / g_sh if zs >= 1 else params
+    t_opt = opt_params * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
+
+    largest = max(layer_params, model.vocab_size * d / tp)
+    if workload.framework == "megatron":
+        states = (18 if zs == 0 else 6 + 12 / g_sh) * params
+    else:
+        states = ZERO_BYTES[zs][0 if workload.precision == "fp16" else 1](g_sh) * params
+        if zs == 3:
+            states += 4 * largest  # DeepSpeed: the fully gathered largest layer
+    host_bytes, t_host = 0.0, 0.0
+    if workload.offload != "none":
+        on_gpu = params / g_sh if zs == 3 else params
+        states = 2 * on_gpu + (4 * largest if zs == 3 else 0)
+        host_bytes = 14 * opt_params  # fp32 master, Adam m and v, 16-bit gradients
+        t_host = opt_params * (2 + wb) / topology.pcie_gbs
+        t_opt = 0.0  # the optimizer step runs on the host
+        if workload.offload == "optimizer+params":
+            states = 4 * largest
+            host_bytes += 2 * on_gpu
+            t_host += lin_passes * micro_batches * on_gpu * wb / topology.pcie_gbs
+    if host_bytes > topology.host_mem_gb * 1e9:
+        return invalid
 
     t_head, head_kind = roofline(*head)
-    layer = sum(t for t, _ in times.values()) + exposed + comm
-    latency = slots * layer + t_head + t_pp + t_grad + t_opt
+    t_elem = elem_bytes / hbm
+    layer = work + exposed + comm
+    latency = (slots * (layer + t_elem + exposed_gather) + t_head + t_pp + t_grad + t_opt
+               + after_step + t_host)
     compute = slots * sum(t for t, k in times.values() if k == "compute")
-    memory = slots * sum(t for t, k in times.values() if k == "memory") + t_opt
+    memory = slots * sum(t for t, k in times.values() if k == "memory") + t_opt + slots * t_elem
     compute += t_head if head_kind == "compute" else 0.0
     memory += t_head if head_kind == "memory" else 0.0
-    comm_total = slots * (exposed + comm) + t_pp + t_grad
+    comm_total = (slots * (exposed + comm + exposed_gather) + t_pp + t_grad + after_step
+                  + t_host)
 
-    states = ZERO_BYTES[zs][0 if workload.precision == "fp16" else 1](dp) * params
-    act_mem = layers_per_stage * min(pp, micro_batches) * activations_per_layer(
-        s / cp, mb, d, h, tp, rc, sp)
+    if flash and rc == "none":
+        act_kind = "selective"  # flash attention keeps no s^2 scores
+    else:
+        act_kind = rc
+    in_flight = min(pp, micro_batches)
+    if v > 1 and pp > 1:
+        in_flight *= 1 + (pp - 1) / (pp * v)
+    act_mem = layers_per_stage * in_flight * activations_per_layer(
+        s / cp, mb, d, h, tp, act_kind, sp)
     if rc == "full":
-        act_mem += activations_per_layer(s / cp, mb, d, h, tp, "none", sp)
+        act_mem += activations_per_layer(s / cp, mb, d, h, tp,
+                                         "selective" if flash else "none", sp)
     logits = tokens * model.vocab_size / tp * 4
     mem = states + act_mem + logits
 
     n_tokens = B * s
-    flops = 6 * model.n_active_params * n_tokens + 12 * model.n_layers * B * s * s * causal * h * hd
+    matmul_params = model.n_active_params - model.embedding_params + model.vocab_size * d
+    flops = 6 * matmul_params * n_tokens + 12 * model.n_layers * B * s * s * causal * h * hd
     seconds = latency / 1e9
     return dict(
         latency_ns=latency, throughput_tok_s=n_tokens / seconds,

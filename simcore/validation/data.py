@@ -116,9 +116,13 @@ _REFS = {SC21: "Narayanan+21 T2", KORTHIKANTI: "Korthikanti+22 T5", TRTLLM: "TRT
 
 def _train(mid: str, model: Model, *, tp: int, pp: int, dp: int, batch: int, micro_batch: int,
            recompute: str, sp: bool, metric: str, measured: float, unit: str, source: str,
-           notes: str = "") -> Measurement:
+           notes: str = "", virtual_stages: int = 1) -> Measurement:
+    # Megatron-LM of 2021-22: fp16 with 18 B/param of model states (no distributed
+    # optimizer), gradients all-reduced after the backward pass, unfused attention
+    # (pre-FlashAttention), pipeline sends with scatter/gather
     wl = Workload("train", batch=batch, s_kv=2048, micro_batch=micro_batch, recompute=recompute,
-                  sequence_parallel=sp)
+                  sequence_parallel=sp, framework="megatron", attention="unfused",
+                  overlap_grad_reduce=False, virtual_stages=virtual_stages)
     return Measurement(mid, "train", model, A100_80G, (("tp", tp), ("pp", pp), ("dp", dp)), wl,
                        metric, measured, unit, source, _REFS[source], notes)
 
@@ -135,8 +139,8 @@ _SEL = "selective recomputation + sequence parallelism ('present work' column)"
 _SC21_NOTE = ("{n} A100-80GB, batch 1536, micro-batch 1, full recomputation; model-parallel size "
               "96 assumed as TP 8 (one DGX node) x PP 12; data-parallel gradients all-reduced "
               "without ZeRO (Workload defaults); FLOP/s counted with the paper's Eq. 3")
-_INTERLEAVED = ("; Calculon's input for this run uses the interleaved schedule (3 virtual "
-                "stages), simcore models plain 1F1B")
+_INTERLEAVED = ("; interleaved 1F1B with 3 virtual stages per device, as in Calculon's input "
+                "for this run")
 
 
 def _trt(key: str, model: Model, tp: int, isl: int, ms: float, note: str = "") -> Measurement:
@@ -170,16 +174,16 @@ MEASUREMENTS: tuple[Measurement, ...] = (
            source=KORTHIKANTI, notes=f"8 A100-80GB, batch 4; {_SEL}"),
     _train("korthikanti-175b-full", MEGATRON_175B, tp=8, pp=8, dp=1, batch=64, micro_batch=1,
            recompute="full", sp=False, metric="latency", measured=18.13, unit="s",
-           source=KORTHIKANTI, notes=f"64 A100-80GB, batch 64; {_FULL}{_INTERLEAVED}"),
+           source=KORTHIKANTI, notes=f"64 A100-80GB, batch 64; {_FULL}{_INTERLEAVED}", virtual_stages=3),
     _train("korthikanti-175b-selective", MEGATRON_175B, tp=8, pp=8, dp=1, batch=64,
            micro_batch=1, recompute="selective", sp=True, metric="latency", measured=13.75,
-           unit="s", source=KORTHIKANTI, notes=f"64 A100-80GB, batch 64; {_SEL}{_INTERLEAVED}"),
+           unit="s", source=KORTHIKANTI, notes=f"64 A100-80GB, batch 64; {_SEL}{_INTERLEAVED}", virtual_stages=3),
     _train("korthikanti-530b-full", MEGATRON_530B, tp=8, pp=35, dp=1, batch=280, micro_batch=1,
            recompute="full", sp=False, metric="latency", measured=49.05, unit="s",
-           source=KORTHIKANTI, notes=f"280 A100-80GB, batch 280; {_FULL}{_INTERLEAVED}"),
+           source=KORTHIKANTI, notes=f"280 A100-80GB, batch 280; {_FULL}{_INTERLEAVED}", virtual_stages=3),
     _train("korthikanti-530b-selective", MEGATRON_530B, tp=8, pp=35, dp=1, batch=280,
            micro_batch=1, recompute="selective", sp=True, metric="latency", measured=37.83,
-           unit="s", source=KORTHIKANTI, notes=f"280 A100-80GB, batch 280; {_SEL}{_INTERLEAVED}"),
+           unit="s", source=KORTHIKANTI, notes=f"280 A100-80GB, batch 280; {_SEL}{_INTERLEAVED}", virtual_stages=3),
     _train("korthikanti-1t-full", MEGATRON_1T, tp=8, pp=64, dp=1, batch=512, micro_batch=1,
            recompute="full", sp=False, metric="latency", measured=94.42, unit="s",
            source=KORTHIKANTI, notes=f"512 A100-80GB, batch 512; {_FULL}"),

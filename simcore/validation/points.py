@@ -21,6 +21,7 @@ __all__ = [
     "METRICS",
     "Measurement",
     "megatron_flops_per_step",
+    "palm_flops_per_step",
     "predict",
 ]
 
@@ -40,7 +41,35 @@ METRICS: dict[str, dict[str, float]] = {
     "megatron_tflops_per_gpu": {"TFLOP/s": 1e12},
     # decode only: output tokens per second of the whole system (batch / time per token)
     "output_tokens_per_s": {"tok/s": 1.0},
+    # training tokens per second per GPU (global batch x sequence / step time / GPUs)
+    "tokens_per_s_per_gpu": {"tokens/s/GPU": 1.0},
+    # model TFLOP/s per GPU, PaLM's MFU convention (Chowdhery et al. 2022, App. B):
+    # 6 N_matmul + 12 L s d per token (non-causal attention, no recompute)
+    "model_tflops_per_gpu": {"TFLOP/s": 1e12},
+    # model FLOPs utilisation: model_tflops_per_gpu over the 16-bit dense peak (PaLM)
+    "mfu": {"fraction": 1.0, "%": 0.01},
+    # hardware FLOPs utilisation: also counts the recomputed forward (full
+    # recomputation: 8 instead of 6 N per token, as llm-foundry and Megatron report it)
+    "hfu": {"fraction": 1.0, "%": 0.01},
 }
+
+
+def palm_flops_per_step(model: Model, workload: Workload) -> float:
+    """Training FLOPs per step as PaLM's MFU counts them: ``(6 N + 12 L s d) · tokens``
+    with N the matmul parameters (the embedding gather excluded; a tied embedding
+    counted once, as the LM head).
+
+    Examples
+    --------
+    >>> from simcore.presets import PRESETS
+    >>> m = PRESETS["Llama 2 7B"].model
+    >>> round(palm_flops_per_step(m, Workload("train", batch=1, s_kv=4096)) / 1e12, 1)
+    188.8
+    """
+    n = model.n_params - model.embedding_params + model.vocab_size * model.d_model
+    s = float(workload.s_kv)
+    tokens = float(workload.batch) * s
+    return (6.0 * n + 12.0 * model.n_layers * s * model.n_heads * model.head_dim) * tokens
 
 
 def megatron_flops_per_step(model: Model, workload: Workload) -> float:
@@ -148,8 +177,8 @@ class Measurement:
         if self.metric not in METRICS:
             raise ValueError(f"{where}: metric={self.metric!r} is unknown; pass one of "
                              f"{list(METRICS)}")
-        if self.metric == "megatron_tflops_per_gpu" and self.kind != "train":
-            raise ValueError(f"{where}: metric 'megatron_tflops_per_gpu' is for training "
+        if self.metric != "latency" and self.kind != "train":
+            raise ValueError(f"{where}: metric {self.metric!r} is for training "
                              "runs; use metric 'latency' for prefill/decode")
         if self.metric == "output_tokens_per_s" and self.kind != "decode":
             raise ValueError(f"{where}: metric 'output_tokens_per_s' is for decode runs; use "
@@ -227,6 +256,18 @@ class Measurement:
             return latency_ns / METRICS["latency"][self.unit]
         if self.metric == "output_tokens_per_s":
             return self.workload.batch / (latency_ns * 1e-9) / METRICS[self.metric][self.unit]
+        if self.metric == "tokens_per_s_per_gpu":
+            tokens = self.workload.batch * self.workload.s_kv
+            return tokens / (latency_ns * 1e-9) / self.n_devices
+        if self.metric in ("model_tflops_per_gpu", "mfu", "hfu"):
+            flops = palm_flops_per_step(self.model, self.workload)
+            if self.metric == "hfu" and self.workload.recompute == "full":
+                flops *= 4.0 / 3.0
+            per_gpu = flops / (latency_ns * 1e-9) / self.n_devices
+            if self.metric == "model_tflops_per_gpu":
+                return per_gpu / METRICS[self.metric][self.unit]
+            peak = self.family.hardware.peak_tflops_f16 * 1e12
+            return per_gpu / peak / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 

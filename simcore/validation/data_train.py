@@ -1,0 +1,194 @@
+"""Public training measurements (``training_measurements.json``) as :class:`Measurement` s.
+
+``training_measurements.json`` (and its ``.md``) holds 107 public training measurements
+from 14 sources, transcribed with citations, raw values and notes. This module turns
+the reproducible ones into :data:`TRAIN_MEASUREMENTS`, each keeping its citation (the
+source's citation plus the row it comes from) and, in ``notes``, every setting the
+source left implicit and the value assumed. :data:`TRAIN_SKIPPED` maps the others to
+the reason (the table below).
+
+Choices, per the sources' own notes:
+
+* metric: the step time where the source states or derives one, else tokens/s per GPU,
+  else model TFLOP/s per GPU counted with PaLM's convention (``model_tflops_per_gpu``);
+* Llama 3 405B: its FSDP does not reshard after forward (ZeRO-2-like); modelled as one
+  reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped;
+* frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
+  with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
+  (their recipes' settings); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
+  Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
+  with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
+* unstated micro-batch: 1; unstated recomputation: none; unstated precision: bf16;
+  unstated global batch (torchtitan long-context tables): one micro-batch per replica
+  and pipeline stage (torchtitan's default number of micro-batches);
+* hardware: the ``H100-SXM``, ``H200`` and ``A100-80G`` presets; torchtitan's Grand
+  Teton H100s are the 96 GB HBM2e / 500 W part (:data:`H100_96G`); systems larger than
+  a preset's topology get more SiPs (same tiers and links).
+
+Skipped points
+--------------
+
+================================  ==============================================================
+point                             reason
+================================  ==============================================================
+mlm-readme-* (9)                  model shape not stated (FFN size, KV heads, embedding tying)
+mb2511-qwen3-30b-a3b              MoE with expert parallelism: EP is not a training layout dim
+mb2511-qwen3-235b-a22b            MoE with expert parallelism: EP is not a training layout dim
+mb260401-qwen3-235b-a22b          MoE with expert parallelism: EP is not a training layout dim
+am-deepseek-v3-256 / -1024        MoE with expert parallelism (and MLA): not modelled in training
+am-qwen3-30b-a3b-8                MoE with expert parallelism: not modelled in training
+opt-175b-992gpu                   layout not stated (TP and DP unknown; a maximum, not a run)
+korthikanti-*, sc21-* (11)        already in :mod:`simcore.validation.data` (kept there)
+================================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import presets
+from ..specs import HardwareFamily, Model, Workload
+from .points import Measurement
+
+__all__ = ["H100_96G", "TRAIN_MEASUREMENTS", "TRAIN_SKIPPED", "load_points"]
+
+_JSON = Path(__file__).with_name("training_measurements.json")
+
+#: Grand Teton H100 (torchtitan benchmarks): 96 GB HBM2e at 2.4 TB/s, 500 W power limit
+#: (the file's hardware note); NVLink4 and 400 Gb/s per GPU as the SXM part.
+H100_96G = HardwareFamily(
+    "H100-96G-HBM2e-500W",
+    replace(presets.HARDWARE_FAMILIES["H100-SXM"].hardware, pe_hbm_gb=96.0, bw_hbm_gbs=2400.0),
+    presets.HARDWARE_FAMILIES["H100-SXM"].topology,
+    "H100 96GB HBM2e (2.4 TB/s), 500 W, Grand Teton: 8 per host with NVLink, 400 Gb/s per GPU",
+)
+
+_MEGATRON = {"nemo_perf_2407", "nemo_long_seq", "mbridge_perf"}
+_FSDP = {"torchtitan_202412", "torchtitan_asynctp_202506", "llmfoundry_mpt",
+         "nemo_automodel_perf", "trainy_h200_202506", "llama3_paper"}
+
+
+def load_points() -> dict[str, Any]:
+    """The raw transcription (``{"sources": ..., "points": [...]}``)."""
+    return json.loads(_JSON.read_text())
+
+
+def _family(name: str, variant: str | None, n_gpus: int) -> HardwareFamily:
+    fam = H100_96G if variant == "H100-96G-HBM2e-500W" else presets.HARDWARE_FAMILIES[name]
+    topo = fam.topology
+    if n_gpus > topo.n_devices:
+        topo = replace(topo, n_sips=math.ceil(n_gpus / topo.pes_per_sip))
+        fam = HardwareFamily(fam.name, fam.hardware, topo, fam.description)
+    return fam
+
+
+def _model(m: dict[str, Any]) -> Model:
+    kw: dict[str, Any] = {}
+    if m.get("head_dim"):
+        kw["head_dim"] = int(m["head_dim"])
+    return Model(m["name"], n_layers=int(m["n_layers"]), d_model=int(m["d_model"]),
+                 n_heads=int(m["n_heads"]), n_kv_heads=int(m["n_kv_heads"] or m["n_heads"]),
+                 d_ff=int(m["d_ff"]), vocab_size=int(m["vocab_size"]),
+                 gated_ffn=bool(m["gated_ffn"]), tied_embeddings=bool(m["tied_embeddings"]),
+                 **kw)
+
+
+def _skip_reason(p: dict[str, Any]) -> str | None:
+    lay, m = p["layout"], p["model"]
+    if p.get("already_in_simcore") or p["source"] in ("korthikanti2022", "narayanan2021"):
+        return "already in simcore.validation.data"
+    if m.get("n_experts") or (lay.get("ep") or 1) > 1:
+        return "MoE with expert parallelism: EP is not a training layout dim"
+    if not lay.get("tp") or not lay.get("dp"):
+        return "layout not stated"
+    if not m.get("d_ff") or m.get("gated_ffn") is None:
+        return "model shape not stated (FFN size, KV heads, embedding tying)"
+    return None
+
+
+def _recompute(r: str | None) -> str:
+    if not r:
+        return "none"
+    for k in ("full", "selective", "none"):
+        if r.startswith(k):
+            return k
+    return "none"
+
+
+def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
+    lay, w, src = p["layout"], p["workload"], p["source"]
+    tp, pp, cp, dp = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp"))
+    assumed = []
+    mb = w.get("micro_batch")
+    if mb is None:
+        mb = 1
+        assumed.append("micro-batch 1")
+    batch = w.get("global_batch")
+    if batch is None:  # torchtitan: as many micro-batches as pipeline stages
+        batch = mb * dp * pp
+        assumed.append("global batch = one micro-batch per replica and pipeline stage "
+                       "(torchtitan's default micro-batch count)" if pp > 1 else
+                       "global batch = one micro-batch per replica")
+    precision = w.get("precision") or "bf16"
+    if not w.get("precision"):
+        assumed.append("bf16")
+    if not w.get("recompute"):
+        assumed.append("no recomputation")
+    v = int(lay.get("vpp") or 1)
+    if lay.get("vpp") is None and "nterleaved" in str(lay.get("pp_schedule") or ""):
+        v = 2
+        assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
+    if src in _MEGATRON:
+        wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
+    elif src == "bloom_tr11":
+        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
+    elif src == "llama3_paper":
+        # section 3.3.2: FSDP that does not reshard after forward (ZeRO-2-like) with
+        # pipelining: parameters gathered once, gradients reduce-scattered once per step
+        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
+        assumed.append("Llama 3's FSDP as one gradient reduce-scatter and one parameter "
+                       "all-gather per step (zero_stage=1 traffic), overlapped")
+    elif (lay.get("zero_stage") or 3) == 2:
+        wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
+    else:
+        wl_kw = dict(framework="fsdp", zero_stage=3)
+    wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
+                  recompute=_recompute(w.get("recompute")), sequence_parallel=tp > 1,
+                  precision=precision, virtual_stages=v, **wl_kw)
+    by = {x["metric"]: x for x in p["measured"]}
+    if "step_time" in by:
+        metric, value, unit = "latency", by["step_time"]["value"], "s"
+    elif "tokens_per_s_per_gpu" in by:
+        metric, value, unit = ("tokens_per_s_per_gpu", by["tokens_per_s_per_gpu"]["value"],
+                               "tokens/s/GPU")
+    else:
+        metric, value, unit = "model_tflops_per_gpu", by["tflops_per_gpu"]["value"], "TFLOP/s"
+        assumed.append("TFLOP/s compared with PaLM's 6N + 12Lsd count (the source's own "
+                       "FLOP convention may differ)")
+    layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp))
+    citation = f"{sources[src]['citation']}; {p['where']}"
+    notes = "; ".join(filter(None, ["assumed: " + ", ".join(assumed) if assumed else "",
+                                    p.get("notes", "")]))
+    return Measurement(p["id"], "train", _model(p["model"]),
+                       _family(p["hardware"], p.get("hardware_variant"), int(p["n_gpus"])),
+                       layout, wl, metric, float(value), unit, citation, src, notes)
+
+
+def _build() -> tuple[tuple[Measurement, ...], dict[str, str]]:
+    raw = load_points()
+    kept, skipped = [], {}
+    for p in raw["points"]:
+        why = _skip_reason(p)
+        if why:
+            skipped[p["id"]] = why
+        else:
+            kept.append(_measurement(p, raw["sources"]))
+    return tuple(kept), skipped
+
+
+#: The reproducible points of ``training_measurements.json``, and the rest with reasons.
+TRAIN_MEASUREMENTS, TRAIN_SKIPPED = _build()

@@ -1,0 +1,46 @@
+"""The public training measurements of ``training_measurements.json``."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simcore.specs import Efficiency
+from simcore.validation.data_train import TRAIN_MEASUREMENTS, TRAIN_SKIPPED, load_points
+from simcore.validation.points import evaluate_point
+
+
+def test_train_measurements__every_point_kept_or_skipped_with_a_reason():
+    raw = load_points()
+    ids = {p["id"] for p in raw["points"]}
+    kept = {m.id for m in TRAIN_MEASUREMENTS}
+    assert kept | set(TRAIN_SKIPPED) == ids and not kept & set(TRAIN_SKIPPED)
+    assert all(TRAIN_SKIPPED.values())
+    gpus = {p["id"]: p["n_gpus"] for p in raw["points"]}
+    for m in TRAIN_MEASUREMENTS:
+        assert m.n_devices == gpus[m.id], m.id
+        assert m.ref in raw["sources"] and raw["sources"][m.ref]["citation"] in m.source
+
+
+def test_train_measurements__all_predict_a_finite_value():
+    for m in TRAIN_MEASUREMENTS:
+        latency_ns, _ = evaluate_point(m, Efficiency())
+        assert math.isfinite(m.from_latency_ns(latency_ns)), m.id
+
+
+def test_measurement__mfu_hfu_and_tokens_per_gpu_agree():
+    from dataclasses import replace
+
+    m = next(x for x in TRAIN_MEASUREMENTS if x.id == "mpt-h100-70b-128")
+    assert m.workload.recompute == "full"
+    lat = 2.0e9
+    mfu = replace(m, metric="mfu", unit="fraction", measured=0.4).from_latency_ns(lat)
+    hfu = replace(m, metric="hfu", unit="fraction", measured=0.4).from_latency_ns(lat)
+    tflops = replace(m, metric="model_tflops_per_gpu", unit="TFLOP/s",
+                     measured=400.0).from_latency_ns(lat)
+    assert hfu == pytest.approx(mfu * 4 / 3)
+    assert mfu == pytest.approx(tflops * 1e12 / (m.family.hardware.peak_tflops_f16 * 1e12))
+    tok = replace(m, metric="tokens_per_s_per_gpu", unit="tokens/s/GPU",
+                  measured=1.0).from_latency_ns(lat)
+    assert tok == pytest.approx(m.workload.batch * m.workload.s_kv / 2.0 / m.n_devices)

@@ -1,0 +1,189 @@
+"""Training physics (issue: training fidelity): one test per modelled effect."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import simcore
+from simcore.engine import prepare
+from simcore.presets import HARDWARE_FAMILIES, PRESETS
+from simcore.specs import HardwareFamily, Model, Topology, Workload
+
+H100 = HARDWARE_FAMILIES["H100-SXM"]
+A100 = HARDWARE_FAMILIES["A100-80G"]
+LLAMA2_7B = PRESETS["Llama 2 7B"].model
+LLAMA31_8B = PRESETS["Llama 3.1 8B"].model
+
+
+def _space(tp=1, pp=1, dp=1, cp=1):
+    return {"cp": (cp,), "tp": (tp,), "pp": (pp,), "dp": (dp,), "kv_shard_mode": ("head",),
+            "ffn_shard_scope": ("TP",), "tp_placement": ("inner",), "cp_placement": ("inner",),
+            "cp_ring_variant": ("kv",)}
+
+
+def _row(model, wl, family=H100, **layout):
+    return prepare(model, wl, space=_space(**layout), family=family).coeffs[0]
+
+
+def _eval(model, wl, family=H100, **layout):
+    ds = simcore.evaluate(model, wl, space=_space(**layout), family=family)
+    return {k: ds[k].values.ravel()[0] for k in ("latency_ns", "comm_ns", "mem_bytes", "fits")}
+
+
+# -- 1. overlap -------------------------------------------------------------------------------
+def test_training__gradient_reduction_overlaps_backward():
+    kw = dict(batch=64, s_kv=4096, micro_batch=1, zero_stage=2, precision="bf16")
+    on = _eval(LLAMA2_7B, Workload("train", overlap_grad_reduce=True, **kw), dp=64)
+    off = _eval(LLAMA2_7B, Workload("train", overlap_grad_reduce=False, **kw), dp=64)
+    assert on["comm_ns"] < off["comm_ns"]
+    # ZeRO-2 reduce-scatters after every micro-batch: each hides under its backward
+    row = _row(LLAMA2_7B, Workload("train", overlap_grad_reduce=True, **kw), dp=64)
+    assert row["tail_hide"] == pytest.approx(2 / 3)
+    # framework defaults: DeepSpeed overlaps at ZeRO-3 only, Megatron's flag is off, FSDP on
+    assert Workload("train", zero_stage=3).grad_overlap
+    assert not Workload("train", zero_stage=2).grad_overlap
+    assert not Workload("train", framework="megatron").grad_overlap
+    assert Workload("train", framework="fsdp", zero_stage=3).grad_overlap
+
+
+def test_training__zero3_gathers_are_prefetched_under_compute():
+    wl = Workload("train", batch=64, s_kv=4096, micro_batch=1, zero_stage=3, precision="bf16")
+    row = _row(LLAMA2_7B, wl, dp=64)
+    assert row["ovl0_bytes"] > 0 and row["ovl1_bytes"] > 0  # on the wire, overlapping
+    z2 = _row(LLAMA2_7B, replace(wl, zero_stage=2), dp=64)
+    assert row["comm1_bytes"] == pytest.approx(z2["comm1_bytes"] * 0)  # nothing blocking
+
+
+# -- 2. NICs and hierarchical collectives --------------------------------------------------
+def test_training__nics_per_node_reverse_llama2_7b_layout_choice():
+    """64 H100s: counting the 8 NICs per node makes TP1 DP64 beat TP2 DP32 (a flat ring
+    over one NIC ranked TP2 DP32 first)."""
+    wl = Workload("train", batch=512, s_kv=4096, micro_batch=1, zero_stage=1,
+                  precision="bf16", framework="megatron", overlap_grad_reduce=True)
+    t1 = _eval(LLAMA2_7B, wl, tp=1, dp=64)["latency_ns"]
+    t2 = _eval(LLAMA2_7B, wl, tp=2, dp=32)["latency_ns"]
+    assert t1 < t2
+    # k = 8 members per node: the inter-node part carries 1/8 of the flat ring's bytes
+    row = _row(LLAMA2_7B, wl, dp=64)
+    p_dev = LLAMA2_7B.n_params - LLAMA2_7B.d_model  # all on one device (final norm aside)
+    flat = 2 * 63 / 64 * p_dev * 4 / 2  # a ring's reduce-scatter of fp32 gradients
+    assert row["tail1_bytes"] == pytest.approx(flat * (64 / 63) * (7 / 8) / 8, rel=1e-3)
+
+
+def test_training__members_per_node_use_min_k_nics():
+    """TP4 DP16: 2 DP members per node use 2 of the 8 NICs; with 2 NICs per node each
+    NIC carries 4 devices' share, so the same 2 members get the node's whole bandwidth."""
+    wl = Workload("train", batch=64, s_kv=2048, micro_batch=1, zero_stage=2, precision="bf16")
+    two = HardwareFamily("2nic", H100.hardware, replace(H100.topology, nics_per_cube=2))
+    eight = _row(LLAMA2_7B, wl, tp=4, dp=16)
+    p_dev = eight["tail0_bytes"] / (1 / 2)  # intra reduce-scatter over k = 2: (k-1)/k
+    assert eight["tail1_bytes"] == pytest.approx(p_dev * (7 / 8) / 2)
+    assert _row(LLAMA2_7B, wl, two, tp=4, dp=16)["tail1_bytes"] == pytest.approx(
+        p_dev * (7 / 8) / 8)
+
+
+# -- 3. attention ------------------------------------------------------------------------------
+def test_training__flash_attention_llama31_8b_8k_fits():
+    wl = Workload("train", batch=8, s_kv=8192, micro_batch=1, zero_stage=3, precision="bf16",
+                  recompute="none", sequence_parallel=False)
+    flash = _eval(LLAMA31_8B, wl, dp=8)
+    unfused = _eval(LLAMA31_8B, replace(wl, attention="unfused"), dp=8)
+    assert unfused["mem_bytes"] > 300e9 and not unfused["fits"]
+    assert flash["mem_bytes"] < 80e9 and flash["fits"]
+
+
+# -- 4. pipeline ---------------------------------------------------------------------------
+def test_training__interleaved_1f1b_bubble_and_scatter_gather():
+    model = PRESETS["Llama 2 70B"].model
+    wl = Workload("train", batch=64, s_kv=4096, micro_batch=1, precision="bf16")
+    plain = _row(model, wl, tp=4, pp=4, dp=1)
+    inter = _row(model, replace(wl, virtual_stages=5), tp=4, pp=4, dp=1)
+    lps = 80 / 4
+    assert plain["layer_mult"] == pytest.approx(lps * (64 + 3))
+    assert inter["layer_mult"] == pytest.approx(lps * (64 + 3 / 5))
+    act = 4096 * 8192 * 2
+    assert plain["pp_bytes"] == pytest.approx(2 * (64 + 2) * act / 4)
+
+
+# -- 5. context parallelism --------------------------------------------------------------
+def test_training__cp_shards_states_and_reduces_gradients_over_dp_cp():
+    wl = Workload("train", batch=8, s_kv=8192, micro_batch=1, zero_stage=1, precision="bf16",
+                  framework="megatron")
+    cp2 = _row(LLAMA31_8B, wl, cp=2, dp=4)
+    dp8 = _row(LLAMA31_8B, wl, dp=8)
+    assert cp2["mem_weights_bytes"] == pytest.approx(dp8["mem_weights_bytes"])
+    assert cp2["tail0_bytes"] == pytest.approx(dp8["tail0_bytes"])
+
+
+# -- 6. mixed precision ------------------------------------------------------------------
+def test_training__megatron_states_and_distributed_optimizer():
+    model = Model("m", n_layers=2, d_model=1024, n_heads=8, n_kv_heads=8, d_ff=4096,
+                  vocab_size=1024)
+    wl = Workload("train", batch=8, s_kv=1024, micro_batch=1, precision="bf16",
+                  framework="megatron")
+    n = _row(model, wl, dp=1)["mem_weights_bytes"] / 18
+    assert _row(model, replace(wl, zero_stage=1), dp=8)["mem_weights_bytes"] == pytest.approx(
+        (6 + 12 / 8) * n)
+    with pytest.raises(ValueError, match="distributed optimizer"):
+        Workload("train", framework="megatron", zero_stage=3)
+
+
+def test_training__fp8_gemms_and_error_without_fp8():
+    wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, zero_stage=3, precision="bf16")
+    bf16 = _row(LLAMA2_7B, wl, dp=8)
+    fp8 = _row(LLAMA2_7B, replace(wl, precision="fp8"), dp=8)
+    assert fp8["f_ffn"] == pytest.approx(bf16["f_ffn"] / H100.topology.fp8_ratio)
+    assert fp8["f_core"] == pytest.approx(bf16["f_core"])  # attention stays bf16
+    with pytest.raises(ValueError, match="fp8_ratio=0"):
+        prepare(LLAMA2_7B, replace(wl, precision="fp8"), space=_space(dp=8), family=A100)
+
+
+def test_training__zero1_is_reduce_scatter_plus_all_gather():
+    wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=1, precision="bf16",
+                  grad_bytes=2)
+    z1 = _row(LLAMA2_7B, wl, dp=8)
+    z0 = _row(LLAMA2_7B, replace(wl, zero_stage=0), dp=8)
+    # the same bytes, half of them (the parameter all-gather) blocking after the step
+    assert z1["tail0_bytes"] == pytest.approx(z0["tail0_bytes"] / 2)
+    assert z1["comm0_bytes"] * z1["layer_mult"] == pytest.approx(z0["tail0_bytes"] / 2)
+
+
+# -- 7. element-wise ----------------------------------------------------------------------
+def test_training__elementwise_bytes():
+    wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, precision="bf16",
+                  sequence_parallel=False)
+    row = _row(LLAMA2_7B, wl, dp=8)
+    d, f, T = 4096, 11008, 2048
+    expect = 3 * 2 * T * (10 * d + 2 * (32 + 32) * 128 + 3 * f)
+    assert row["b_elem"] == pytest.approx(expect, rel=1e-3)
+
+
+# -- 8. offload ------------------------------------------------------------------------------
+def test_training__offload_fits_530b_on_64_a100():
+    from simcore.validation.data import MEGATRON_530B
+
+    wl = Workload("train", batch=64, s_kv=2048, micro_batch=1, recompute="full",
+                  zero_stage=1, precision="bf16")
+    on = _eval(MEGATRON_530B, replace(wl, offload="optimizer"), A100, tp=8, pp=8)
+    off = _eval(MEGATRON_530B, wl, A100, tp=8, pp=8)
+    assert not off["fits"] and on["fits"]
+    row = _row(MEGATRON_530B, replace(wl, offload="optimizer"), A100, tp=8, pp=8)
+    assert row["fixed_ns"] > 0 and row["tail_mem_bytes"] == 0
+    no_host = HardwareFamily("nohost", A100.hardware, Topology())
+    with pytest.raises(ValueError, match="host_mem_gb"):
+        prepare(MEGATRON_530B, replace(wl, offload="optimizer"), space=_space(tp=8),
+                family=no_host)
+
+
+# -- 9. FLOPs --------------------------------------------------------------------------------
+def test_training__model_flops_exclude_the_embedding_gather():
+    wl = Workload("train", batch=1, s_kv=2048, micro_batch=1, precision="bf16")
+    row = _row(LLAMA2_7B, wl)
+    m = LLAMA2_7B
+    matmul = m.n_params - m.vocab_size * m.d_model  # untied: the head stays a matmul
+    attn = 12 * m.n_layers * 2048 * 2048 * (1 - 2047 / 4096) * m.n_heads * m.head_dim
+    assert row["model_flops"] == pytest.approx(6 * matmul * 2048 + attn)
+    assert np.isfinite(row["model_flops"])
