@@ -116,7 +116,7 @@ def members_per_cube(g: float, stride: float, cube: float) -> float:
     """Members of a group (size g, stride s) that share one cube."""
     if stride >= cube:
         return 1.0
-    k = math.floor(cube / stride)
+    k = float(math.floor(cube / stride))
     if k < 1.0:
         k = 1.0
     return min(g, k)

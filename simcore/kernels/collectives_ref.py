@@ -34,14 +34,14 @@ def p2p_ns(nbytes: float, bw_gbs: float, alpha_ns: float) -> float:
 # --- small-message / latency-optimal collectives (inference) -----------------------------
 
 
-def phase_steps(g: float) -> int:
+def phase_steps(g: float) -> float:
     """Steps of one reduce-scatter / all-gather: min(ring g-1, halving-doubling log2)."""
     if g <= 1:
-        return 0
-    return min(g - 1, math.ceil(math.log2(g) - 1e-12))
+        return 0.0
+    return float(min(g - 1, math.ceil(math.log2(g) - 1e-12)))
 
 
-def allreduce_hier_ns(nbytes: float, g: float, stride: int, pes_per_cube: int, pes_per_sip: int,
+def allreduce_hier_ns(nbytes: float, g: float, stride: float, pes_per_cube: int, pes_per_sip: int,
                       links: list[tuple[float, float]]) -> float:
     """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier."""
     if g <= 1:

@@ -216,14 +216,15 @@ class WorkloadParams(NamedTuple):
     act_code: float  #: matmul input dtype: 0 16-bit, 1 fp8, 2 int8 (see ACT_CODES)
     cuda_graphs: float  #: 1 if decode steps replay CUDA graphs
 
-
-#: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
-ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2}
     virtual_stages: float = 1.0  #: interleaved 1F1B chunks per device
     attention: float = 0.0  #: :data:`ATTENTION_CODES`
     framework: float = 0.0  #: :data:`FRAMEWORK_CODES`
     grad_overlap: float = 0.0  #: 1 if the DP gradient reduction overlaps backward
     offload: float = 0.0  #: :data:`OFFLOAD_CODES`
+
+
+#: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
+ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2}
 
 
 class TopologyParams(NamedTuple):

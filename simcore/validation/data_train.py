@@ -158,7 +158,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
                   recompute=_recompute(w.get("recompute")), sequence_parallel=tp > 1,
-                  precision=precision, virtual_stages=v, **wl_kw)
+                  precision=precision, virtual_stages=v, **wl_kw)  # type: ignore[arg-type]
     by = {x["metric"]: x for x in p["measured"]}
     if "step_time" in by:
         metric, value, unit = "latency", by["step_time"]["value"], "s"
