@@ -1233,30 +1233,34 @@ class Efficiency:
     """Achievable fractions of peak, fitted once against public measurements.
 
     ``compute`` scales ``peak_tflops_f16`` for inference matmuls, ``train_compute`` for
-    training matmuls (forward, backward, recomputation), ``memory`` scales
-    ``bw_hbm_gbs``, ``network`` scales every link bandwidth, ``hbm_usable`` is the part
-    of HBM available to weights, KV and activations (the rest: runtime, fragmentation).
-    Each lies in [0.001, 1].
+    training matmuls (forward, backward, recomputation), ``attention`` /
+    ``train_attention`` the attention core, ``memory`` scales ``bw_hbm_gbs``, ``network``
+    the scale-up links and ``network_inter`` / ``network_sip`` the scale-out ones;
+    ``hbm_usable`` is the part of HBM available to weights, KV and activations (the
+    rest: runtime, fragmentation). Fractions lie in [0.001, 1].
+    ``op_latency_ns`` is the fixed cost of one kernel launch, ``step_overhead_ns`` the
+    framework's floor per inference step (a quarter with CUDA graphs).
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (24 published training and inference results; mean absolute error 8.5%); see
-    ``simcore/validation/fitted.py`` for how, and ``simcore validate`` for the table.
+    (152 published training and inference results from 22 sources); see
+    ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.700
-    memory: float = 0.650
-    network: float = 0.362
+    compute: float = 0.647
+    memory: float = 0.611
+    network: float = 0.528
     hbm_usable: float = 0.90
-    train_compute: float = 0.798
-    #: scale-out (inter-cube) and inter-SiP link factors; None = ``network``
-    network_inter: float | None = None
+    train_compute: float = 0.682
+    #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
+    #: first and ``network_inter`` for the second
+    network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = None
-    train_attention: float | None = None
+    attention: float | None = 0.28
+    train_attention: float | None = 0.20
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 0.0
-    step_overhead_ns: float = 0.0
+    op_latency_ns: float = 2531.0
+    step_overhead_ns: float = 980859.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -86,7 +86,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
     net = efficiency.network
     net_inter = net if efficiency.network_inter is None else efficiency.network_inter
-    net_sip = net if efficiency.network_sip is None else efficiency.network_sip
+    net_sip = net_inter if efficiency.network_sip is None else efficiency.network_sip
     link = {
         "intra": (hardware.bw_intra_gbs * net, topology.alpha_intra_ns),
         "inter": (hardware.bw_inter_gbs * net_inter, topology.alpha_inter_ns),

@@ -315,15 +315,15 @@ def pack_topology(topology) -> TopologyParams:
 
 def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
     """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute`` and
-    ``train_attention``. Unset tier and attention factors fall back to ``network`` and
-    to the matmul factor."""
+    ``train_attention``. Unset factors fall back: ``network_inter`` to ``network``,
+    ``network_sip`` to ``network_inter`` (both scale-out), attention to the matmul factor."""
     compute = float(eff.train_compute if train else eff.compute)
     attention = eff.train_attention if train else eff.attention
     net = float(eff.network)
+    inter = net if eff.network_inter is None else float(eff.network_inter)
     return EfficiencyParams(
-        compute, float(eff.memory), net, float(eff.hbm_usable),
-        net if eff.network_inter is None else float(eff.network_inter),
-        net if eff.network_sip is None else float(eff.network_sip),
+        compute, float(eff.memory), net, float(eff.hbm_usable), inter,
+        inter if eff.network_sip is None else float(eff.network_sip),
         compute if attention is None else float(attention),
         float(eff.op_latency_ns), float(eff.step_overhead_ns))
 

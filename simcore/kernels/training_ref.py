@@ -77,8 +77,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     strides = _strides(lay)
 
     net = efficiency.network
-    nets = (net, net if efficiency.network_inter is None else efficiency.network_inter,
-            net if efficiency.network_sip is None else efficiency.network_sip)
+    inter = net if efficiency.network_inter is None else efficiency.network_inter
+    nets = (net, inter, inter if efficiency.network_sip is None else efficiency.network_sip)
 
     def tier(span: int) -> int:
         return coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)

@@ -27,7 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..specs import Efficiency
-from .data import MEASUREMENTS, UNMODELLED
+from .data import MEASUREMENTS as _FIRST_24
+from .data import UNMODELLED
+from .data_infer import INFER_MEASUREMENTS
+from .data_train import TRAIN_MEASUREMENTS
 from .fitted import FITTED_EFFICIENCY
 from .points import KINDS, METRICS, Measurement, evaluate_point, megatron_flops_per_step, predict
 
@@ -50,6 +53,10 @@ __all__ = [
     "predict",
     "validate",
 ]
+
+#: Every measurement simcore is validated against: the first 24 (``data.py``), the
+#: training set (``data_train.py``) and the inference set (``data_infer.py``).
+MEASUREMENTS: tuple[Measurement, ...] = (*_FIRST_24, *TRAIN_MEASUREMENTS, *INFER_MEASUREMENTS)
 
 #: Target mean absolute percentage error over all points (peers: Calculon ~3.7%,
 #: LLMCompass ~4.1%, GenZ ~5.8% geomean).

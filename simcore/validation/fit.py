@@ -38,13 +38,13 @@ MAX_FACTORS = 10
 
 #: Fittable factors → (kind, low, high): ``"fraction"`` factors are achievable fractions
 #: of a peak, ``"time"`` factors fixed costs in ns. ``hbm_usable`` is not here: it only
-#: decides memory fit and is fixed at 0.90.
+#: decides memory fit and is fixed at 0.90. ``network_sip`` is not fitted: it follows
+#: ``network_inter`` (both are the scale-out network on GPU clusters).
 FACTORS: dict[str, tuple[str, float, float]] = {
     "compute": ("fraction", 0.30, 0.95),
     "memory": ("fraction", 0.30, 0.95),
     "network": ("fraction", 0.20, 0.95),
     "network_inter": ("fraction", 0.20, 0.95),
-    "network_sip": ("fraction", 0.20, 0.95),
     "train_compute": ("fraction", 0.30, 0.95),
     "attention": ("fraction", 0.20, 0.95),
     "train_attention": ("fraction", 0.20, 0.95),
@@ -110,7 +110,7 @@ def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
 def _value(eff: Efficiency, name: str) -> float:
     v = getattr(eff, name)
     if v is None:  # an unset factor starts from the one it falls back to
-        v = getattr(eff, {"network_inter": "network", "network_sip": "network",
+        v = getattr(eff, {"network_inter": "network",
                           "attention": "compute", "train_attention": "train_compute"}[name])
     return float(v)
 

@@ -177,7 +177,7 @@ class Measurement:
         if self.metric not in METRICS:
             raise ValueError(f"{where}: metric={self.metric!r} is unknown; pass one of "
                              f"{list(METRICS)}")
-        if self.metric != "latency" and self.kind != "train":
+        if self.metric not in ("latency", "output_tokens_per_s") and self.kind != "train":
             raise ValueError(f"{where}: metric {self.metric!r} is for training "
                              "runs; use metric 'latency' for prefill/decode")
         if self.metric == "output_tokens_per_s" and self.kind != "decode":
