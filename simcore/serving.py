@@ -286,7 +286,7 @@ def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[
     --------
     >>> m = agg_metrics(prefill_ns=100e6, step_ns=20e6, batch=4, osl=101)
     >>> round(m["tpot_ns"] / 1e6, 1), round(m["tokens_per_s"], 1)
-    (24.0, 166.3)
+    (24.0, 168.3)
     """
     steps = max(osl - 1, 0)
     cycle_ns = steps * step_ns + batch * prefill_ns
@@ -312,10 +312,10 @@ def disagg_metrics(*, prefill_ns: Any, prefill_batch: Any, prefill_workers: Any,
 
     Examples
     --------
-    >>> m = disagg_metrics(prefill_ns=0.5e9, prefill_batch=1, prefill_workers=2, step_ns=25e6,
+    >>> m = disagg_metrics(prefill_ns=0.05e9, prefill_batch=1, prefill_workers=2, step_ns=25e6,
     ...                    batch=100, decode_workers=1, osl=101)
-    >>> round(m["requests_per_s"], 2), bool(m["rate_matched"]), round(m["tokens_per_s"])
-    (4.0, True, 404)
+    >>> float(m["requests_per_s"]), bool(m["rate_matched"]), float(m["tokens_per_s"])
+    (40.0, True, 4040.0)
     """
     steps = max(osl - 1, 1)
     prefill_rps = prefill_workers * prefill_batch / prefill_ns * 1e9
@@ -660,7 +660,9 @@ def plan(
         a_tps = _flat(agg["tokens_per_s"], "batch")
         a_rps = _flat(agg["requests_per_s"], "batch")
         a_lat = _flat(agg["request_latency_ns"], "batch") / 1e6
-        ok = afit & ((nd <= gpus) if not exact_gpus else (gpus % np.maximum(nd, 1) == 0))[None, :]
+        ok = afit.copy()  # the sweep's budget mask is in agg_fits already
+        if exact_gpus:
+            ok &= (gpus % np.maximum(nd, 1) == 0)[None, :]
         if ttft_lim is not None:
             ok &= a_ttft <= ttft_lim
         for i, j in zip(*np.nonzero(ok), strict=True):
@@ -864,8 +866,9 @@ def _atomic_write(path: Path, write: Any, *, binary: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8",
-                                                                          "newline": ""})) as fh:
+        fh: Any = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8",
+                                                                newline="")
+        with fh:
             write(fh)
         os.replace(tmp, path)
     except BaseException:
@@ -900,7 +903,7 @@ def format_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
                 ("request_latency_ms", "latency ms"), ("tokens_per_s_per_gpu", "tok/s/GPU"),
                 ("tokens_per_s_per_user", "tok/s/user"), ("n_devices", "GPUs"),
                 ("max_batch", "max batch"), ("meets_limits", "meets")]
-        return table(rows, cols) + "\n"
+        return table([dict(r) for r in rows], cols) + "\n"
     raise ServingError(f"format must be table, json or csv, got {fmt!r}")
 
 
