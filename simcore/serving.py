@@ -866,6 +866,7 @@ def _atomic_write(path: Path, write: Any, *, binary: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         fh: Any = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8",
                                                                 newline="")
         with fh:
@@ -875,6 +876,12 @@ def _atomic_write(path: Path, write: Any, *, binary: bool = False) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _json_value(v: Any) -> Any:

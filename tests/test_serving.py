@@ -3,6 +3,7 @@ import csv
 import io
 import json
 import math
+import os
 import time
 
 import numpy as np
@@ -297,6 +298,16 @@ def test_plan__impossible_ttft_says_which_limit_binds(small):
     assert "--max-ttft-ms 1" in str(e)
 
 
+def test_plan__hardware_point_overrides_the_family():
+    kw = dict(family="H200", gpus=2, isl=1024, osl=128, batch=(1, 8), prefill_batch=1)
+    stock = plan("Llama 3.1 70B", **kw)
+    assert all(c.n_devices == 2 for c in stock.candidates if c.mode == "agg")  # 141 GB > 1 GPU
+    big_hbm = plan("Llama 3.1 70B", **kw, hardware={"pe_hbm_gb": 300.0})
+    assert big_hbm.dataset.pe_hbm_gb.item() == 300.0
+    assert big_hbm.dataset.bw_hbm_gbs.item() == 4800.0  # the rest stays the H200's
+    assert any(c.decode_layout == "TP1" for c in big_hbm.candidates)
+
+
 def test_plan__disagg_only_on_one_gpu_needs_two_workers():
     with pytest.raises(InfeasibleError, match="one prefill and one decode worker"):
         plan("Llama 3.1 8B", **{**SMALL, "gpus": 1}, modes=("disagg",))
@@ -332,6 +343,10 @@ def test_run__csv_out_file_dataset_and_plot(tmp_path, capsys):
     assert rows and all(float(r["tpot_ms"]) <= 15 for r in rows)
     assert plot.stat().st_size > 20_000
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp files left
+    mask = os.umask(0)
+    os.umask(mask)
+    for f in (out, plot):  # the usual mode for new files, not mkstemp's private 0600
+        assert f.stat().st_mode & 0o777 == 0o666 & ~mask
     nc = tmp_path / "sweep.nc"
     assert run(_parser().parse_args(argv[:-6] + ["--out", str(nc)])) == 0
     from simcore.io import load_dataset
