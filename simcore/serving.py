@@ -26,7 +26,8 @@ The serving model (see :func:`agg_metrics`, :func:`disagg_metrics`):
   tokens/s counts output tokens;
 * memory: the decode layout must hold the KV cache at the *end* of generation
   (``isl + osl`` tokens per request) for the whole batch; the largest such batch in the
-  sweep is reported as ``max_batch``.
+  sweep is reported as ``max_batch``; an aggregated replica must also fit a batch-1
+  prefill (its activations are not added on top of the decode KV cache).
 
 Data parallelism is expressed as replicas / workers: the planner's layouts have
 ``dp = 1`` (in the engine DP only splits the batch, so a DP-``k`` layout is ``k``
@@ -110,6 +111,7 @@ FRONTIER_OBJECTIVES = ("tokens_per_s_per_gpu", "tokens_per_s_per_user")
 
 _UNITS = {
     "ttft_ms": "ms", "tpot_ms": "ms", "decode_step_ms": "ms", "agg_tpot_ms": "ms",
+    "agg_ttft_ms": "ms",
     "agg_tokens_per_s_per_gpu": "tokens/s/GPU", "agg_tokens_per_s_per_user": "tokens/s/user",
     "decode_tokens_per_s_per_gpu": "tokens/s/GPU", "prefill_requests_per_s": "requests/s",
     "decode_mem_per_gpu_gb": "GB", "n_devices": "1", "max_batch": "requests",
@@ -124,7 +126,8 @@ class ServingError(ValueError):
 class InfeasibleError(ServingError):
     """Valid input, but no deployment meets the budget or the limits.
 
-    ``binding`` names what binds (``"gpus"``, ``"max_ttft_ms"``, ``"max_tpot_ms"``),
+    ``binding`` names what binds (``"gpus"``, ``"batch"``, ``"max_ttft_ms"``,
+    ``"max_tpot_ms"``),
     ``best`` the best value any configuration reaches, ``limit`` the limit, and
     ``min_gpus`` (budget errors) the smallest GPU count that fits, if any.
     """
@@ -746,7 +749,8 @@ def plan(
     if not best:
         _explain_infeasible(mdl, fam, hw, efficiency, out, candidates, gpus=gpus, isl=isl,
                             osl=osl, ttft_lim=ttft_lim, tpot_lim=tpot_lim, modes=modes,
-                            exact=exact_gpus, p_cands_exist=bool(pfit.any()))
+                            exact=exact_gpus, p_cands_exist=bool(pfit.any()),
+                            batch_min=batches[0])
     frontier: list[ServingConfig] = []
     for mode in modes:
         frontier += _pareto_front([c for c in candidates if c.mode == mode])
@@ -760,7 +764,7 @@ def _explain_infeasible(model: Model, fam: HardwareFamily, hw: Hardware,
                         efficiency: Efficiency | None, ds: xr.Dataset,
                         candidates: Sequence[ServingConfig], *, gpus: int, isl: int, osl: int,
                         ttft_lim: float | None, tpot_lim: float | None, modes: Sequence[str],
-                        exact: bool, p_cands_exist: bool) -> None:
+                        exact: bool, p_cands_exist: bool, batch_min: int) -> None:
     """Raise the InfeasibleError that says what binds."""
     where = f"{gpus} {fam.name} GPU{'s' if gpus > 1 else ''}"
     fits_any = bool((ds.decode_fits.any("batch") & ds.prefill_fits.sel(prefill_batch=1)).any())
@@ -772,6 +776,11 @@ def _explain_infeasible(model: Model, fam: HardwareFamily, hw: Hardware,
                 f"{fam.name} up to {fam.topology.n_devices} devices; pick a family with more "
                 "HBM per device or shorten the request", binding="gpus")
         n, lab = small
+        if n <= gpus:  # it fits, just not at the batches searched
+            raise InfeasibleError(
+                f"{model.name} fits on {where} at batch 1 ({lab}) but not at the batches "
+                f"searched (smallest {batch_min}); pass smaller batches", binding="batch",
+                min_gpus=n)
         raise InfeasibleError(
             f"{model.name} with {isl}+{osl} tokens per request does not fit on {where}: the "
             f"smallest GPU count that fits is {n} ({lab} at batch 1); pass gpus >= {n}",

@@ -275,6 +275,13 @@ def test_plan__budget_too_small_names_smallest_gpu_count_that_fits():
             plan("Llama 3.1 70B", gpus=n - 1, **kw)
 
 
+def test_plan__batches_too_large_for_the_budget_say_so():
+    with pytest.raises(InfeasibleError, match="pass smaller batches") as info:
+        plan("Llama 3.1 70B", family="A100-80G", gpus=2, isl=4000, osl=1000, batch=(2048,),
+             prefill_batch=1)
+    assert info.value.binding == "batch" and info.value.min_gpus <= 2
+
+
 def test_plan__impossible_tpot_says_which_limit_binds_and_by_how_much(small):
     low = min(c.tpot_ms for c in small.candidates)
     assert plan("Llama 3.1 8B", **SMALL, max_tpot_ms=low * 1.001).best[0].tpot_ms <= low * 1.001
