@@ -82,7 +82,7 @@ def _encode(layout: Mapping[str, Any], mode: str) -> tuple[int, ...]:
     defaults: dict[str, Any] = {"cp": 1, "tp": 1, "pp": 1, "dp": 1, "kv_shard_mode": "head",
                                 "ffn_shard_scope": "TP", "tp_placement": "inner",
                                 "cp_placement": "inner",
-                                "cp_ring_variant": "qoml" if mode == "decode" else "kv"}
+                                "cp_ring_variant": "qoml" if mode == "decode" else "kv", "ep": 1}
     row = []
     for dim in PARALLEL_DIMS:
         v = layout.get(dim, defaults[dim])

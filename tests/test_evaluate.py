@@ -114,7 +114,9 @@ def test_physics__llama70b_decode_128k_is_memory_bound():
     r = best(evaluate("Llama 3.1 70B", DECODE_128K, space="full"), "latency").squeeze()
     assert float(r.memory_ns) > float(r.compute_ns)
     assert float(r.memory_ns) > float(r.comm_ns)
-    assert float(r.memory_ns) > 0.5 * float(r.latency_ns)
+    # at batch 1 launches and the per-step floor are a large share; of the rest, HBM
+    # streaming dominates
+    assert float(r.memory_ns) > 0.5 * (float(r.latency_ns) - float(r.overhead_ns))
 
 
 def test_physics__prefill_long_prompt_is_compute_bound():
@@ -174,16 +176,22 @@ def test_evaluate__train_mode_step_time_and_fit():
 
 def test_evaluate__train_memory_falls_with_zero_stage_and_recompute():
     mem = {}
-    for zs in (0, 1, 2, 3):
+    for attn in ("flash", "unfused"):
+        for zs in (0, 1, 2, 3):
+            for rc in ("none", "selective", "full"):
+                wl = Workload("train", batch=64, s_kv=2048, zero_stage=zs, recompute=rc,
+                              attention=attn)
+                ds = evaluate("Llama 2 7B", wl, space={"tp": (1,), "pp": (1,), "dp": (8,),
+                                                         "cp": (1,), "kv_shard_mode": ("head",)},
+                              family="A100-80G")
+                mem[attn, zs, rc] = float(ds.mem_bytes.max())
+    for attn in ("flash", "unfused"):
         for rc in ("none", "selective", "full"):
-            wl = Workload("train", batch=64, s_kv=2048, zero_stage=zs, recompute=rc)
-            ds = evaluate("Llama 2 7B", wl, space={"tp": (1,), "pp": (1,), "dp": (8,), "cp": (1,),
-                                                     "kv_shard_mode": ("head",)}, family="A100-80G")
-            mem[zs, rc] = float(ds.mem_bytes.max())
-    for rc in ("none", "selective", "full"):
-        assert mem[0, rc] > mem[1, rc] > mem[2, rc] > mem[3, rc]
+            assert mem[attn, 0, rc] > mem[attn, 1, rc] > mem[attn, 2, rc] > mem[attn, 3, rc]
     for zs in range(4):
-        assert mem[zs, "none"] > mem[zs, "selective"] > mem[zs, "full"]
+        # selective recomputation drops the attention scores: FlashAttention keeps none
+        assert mem["flash", zs, "none"] == mem["flash", zs, "selective"] > mem["flash", zs, "full"]
+        assert mem["unfused", zs, "none"] > mem["unfused", zs, "selective"] > mem["unfused", zs, "full"]
 
 
 def test_workload__train_fields_validated():

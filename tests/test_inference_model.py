@@ -32,7 +32,7 @@ def _coeffs(model, wl, fam=None, **lay):
 def test_decode_overhead__launches_and_per_step_floor():
     wl = Workload("decode", s_kv=2048)
     eff = Efficiency(op_latency_ns=2000.0, step_overhead_ns=1e6)
-    base = _one("Llama 3.1 8B", wl, "H100-SXM")
+    base = _one("Llama 3.1 8B", wl, "H100-SXM", Efficiency(op_latency_ns=0.0, step_overhead_ns=0.0))
     over = _one("Llama 3.1 8B", wl, "H100-SXM", eff)
     c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
     want = (32 * c["n_ops"] + c["step_ops"]) * 2000.0 + 1e6

@@ -35,7 +35,7 @@ workloads = st.one_of(
 def _space(layout, mode):
     row = {"cp": 1, "tp": 1, "pp": 1, "dp": 1, "kv_shard_mode": "head", "ffn_shard_scope": "TP",
            "tp_placement": "inner", "cp_placement": "inner",
-           "cp_ring_variant": "qoml" if mode == "decode" else "kv", **layout}
+           "cp_ring_variant": "qoml" if mode == "decode" else "kv", "ep": 1, **layout}
     return {k: (v,) for k, v in row.items()}, row
 
 
@@ -80,7 +80,7 @@ def test_predict__overrides_knobs_of_the_family():
 
 
 @pytest.mark.parametrize("layout, match", [
-    ({"ep": 2}, "unknown layout dims"),
+    ({"xp": 2}, "unknown layout dims"),
     ({"tp": 0}, "positive integer"),
     ({"tp": 2.5}, "positive integer"),
     ({"kv_shard_mode": "diagonal"}, "is unknown"),

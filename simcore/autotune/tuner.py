@@ -12,8 +12,8 @@ Examples
 >>> cfg = {"fp16": {"enabled": True}, "zero_optimization": {"stage": [2, 3]},
 ...        "autotuning": {"metric": "latency", "max_train_micro_batch_size_per_gpu": 4}}
 >>> result = Autotuner(cfg, runner).tune()
->>> result.best.stage, result.best.micro_batch  # ZeRO-3 adds per-layer all-gathers
-(2, 1)
+>>> result.best.stage, result.best.micro_batch  # ZeRO-3's gathers hide under compute
+(3, 1)
 """
 
 from __future__ import annotations

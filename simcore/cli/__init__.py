@@ -52,6 +52,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "simulate DeepSpeed autotuning (ZeRO stage x micro-batch) without GPUs"),
     "rank": ("simcore.cli.tune",
              "re-rank an existing DeepSpeed autotuning folder with the correct direction"),
+    "serving": ("simcore.cli.serving",
+                "serving planner: best deployment on a GPU budget under TTFT/TPOT limits"),
 }
 DEFAULT_COMMAND = "evaluate"
 _TOP_LEVEL_FLAGS = ("-h", "--help", "--version")

@@ -204,7 +204,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         g_link = link[tier(group * strides["tp"])]
         q_b = replica_batch * q_local * q_heads * hd * ab
         o_b = replica_batch * q_local * q_heads * (hd * ab + 8)
-        launches += 2
+        launches += 2 if group > 1 else 0  # a one-rank split-K combine launches nothing
         # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
         comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
 
