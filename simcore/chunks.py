@@ -50,7 +50,8 @@ from .options import OPTIONS
 from .space import CHOICES
 from .specs import HW_KNOBS
 
-__all__ = ["STORE_FORMAT", "StoreMismatchError", "assemble_best", "chunk_checksum",
+__all__ = ["BYTES_PER_HW_POINT", "EVALS_PER_SECOND", "STORE_FORMAT", "available_memory",
+           "check_fits_in_memory", "StoreMismatchError", "assemble_best", "chunk_checksum",
            "default_chunk_size", "fingerprint", "hw_chunks", "reduce_best"]
 
 
@@ -82,6 +83,66 @@ def hw_chunks(n_hw: int, chunk_size: int) -> Iterator[tuple[int, int]]:
 def default_chunk_size(p: Prepared) -> int:
     """Hardware rows per chunk: about ``chunk_points`` joint evaluations (an option)."""
     return max(1, min(p.n_hw, math.ceil(OPTIONS["chunk_points"] / max(1, p.space.size))))
+
+
+# --- size checks ----------------------------------------------------------------------------
+
+#: Conservative joint evaluations per second of one process (for time estimates only).
+EVALS_PER_SECOND = 2_000_000
+#: Result bytes per hardware point of :func:`reduce_best` (winners, buffers, labels).
+BYTES_PER_HW_POINT = 400
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still get (MemAvailable, capped by a cgroup
+    limit); None where that cannot be told."""
+    avail: int | None = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        try:
+            avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = None
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        if limit != "max":
+            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+                left = int(limit) - int(f.read().strip())
+            avail = left if avail is None else min(avail, left)
+    except (OSError, ValueError):
+        pass
+    return avail
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:,.1f} h"
+
+
+def check_fits_in_memory(need_bytes: float, what: str, advice: str, *,
+                         n_evals: float | None = None) -> None:
+    """Refuse (a :class:`SimcoreInputError`) a result of ``need_bytes`` that would not fit
+    in the memory available now, before any compute."""
+    avail = available_memory()
+    if avail is None or need_bytes <= avail:
+        return
+    took = "" if n_evals is None else (
+        f", and {n_evals:.3g} joint evaluations would take about "
+        f"{_duration(n_evals / EVALS_PER_SECOND)}")
+    raise SimcoreInputError(f"{what} needs about {_gb(need_bytes)} of memory, {_gb(avail)} "
+                            f"are available{took}; {advice}")
 
 
 # --- storage --------------------------------------------------------------------------------
@@ -492,6 +553,9 @@ def reduce_best(
             per = OPTIONS["dask_chunks_per_worker"] * n_workers
             chunk_size = max(1, min(chunk_size, -(-p.n_hw // per)))
     chunk_size = _positive_int("chunk_size", chunk_size)
+    check_fits_in_memory(p.n_hw * BYTES_PER_HW_POINT, f"the best layouts of {p.n_hw:,} "
+                         "hardware points", "sweep fewer hardware points (fewer values per "
+                         "knob)", n_evals=p.n_hw * p.space.size)
     chunks = list(hw_chunks(p.n_hw, chunk_size))
     mem = _Memory(p.n_hw)
     ckpt = None if store is None else _ZarrCheckpoint(store, p, m, chunk_size, len(chunks), mem)
