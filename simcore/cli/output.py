@@ -164,32 +164,9 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and
     ``os.replace``: readers see the old file or the new one, never a part; on failure
     the old file is untouched and the temporary file removed."""
-    path = Path(path)
-    folder = path.parent
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    from ..io import write_bytes_atomic
+
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt: str,
