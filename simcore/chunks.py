@@ -329,8 +329,10 @@ class _ZarrCheckpoint:
                 f"{path!r} holds a different sweep (other model, workload, grid, metric or "
                 "chunk size); pass a new store path, or delete this one to start over")
         self.g: Any = g
-        for name in _ARRAYS:  # a missing array is recreated; its chunks fail verification
-            if name not in g:
+        for name in _ARRAYS:  # a missing or unreadable array is recreated (its chunks then
+            try:              # fail verification and are recomputed)
+                g[name]
+            except Exception:
                 self._create_array(name)
 
     def _create_array(self, name: str) -> None:
@@ -356,7 +358,11 @@ class _ZarrCheckpoint:
 
     def _read_chunks(self, name: str, marked: list[int]) -> tuple[np.ndarray, set[int]]:
         """The whole array, and the chunks that could not be read."""
-        arr = self.g[name]
+        try:
+            arr = self.g[name]
+        except Exception:  # pragma: no cover - checked on opening
+            self._create_array(name)
+            arr = self.g[name]
         try:
             return np.asarray(arr[:]), set()
         except Exception:  # a truncated or garbled chunk: find which

@@ -17,8 +17,8 @@ import numpy as np
 import xarray as xr
 
 from .chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
-from .errors import SimcoreInputError
 from .engine import Prepared, prepare
+from .errors import SimcoreInputError
 from .metrics import Metric, get_metric
 from .pareto import pareto
 from .presets import get_family

@@ -16,17 +16,14 @@ dicts keyed by the engine's names (``latency_ns``, ``mem_bytes``), to :func:`emi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import io
 import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any
 
 from ..errors import SimcoreInputError
