@@ -203,6 +203,13 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
         check_explore_size(n_hw, n_layouts)
     except SimcoreInputError as exc:
         raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
+    from ..codesign import estimate_explore
+
+    _, seconds = estimate_explore(n_hw, n_layouts)
+    if seconds > 600 and args.resume is None:
+        print(f"simcore explore: note: {n_hw:,} hardware points may take about "
+              f"{seconds / 60:,.0f} min; pass --resume STORE.zarr to keep finished chunks if "
+              "it is interrupted", file=sys.stderr)
     needs = [("--out", args.out, 1e6), ("--dataset", args.dataset, 300.0 * n_hw),
              ("--plot", args.plot, 2e6),
              ("--resume", args.resume, 1.5 * (N_BEST + 2) * 8 * n_hw)]
