@@ -18,6 +18,7 @@ cluster, a store in use by another run or a full disk raise
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -291,10 +292,12 @@ class _ZarrCheckpoint:
         except BaseException as exc:
             self.close()
             if isinstance(exc, OSError):
+                advice = ("free some space or pass a store path on another disk"
+                          if exc.errno in (errno.ENOSPC, errno.EDQUOT) else
+                          "pass a store path in a folder you can write")
                 raise SimcoreRetryError(
                     f"cannot create or open the checkpoint store {path!r}: "
-                    f"{exc.strerror or exc}; free some space or pass a store path on another "
-                    "disk") from None
+                    f"{exc.strerror or exc}; {advice}") from None
             raise
         self.done = np.zeros(n_chunks, dtype=bool)
         self.repaired = self._verify(mem)
@@ -475,6 +478,17 @@ def _lost_cluster(exc: BaseException) -> bool:
         "CancelledError", "FutureState")
 
 
+def _caused_by_ctrl_c(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 class _SigintFlag:
     """While active (main thread only), Ctrl-C sets a flag instead of raising inside a numba
     kernel; the chunk loop checks it between chunks."""
@@ -616,12 +630,12 @@ def _loop(p: Prepared, m: Metric, todo: list[tuple[int, int]], chunks: list[tupl
                     bar.update(1)
                 if sigint.hit:
                     raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            s = saved()
-            n = 0 if ckpt is None else int(ckpt.done.sum())
-            raise SweepInterrupted(f"interrupted; {s}, rerun to resume" if s else "interrupted",
-                                   saved=n, total=len(chunks)) from None
         except Exception as exc:
+            if _caused_by_ctrl_c(exc):  # e.g. numba's SystemError under a foreign handler
+                s = saved()
+                raise SweepInterrupted(f"interrupted; {s}, rerun to resume" if s else
+                                       "interrupted", saved=0 if ckpt is None else
+                                       int(ckpt.done.sum()), total=len(chunks)) from None
             if client is None or not _lost_cluster(exc):
                 raise
             s = saved()
@@ -630,6 +644,11 @@ def _loop(p: Prepared, m: Metric, todo: list[tuple[int, int]], chunks: list[tupl
                 + (f"{s}; rerun the same command to resume" if s else
                    "nothing was saved; rerun, with a checkpoint store (--resume STORE.zarr, "
                    "store=) to keep finished chunks")) from None
+        except KeyboardInterrupt:
+            s = saved()
+            n = 0 if ckpt is None else int(ckpt.done.sum())
+            raise SweepInterrupted(f"interrupted; {s}, rerun to resume" if s else "interrupted",
+                                   saved=n, total=len(chunks)) from None
         finally:
             close = getattr(runs, "close", None)
             if close is not None:
