@@ -22,8 +22,10 @@ import json
 import math
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from ..errors import SimcoreInputError
@@ -170,8 +172,9 @@ def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt:
               out: str | os.PathLike[str] | None = None) -> None:
     """Write ``rows`` as ``fmt`` to ``out`` (atomically) or, if ``out`` is None, stdout.
 
-    A failed write to ``out`` is a :class:`~simcore.errors.SimcoreInputError` naming
-    ``--out``.
+    A failed write to ``out`` leaves an old file as it was, writes the rows to stdout
+    instead and raises a :class:`~simcore.errors.SimcoreInputError` naming ``--out`` and a
+    place to write them.
     """
     text = render_rows(rows, columns, fmt)
     if out is None:
@@ -180,9 +183,14 @@ def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt:
         return
     try:
         write_atomic(out, text)
-    except OSError as exc:
-        raise SimcoreInputError(f"--out: cannot write {os.fspath(out)!r}: "
-                                f"{exc.strerror or exc}") from None
+    except OSError as exc:  # the rows are not lost: they go to stdout instead
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        elsewhere = Path(tempfile.gettempdir()) / Path(out).name
+        raise SimcoreInputError(f"--out: cannot write {os.fspath(out)!r} (any old file is "
+                                f"unchanged): {exc.strerror or exc}; the rows went to stdout "
+                                f"instead; write them elsewhere, e.g. --out {elsewhere}"
+                                ) from None
 
 
 def for_script(args: argparse.Namespace) -> bool:
