@@ -285,10 +285,12 @@ class _ZarrCheckpoint:
         if os.path.exists(path) and not os.path.isdir(path):
             raise StoreMismatchError(f"{path!r} exists but is not a simcore sweep store (it is "
                                      "a file); pass a new store path")
+        self.done = np.zeros(n_chunks, dtype=bool)
         try:
             os.makedirs(path, exist_ok=True)
             self.lock = _StoreLock(path)
             self._open(p, m, fingerprint(p, m, chunk_size))
+            self.repaired = self._verify(mem)
         except BaseException as exc:
             self.close()
             if isinstance(exc, OSError):
@@ -299,8 +301,6 @@ class _ZarrCheckpoint:
                     f"cannot create or open the checkpoint store {path!r}: "
                     f"{exc.strerror or exc}; {advice}") from None
             raise
-        self.done = np.zeros(n_chunks, dtype=bool)
-        self.repaired = self._verify(mem)
 
     def _open(self, p: Prepared, m: Metric, fp: str) -> None:
         import zarr

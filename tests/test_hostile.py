@@ -543,6 +543,19 @@ def test_resumable_best__store_in_use_is_refused_without_delete_advice(swept, tm
     assert json.loads((store / ".lock").read_text()) == lock
 
 
+def test_resumable_best__ctrl_c_while_verifying_releases_the_lock(swept, tmp_path, monkeypatch):
+    p, _ = swept
+    store = _store(tmp_path, p)
+
+    def interrupted(self, mem):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(chunks_mod._ZarrCheckpoint, "_verify", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        resumable_best(p, store, chunk_size=3)
+    assert not (store / ".lock").exists()
+
+
 def test_resumable_best__full_disk_mid_sweep_keeps_what_is_saved(swept, tmp_path,
                                                                   monkeypatch):
     p, clean = swept
