@@ -321,9 +321,13 @@ class _ZarrCheckpoint:
             raise StoreMismatchError(
                 f"{path!r} was written by an older simcore without chunk checksums, so its "
                 "chunks cannot be verified; pass a new store path to start over")
-        if fmt is None and not os.path.isdir(self.marks):  # a creation that did not finish
-            self._create(p, m, fp)
+        ours = {".lock", "zarr.json", "marks", *_ARRAYS}
+        if fmt is None and not os.path.isdir(self.marks) and set(os.listdir(path)) <= ours:
+            self._create(p, m, fp)  # a creation that did not finish
             return
+        if fmt is None:
+            raise StoreMismatchError(f"{path!r} is a zarr store but not a simcore sweep store; "
+                                     "pass a new store path")
         if fmt != STORE_FORMAT:
             raise StoreMismatchError(f"{path!r} is a simcore store of format {fmt!r}, this "
                                      f"simcore reads format {STORE_FORMAT}; pass a new store path")

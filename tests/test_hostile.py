@@ -517,6 +517,10 @@ STORE_REFUSALS = {
         {"zarr_format": 3, "node_type": "group",
          "attributes": {"fingerprint": "abc", "simcore_store_format": 99}}))),
     "garbage group metadata": lambda s: (s.mkdir(), (s / "zarr.json").write_text("{{")),
+    "a saved Dataset (zarr v2)": lambda s: simcore.io.save_dataset(
+        xr.Dataset({"x": ("a", [1.0, 2.0])}), s),
+    "a zarr v3 group of someone else": lambda s: __import__("zarr").open_group(
+        str(s), mode="w").create_array("data", shape=(2,), dtype="f8"),
 }
 
 
