@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .chunks import reduce_best
+from .chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
 from .engine import Prepared, prepare
+from .errors import SimcoreInputError
 from .metrics import Metric, get_metric
 from .pareto import pareto
 from .presets import get_family
@@ -258,6 +259,59 @@ def _no_fit_message(p: Prepared) -> str:
             "family with more devices")
 
 
+#: Memory per hardware point of a :func:`joint_explore` result (Dataset, scores, Pareto),
+#: measured about 1.5 kB; the estimate is conservative.
+EXPLORE_BYTES_PER_HW_POINT = 2_000 + BYTES_PER_HW_POINT
+
+
+def check_depth(depth: Any) -> str | int | Mapping[str, Sequence[float]]:
+    """``depth`` with numpy integers as ints; a custom grid with repeated values refused.
+
+    Examples
+    --------
+    >>> check_depth(np.int64(3))
+    3
+    >>> check_depth({"bw_hbm_gbs": [4000, 4000]})
+    Traceback (most recent call last):
+    ...
+    simcore.errors.SimcoreInputError: grid for bw_hbm_gbs repeats 4000.0; give each value once
+    """
+    if isinstance(depth, np.integer):
+        return int(depth)
+    if isinstance(depth, Mapping):
+        for knob, values in depth.items():
+            vals = np.atleast_1d(np.asarray(values, dtype=float)) if not isinstance(
+                values, str) else None
+            if vals is None:
+                raise SimcoreInputError(f"grid for {knob} must be numbers, got {values!r}")
+            seen: set[float] = set()
+            for v in vals.tolist():
+                if v in seen:
+                    raise SimcoreInputError(
+                        f"grid for {knob} repeats {v}; give each value once")
+                seen.add(v)
+    return depth
+
+
+def estimate_explore(n_hw: int, n_layouts: int) -> tuple[float, float]:
+    """``(bytes, seconds)``: a conservative estimate of a sweep's memory and run time."""
+    return float(n_hw) * EXPLORE_BYTES_PER_HW_POINT, n_hw * n_layouts / EVALS_PER_SECOND
+
+
+def check_explore_size(n_hw: int, n_layouts: int) -> None:
+    """Refuse a sweep whose result would not fit in memory (before any compute)."""
+    from .chunks import available_memory
+
+    need, _ = estimate_explore(n_hw, n_layouts)
+    avail = available_memory() or need
+    per_knob = max(1, int((0.5 * avail / EXPLORE_BYTES_PER_HW_POINT) ** (1 / 6)))
+    check_fits_in_memory(
+        need, f"a sweep of {n_hw:,} hardware points x {n_layouts:,} layouts",
+        f"sweep fewer hardware points: a smaller depth (e.g. {per_knob} values per knob, "
+        f"{per_knob ** 6:,} points) or a custom grid of the knobs that matter",
+        n_evals=float(n_hw) * n_layouts)
+
+
 def joint_explore(
     model: Model | str,
     *,
@@ -309,8 +363,10 @@ def joint_explore(
     wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
+    depth = check_depth(depth)
     p = prepare(model, wl, space=space, hardware=depth_grid(depth, defaults=defaults),
                 family=fam, efficiency=efficiency)
+    check_explore_size(p.n_hw, p.space.size)
     ds = reduce_best(p, metric=m, chunk_size=chunk_size, progress=progress, client=client,
                      store=store)
     knob_da = {k: ds[k] for k in HW_KNOBS}

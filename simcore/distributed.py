@@ -12,6 +12,11 @@ Multi-node use::
     simcore explore --depth coarse --space full --scheduler tcp://<host>:8786
 
 or from Python: ``joint_explore(..., client=distributed.Client("tcp://<host>:8786"))``.
+
+If the cluster goes away mid-sweep (every worker lost, the scheduler gone), the sweep
+raises :class:`~simcore.errors.SimcoreRetryError` naming how many chunks are saved; the
+CLI prints it as one line with the command that resumes and exits with 75. Pass a store
+(``--resume``) to keep finished chunks across such a loss.
 """
 
 from __future__ import annotations

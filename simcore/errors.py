@@ -7,7 +7,7 @@ simcore and is shown as one.
 
 from __future__ import annotations
 
-__all__ = ["SimcoreInputError"]
+__all__ = ["SimcoreInputError", "SimcoreRetryError", "SweepInterrupted"]
 
 
 class SimcoreInputError(ValueError):
@@ -23,3 +23,23 @@ class SimcoreInputError(ValueError):
     ...     print(exc)
     --batch must be a positive integer, got '0'
     """
+
+
+class SimcoreRetryError(RuntimeError):
+    """A run stopped by its environment, not by its input: the checkpoint store is in use
+    by another run, every dask worker was lost, the disk filled up mid-sweep. Rerunning
+    the same command later (with the same ``--resume`` store) loses nothing. The CLI
+    prints its message as one line and exits with code 75 (``EX_TEMPFAIL``).
+    """
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C between two chunks of a sweep; ``str()`` says how many chunks are saved.
+
+    A :class:`KeyboardInterrupt`, so code that handles Ctrl-C keeps working; the CLI
+    prints the message as one line and exits with code 130.
+    """
+
+    def __init__(self, message: str = "interrupted", *, saved: int = 0, total: int = 0) -> None:
+        super().__init__(message)
+        self.saved, self.total = saved, total

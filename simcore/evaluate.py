@@ -8,13 +8,20 @@ best layout per hardware point without materialising the tensor.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
 
-from .chunks import assemble_best, default_chunk_size, hw_chunks, reduce_best
+from .chunks import (
+    assemble_best,
+    check_fits_in_memory,
+    default_chunk_size,
+    hw_chunks,
+    reduce_best,
+)
 from .engine import (
     LAYOUT_OUTPUTS,
     MEM_PARTS,
@@ -27,6 +34,7 @@ from .engine import (
     grid_block,
     prepare,
 )
+from .errors import SimcoreInputError
 from .metrics import Metric
 from .options import OPTIONS
 from .space import PARALLEL_DIMS, Space
@@ -99,15 +107,17 @@ def evaluate(
     dask_mode: Literal["forbidden", "parallelized"] = "forbidden"
     if chunks is None and p.n_hw * p.space.size > OPTIONS["auto_chunk_points"]:
         chunks = auto_chunks(p)
+    if chunks is None:
+        check_fits_in_memory(
+            8.0 * len(OUTPUT_NAMES) * p.n_hw * p.space.size,
+            f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts",
+            "pass chunks= for a lazy dask-backed result, or use evaluate_best (the best "
+            "layout per hardware point, streamed)")
     if chunks is not None:
+        chunks = _check_chunks(chunks)
         if isinstance(chunks, int):
             first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
             chunks = {first: chunks}
-        unknown = set(chunks) - set(HW_KNOBS)
-        if unknown:
-            raise ValueError(
-                f"chunks may only split hardware knobs {list(HW_KNOBS)}, got {sorted(unknown)}"
-            )
         knob_das = [da.chunk({n: chunks.get(n, -1)})
                     for n, da in zip(HW_KNOBS, knob_das, strict=True)]
         dask_mode = "parallelized"
@@ -134,6 +144,24 @@ def evaluate(
             ds[name].attrs["description"] = long_name
     ds.attrs.update(p.attrs())
     return ds
+
+
+def _check_chunks(chunks: Any) -> int | dict[str, int]:
+    """``chunks=``: a positive int, or a mapping hardware knob -> positive int (numpy
+    integers accepted); anything else a :class:`SimcoreInputError`."""
+    def one(name: str, v: Any) -> int:
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or v < 1:
+            raise SimcoreInputError(f"{name} must be a positive integer (hardware points per "
+                                    f"chunk), got {v!r}")
+        return int(v)
+
+    if isinstance(chunks, Mapping):
+        unknown = sorted(map(str, set(chunks) - set(HW_KNOBS)))
+        if unknown:
+            raise SimcoreInputError(
+                f"chunks may only split hardware knobs {list(HW_KNOBS)}, got {unknown}")
+        return {k: one(f"chunks[{k!r}]", v) for k, v in chunks.items()}
+    return one("chunks", chunks)
 
 
 def auto_chunks(p: Prepared) -> dict[str, int]:

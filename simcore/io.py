@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -11,7 +12,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["save_dataset", "load_dataset", "storable"]
+from .errors import SimcoreInputError
+
+__all__ = ["check_room", "load_dataset", "save_dataset", "storable", "write_bytes_atomic"]
 
 _FORMATS = {".nc": "netcdf", ".nc4": "netcdf", ".h5": "netcdf", ".zarr": "zarr"}
 
@@ -46,34 +49,117 @@ def storable(ds: xr.Dataset) -> xr.Dataset:
 def _format(path: Path) -> str:
     fmt = _FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise ValueError(f"cannot tell the format of {str(path)!r}; end the name in .nc or .zarr")
+        raise SimcoreInputError(
+            f"cannot tell the format of {str(path)!r}; end the name in .nc or .zarr")
     return fmt
 
 
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # make a rename durable
+        dfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _new_file_mode(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same folder, fsync and
+    ``os.replace``: readers see the old file or the new one, never a part; on any failure
+    (a full disk) the old file is untouched and the temporary file removed."""
+    path = Path(path)
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def check_room(path: str | os.PathLike[str], need_bytes: float) -> str | None:
+    """Why ``path`` cannot take a file of about ``need_bytes`` (its folder missing or not
+    writable, or fewer free bytes than twice that), or None when it can."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.is_dir():
+        return f"folder {str(folder)!r} does not exist"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"folder {str(folder)!r} is not writable"
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free < 2 * need_bytes + (1 << 20):
+        return (f"about {need_bytes / 1e6:,.1f} MB needed there, {free / 1e6:,.1f} MB free")
+    return None
+
+
 def save_dataset(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
-    """Write ``ds`` to ``path`` (.nc or .zarr); the file appears only when complete."""
+    """Write ``ds`` to ``path`` (.nc or .zarr); the file appears only when complete.
+
+    netCDF is serialised in memory, then written to a temporary file in the same folder,
+    fsynced and renamed over ``path``; zarr is written to a temporary folder beside
+    ``path`` and swapped in. On any failure (a full disk) an existing ``path`` is left as
+    it was and nothing else is left behind.
+    """
     path = Path(path)
     fmt = _format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = storable(ds)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent)) / path.name
+    if fmt == "netcdf":  # in memory first: HDF5 never sees a full disk
+        write_bytes_atomic(path, data.to_netcdf(engine="h5netcdf"))
+        return path
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp, old = work / path.name, work / "old"
     try:
-        if fmt == "netcdf":
-            data.to_netcdf(tmp, engine="h5netcdf")
-        else:
-            data.to_zarr(tmp, mode="w", consolidated=False, zarr_format=2)
-        if path.exists():
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
-        os.replace(tmp, path)
+        data.to_zarr(tmp, mode="w", consolidated=False, zarr_format=2)
+        if path.exists() or path.is_symlink():
+            os.replace(path, old)  # moved aside, not deleted, until the new one is in
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old.exists() or old.is_symlink():
+                os.replace(old, path)
+            raise
+        _fsync_dir(path.parent)
     finally:
-        shutil.rmtree(tmp.parent, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return path
 
 
 def load_dataset(path: str | os.PathLike[str]) -> xr.Dataset:
+    """Read a Dataset written by :func:`save_dataset`.
+
+    A missing path raises ``FileNotFoundError``; a file that is not a readable netCDF /
+    zarr Dataset (truncated, another format) a :class:`~simcore.errors.SimcoreInputError`.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no results at {str(path)!r}")
-    if _format(path) == "netcdf":
-        return xr.load_dataset(path, engine="h5netcdf")
-    return xr.open_zarr(path, consolidated=False).load()
+    fmt = _format(path)
+    try:
+        if fmt == "netcdf":
+            return xr.load_dataset(path, engine="h5netcdf")
+        return xr.open_zarr(path, consolidated=False).load()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SimcoreInputError(f"cannot read {str(path)!r} as a {fmt} Dataset "
+                                f"({type(exc).__name__}: {str(exc)[:100]}); is it complete? "
+                                "save it again with simcore.io.save_dataset") from None

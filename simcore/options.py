@@ -14,7 +14,10 @@ Examples
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
 
 from .errors import SimcoreInputError
 
@@ -42,10 +45,14 @@ def get_options() -> dict[str, int]:
 def _check(name: str, value: Any) -> int:
     if name not in _DECLARED:
         raise SimcoreInputError(f"unknown simcore option {name!r}; known: {', '.join(_DECLARED)}")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
         raise SimcoreInputError(f"option {name} must be a positive integer "
-                                f"({_DECLARED[name][1]}), got {value!r}")
-    return value
+                                f"({_DECLARED[name][1]}), got {value!r} "
+                                f"({type(value).__name__})")
+    if int(value) < 1:
+        raise SimcoreInputError(f"option {name} must be >= 1 ({_DECLARED[name][1]}), "
+                                f"got {int(value)}")
+    return int(value)
 
 
 class set_options:  # noqa: N801 - used like a function, as xarray.set_options

@@ -10,6 +10,19 @@ from .report import fmt_ns
 __all__ = ["plot_pareto", "plot_sensitivity", "layout_label"]
 
 
+def _save(fig: Any, path: str | os.PathLike[str]) -> None:
+    """Render ``fig`` in memory, then write it atomically (no 0-byte file on a full disk)."""
+    import io as _io
+    from pathlib import Path
+
+    from .io import write_bytes_atomic
+
+    buf = _io.BytesIO()
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    fig.savefig(buf, dpi=120, format=fmt)
+    write_bytes_atomic(path, buf.getbuffer())
+
+
 def _plt():
     import matplotlib
 
@@ -71,8 +84,10 @@ def plot_pareto(result: Any, path: str | os.PathLike[str] | None = None, *, ax: 
     ax.set_title(f"{result.model} {w.mode} s_kv={w.s_kv}: {result.n_hardware} hardware × "
                  f"{result.n_layouts} layouts")
     if path is not None:
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        try:
+            _save(fig, path)
+        finally:
+            plt.close(fig)
     return fig
 
 
@@ -99,6 +114,8 @@ def plot_sensitivity(result: Any, path: str | os.PathLike[str] | None = None, *,
                 va="center", transform=ax.transAxes)
     ax.set_title(f"{result.model} {result.workload.mode}: which knob buys the most speed?")
     if path is not None:
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        try:
+            _save(fig, path)
+        finally:
+            plt.close(fig)
     return fig

@@ -1,7 +1,10 @@
 """Resumable sweeps: finished hardware chunks go to a zarr store as they complete.
 
-Killed and restarted with the same inputs and store, :func:`resumable_best` computes only
-the chunks not yet marked done and returns the same Dataset as an uninterrupted run.
+Killed and restarted with the same inputs and store, :func:`resumable_best` verifies the
+chunks marked done (each carries the sha256 of its arrays), computes only the missing or
+damaged ones and returns the same Dataset as an uninterrupted run. One run at a time uses
+a store (``.lock`` with the owner's pid); stores written before checksums (format 1) are
+refused with "pass a new store path".
 The loop, the storage and the executors live in :mod:`simcore.chunks`; this module is
 the named entry point for checkpointed runs.
 """
@@ -32,7 +35,8 @@ def resumable_best(
     """The fused per-hardware reduction, checkpointed chunk by chunk in a zarr store.
 
     The result equals :func:`simcore.evaluate.best_of_prepared`; ``attrs`` record
-    ``chunks_total``, ``chunks_reused`` (found done in the store) and ``chunks_computed``.
+    ``chunks_total``, ``chunks_reused`` (found done and verified in the store),
+    ``chunks_repaired`` (marked done but damaged, so recomputed) and ``chunks_computed``.
     """
     return reduce_best(p, metric=metric, chunk_size=chunk_size, progress=progress,
                        client=client, store=store)

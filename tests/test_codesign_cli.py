@@ -79,7 +79,7 @@ def test_explore__resume_store_reuses_chunks(tmp_path, capsys):
     first = capsys.readouterr().out
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[1:] == first.splitlines()[1:]
-    assert (store / "done").exists()
+    assert (store / "marks" / "0").exists() and not (store / ".lock").exists()
 
 
 def test_explore__deprecated_out_dataset_spelling_still_saves(tmp_path, capsys):

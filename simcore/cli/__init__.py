@@ -8,14 +8,21 @@ are written by :mod:`simcore.cli.output` (``--format table|json|csv``, ``--out F
 
 Exit codes of :func:`main`:
 
-* 0 success; 1 the command ran but found nothing (no layout fits, a validation FAIL,
-  no successful trial);
+* 0 success; 1 the command ran and its result is "nothing" (no layout fits, a
+  validation FAIL, no successful trial): a result, not bad input, so rows (possibly
+  empty) are still written;
 * 2 bad input: a :class:`~simcore.errors.SimcoreInputError` or an argparse complaint,
   printed as one line ``simcore <command>: error: ...`` on stderr, no traceback;
 * 70 (``EX_SOFTWARE``) any other exception: a bug in simcore, printed with its
   traceback and a last line ``simcore <command>: internal error (a bug, please
   report): <type>: <message>``; never reported as bad input;
-* 130 interrupted (Ctrl-C); 141 stdout closed early (``simcore ... | head``).
+* 75 (``EX_TEMPFAIL``) stopped by the environment, not the input: the ``--resume``
+  store is in use by another run, every dask worker was lost, the disk filled up
+  mid-sweep; one line saying how many chunks are saved and how to resume (a
+  :class:`~simcore.errors.SimcoreRetryError`);
+* 130 interrupted (Ctrl-C): ``interrupted; N of M chunks saved in STORE, rerun to
+  resume`` (or ``interrupted``), no traceback; 141 stdout closed early
+  (``simcore ... | head``).
 
 Nothing here calls ``exit()``; the console script ``simcore = "simcore.cli:main"`` and
 ``python -m simcore`` turn the return value into the exit status.
@@ -29,13 +36,14 @@ simcore 0.1.0
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 
-from ..errors import SimcoreInputError
+from ..errors import SimcoreInputError, SimcoreRetryError
 from .options import Parser, ParserExit, UsageError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -59,6 +67,31 @@ DEFAULT_COMMAND = "evaluate"
 _TOP_LEVEL_FLAGS = ("-h", "--help", "--version")
 
 
+#: The exit codes, shown in ``simcore --help`` (the module docstring has the details).
+EXIT_CODES = """exit codes:
+  0    success
+  1    the command ran and found nothing (no layout fits, validation FAIL): a result
+  2    bad input (one line on stderr: what was passed and what to pass instead)
+  70   internal error: a bug in simcore (traceback, please report)
+  75   stopped by the environment (store in use, dask workers lost, disk full):
+       rerun the same command to resume
+  130  interrupted (Ctrl-C); finished chunks of a --resume store are kept
+  141  stdout closed early (e.g. | head)"""
+
+
+def _interrupted(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt behind ``exc``, e.g. numba's ``SystemError: ... returned a
+    result with an exception set`` when Ctrl-C lands inside a kernel."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def build_parser() -> Parser:
     """The ``simcore`` parser with every command of :data:`COMMANDS`."""
     from .. import __version__
@@ -67,6 +100,7 @@ def build_parser() -> Parser:
         prog="simcore",
         description="Vectorized simulation of LLM hardware x parallelism, and a correct "
                     "autotuner. Without a command, runs evaluate.",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"simcore {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -95,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if extra:  # reported by the command's parser, not the top-level one
             raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see {prog} --help)",
                              prog=prog)
+        args.argv = argv  # the command line, for "rerun ... to resume" messages
         return int(args.func(args) or 0)
     except ParserExit as exc:  # --help, --version
         return exc.status
@@ -104,8 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimcoreInputError as exc:
         print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
+    except SimcoreRetryError as exc:
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return 75
+    except KeyboardInterrupt as exc:
+        print(f"{prog}: {_one_line(exc) or 'interrupted'}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `simcore explore --format csv | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -113,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.close(devnull)
         return 141
     except Exception as exc:  # a bug: show it as one, never as bad input
+        ki = _interrupted(exc)
+        if ki is not None:  # Ctrl-C that surfaced as another exception
+            print(f"{prog}: {_one_line(ki) or 'interrupted'}", file=sys.stderr)
+            return 130
         traceback.print_exc(file=sys.stderr)
         print(f"{prog}: internal error (a bug, please report): {type(exc).__name__}: "
               f"{_one_line(exc)}", file=sys.stderr)

@@ -11,7 +11,10 @@ Two row sets: ``pareto`` (the frontier, metric vs ``cost_score``) and ``sensitiv
 from __future__ import annotations
 
 import argparse
+import contextlib
+import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -151,9 +154,78 @@ def _connect(address: str | None) -> tuple[Any, Any]:
         raise SimcoreInputError(f"--scheduler: {exc}") from None
 
 
+def _depth_of(args: argparse.Namespace) -> Any:
+    """``--depth``, or the ``--grid`` mapping (each knob once, each value once)."""
+    if not args.grid:
+        return args.depth
+    grid: dict[str, list[float]] = {}
+    for knob, values in args.grid:
+        if knob in grid:
+            raise SimcoreInputError(f"--grid: {knob} is given twice; pass all its values in "
+                                    f"one --grid {knob}=V1,V2,...")
+        dup = sorted({v for v in values if values.count(v) > 1})
+        if dup:
+            raise SimcoreInputError(f"--grid {knob}: repeats {', '.join(f'{v:g}' for v in dup)}; "
+                                    "give each value once")
+        grid[knob] = values
+    return grid
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    """The command that resumes this run (with a store added if it had none)."""
+    argv = list(getattr(args, "argv", None) or ["explore"])
+    if args.resume is None:
+        argv += ["--resume", "sweep.zarr"]
+    return "simcore " + shlex.join(argv)
+
+
+def _elsewhere(path: Path) -> str:
+    return str(Path(tempfile.gettempdir()) / path.name)
+
+
+def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
+    """Before any compute: the sweep fits in memory, and every output path can take what
+    it will be given."""
+    from ..codesign import check_depth, check_explore_size
+    from ..engine import N_BEST
+    from ..io import check_room
+    from ..space import depth_grid, get_space
+
+    try:
+        grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
+        n_layouts = get_space(args.space, args.mode).size
+    except ValueError as exc:
+        raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
+    n_hw = 1
+    for values in grid.values():
+        n_hw *= len(values)
+    try:
+        check_explore_size(n_hw, n_layouts)
+    except SimcoreInputError as exc:
+        raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
+    from ..codesign import estimate_explore
+
+    _, seconds = estimate_explore(n_hw, n_layouts)
+    if seconds > 600 and args.resume is None:
+        print(f"simcore explore: note: {n_hw:,} hardware points may take about "
+              f"{seconds / 60:,.0f} min; pass --resume STORE.zarr to keep finished chunks if "
+              "it is interrupted", file=sys.stderr)
+    needs = [("--out", args.out, 1e6), ("--dataset", args.dataset, 300.0 * n_hw),
+             ("--plot", args.plot, 2e6),
+             ("--resume", args.resume, 1.5 * (N_BEST + 2) * 8 * n_hw)]
+    for opt, path, need in needs:
+        if path is None:
+            continue
+        why = check_room(path, need)
+        if why is not None:
+            raise SimcoreInputError(f"{opt}: cannot write {str(path)!r}: {why}; pass a path "
+                                    f"on a disk with room, e.g. {opt} {_elsewhere(path)}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..codesign import joint_explore
     from ..distributed import warm_cache
+    from ..errors import SimcoreRetryError
     from ..report import fmt_ns, fmt_num
     from ..sweep import StoreMismatchError
 
@@ -161,7 +233,8 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
     fam = resolve_family(args)
-    depth: Any = dict(args.grid) if args.grid else args.depth
+    depth = _depth_of(args)
+    _preflight(args, fam, depth)
     notes = note_stream(args)
     client, cluster = _connect(args.scheduler)
     try:
@@ -176,24 +249,36 @@ def run(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - t0
     except StoreMismatchError as exc:
         raise SimcoreInputError(f"--resume: {exc}") from None
+    except SimcoreRetryError as exc:
+        raise SimcoreRetryError(f"{exc}; resume with: {_rerun(args)}") from None
     finally:
         if client is not None:
-            client.close()
+            with contextlib.suppress(Exception):
+                client.close()
         if cluster is not None:
-            cluster.close()
+            with contextlib.suppress(Exception):
+                cluster.close()
     print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}: "
           f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
-          f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / wall)} evals/s, sensitivity "
-          f"included; kernels loaded in {t_load:.1f} s before)", file=notes)
+          f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / max(wall, 1e-9))} evals/s, "
+          f"sensitivity included; kernels loaded in {t_load:.1f} s before)", file=notes)
+    code = _print_rows(args, r, fmt_ns)
+    _save_files(args, r, notes)  # after the rows: a failed save never hides the result
+    return code
+
+
+def _save_files(args: argparse.Namespace, r: Any, notes: Any) -> None:
+    failed: list[str] = []
     if args.dataset is not None:
         from ..io import save_dataset
 
         try:
             save_dataset(r.dataset, args.dataset)
+            print(f"saved the per-hardware Dataset to {args.dataset}", file=notes)
         except OSError as exc:
-            raise SimcoreInputError(f"--dataset: cannot write {str(args.dataset)!r}: "
-                                    f"{exc.strerror or exc}") from None
-        print(f"saved the per-hardware Dataset to {args.dataset}", file=notes)
+            failed.append(f"--dataset: cannot write {str(args.dataset)!r} ({exc.strerror or exc}; "
+                          f"any old file is unchanged); rerun with --dataset "
+                          f"{_elsewhere(args.dataset)}")
     if args.plot is not None:
         from ..plot import plot_pareto, plot_sensitivity
 
@@ -201,13 +286,20 @@ def run(args: argparse.Namespace) -> int:
         try:
             plot_pareto(r, args.plot)
             plot_sensitivity(r, sens_path)
+            print(f"saved plots to {args.plot} and {sens_path}", file=notes)
         except OSError as exc:
-            raise SimcoreInputError(f"--plot: cannot write: {exc.strerror or exc}") from None
-        print(f"saved plots to {args.plot} and {sens_path}", file=notes)
+            failed.append(f"--plot: cannot write {str(args.plot)!r} ({exc.strerror or exc}; any "
+                          f"old file is unchanged); rerun with --plot {_elsewhere(args.plot)}")
+    if failed:
+        raise SimcoreInputError("the results above are complete, but " + "; ".join(failed))
+
+
+def _print_rows(args: argparse.Namespace, r: Any, fmt_ns: Any) -> int:
     pareto_rows = [s.as_row() for s in r.pareto_scores[: args.top]]
     sens_rows = [{"knob": s.knob, "baseline_latency_ns": s.baseline_latency_ns,
                   "doubled_latency_ns": s.doubled_latency_ns, "rel_speedup": s.rel_speedup}
                  for s in r.sensitivity]
+    notes = note_stream(args)
     if for_script(args):  # one row set, nothing else on stdout
         if args.rows == "pareto":
             emit_rows(pareto_rows, PARETO_COLUMNS, args.format, args.out)

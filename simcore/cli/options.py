@@ -255,11 +255,50 @@ def add_space_option(p: argparse.ArgumentParser) -> None:
                         f"(default: {DEFAULT_SPACE})")
 
 
+def metric_name(text: str) -> str:
+    """``--metric``: latency, throughput or FLOPS, or any alias of them in the metric
+    registry (``flops``, ``FLOPS_per_gpu``, ``latency_ns``, ...); returned as given.
+
+    Examples
+    --------
+    >>> metric_name("flops")
+    'flops'
+    >>> metric_name("speed")
+    Traceback (most recent call last):
+    ...
+    simcore.cli.options.OptionError: unknown metric 'speed'; pass one of latency, throughput, FLOPS (aliases: latency_ns, time, step_time, throughput_tok_s, samples_per_sec, FLOPS_per_gpu, flops, flops_per_gpu)
+    """
+    from ..metrics import get_metric
+
+    names = _metric_aliases()
+    try:
+        m = get_metric(text)
+    except (KeyError, ValueError):
+        m = None
+    if m is None or m.name not in names:
+        extra = [a for n, al in names.items() for a in (n, *al) if a not in METRICS]
+        raise OptionError(f"unknown metric {text!r}; pass one of {', '.join(METRICS)} "
+                          f"(aliases: {', '.join(extra)})")
+    return text
+
+
+def _metric_aliases() -> dict[str, tuple[str, ...]]:
+    """The fused metrics (latency, throughput, FLOPS_per_gpu) → their registry aliases."""
+    from ..metrics import get_metric
+
+    out: dict[str, tuple[str, ...]] = {}
+    for name in METRICS:
+        m = get_metric(name)
+        out[m.name] = tuple(dict.fromkeys(a for a in (m.name, *m.aliases) if a != m.name))
+    return out
+
+
 def add_metric_options(p: argparse.ArgumentParser, *, rows: str = "rows") -> None:
     """``--metric`` (what "best" means) and ``--top`` (how many rows)."""
-    p.add_argument("--metric", choices=METRICS, default="latency",
+    p.add_argument("--metric", type=metric_name, default="latency", metavar="METRIC",
                    help="what 'best' means: latency (lower is better), throughput or FLOPS "
-                        "(higher is better) (default: latency)")
+                        "(higher is better), or an alias (flops, FLOPS_per_gpu, latency_ns, "
+                        "throughput_tok_s, ...) (default: latency)")
     p.add_argument("--top", type=positive_int, default=10, metavar="N",
                    help=f"{rows} to print (default: 10)")
 

@@ -16,7 +16,6 @@ dicts keyed by the engine's names (``latency_ns``, ``mem_bytes``), to :func:`emi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import io
 import json
@@ -164,40 +163,18 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file in the same folder, fsync and
     ``os.replace``: readers see the old file or the new one, never a part; on failure
     the old file is untouched and the temporary file removed."""
-    path = Path(path)
-    folder = path.parent
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    with contextlib.suppress(OSError):  # make the rename itself durable
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    from ..io import write_bytes_atomic
+
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt: str,
               out: str | os.PathLike[str] | None = None) -> None:
     """Write ``rows`` as ``fmt`` to ``out`` (atomically) or, if ``out`` is None, stdout.
 
-    A failed write to ``out`` is a :class:`~simcore.errors.SimcoreInputError` naming
-    ``--out``.
+    A failed write to ``out`` leaves an old file as it was, writes the rows to stdout
+    instead and raises a :class:`~simcore.errors.SimcoreInputError` naming ``--out`` and a
+    place to write them.
     """
     text = render_rows(rows, columns, fmt)
     if out is None:
@@ -206,9 +183,14 @@ def emit_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fmt:
         return
     try:
         write_atomic(out, text)
-    except OSError as exc:
-        raise SimcoreInputError(f"--out: cannot write {os.fspath(out)!r}: "
-                                f"{exc.strerror or exc}") from None
+    except OSError as exc:  # the rows are not lost: they go to stdout instead
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        elsewhere = Path(tempfile.gettempdir()) / Path(out).name
+        raise SimcoreInputError(f"--out: cannot write {os.fspath(out)!r} (any old file is "
+                                f"unchanged): {exc.strerror or exc}; the rows went to stdout "
+                                f"instead; write them elsewhere, e.g. --out {elsewhere}"
+                                ) from None
 
 
 def for_script(args: argparse.Namespace) -> bool:
