@@ -348,7 +348,7 @@ def joint_explore(
     m = get_metric(metric)
     cm = get_cost_model(cost_model)
     if objectives is None:
-        objs = {m.key: m.direction, ("cost_usd" if cm is not None else "cost_score"): "min"}
+        objs = {m.name: m.direction, ("cost_usd" if cm is not None else "cost_score"): "min"}
     else:
         objs = objective_directions(objectives)
         if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
