@@ -19,8 +19,8 @@ import xarray as xr
 from .chunks import reduce_best
 from .costmodel import CostModel, add_costs, get_cost_model
 from .engine import Prepared, prepare
-from .metrics import Metric, get_metric
 from .errors import SimcoreInputError
+from .metrics import Metric, get_metric
 from .pareto import objective_directions, pareto
 from .presets import get_family
 from .space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
@@ -348,7 +348,8 @@ def joint_explore(
     m = get_metric(metric)
     cm = get_cost_model(cost_model)
     if objectives is None:
-        objs = {m.name: m.direction, ("cost_usd" if cm is not None else "cost_score"): "min"}
+        price = "cost_usd" if cm is not None else "cost_score"
+        objs: dict[str, str] = {m.name: m.direction, price: "min"}
     else:
         objs = objective_directions(objectives)
         if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):

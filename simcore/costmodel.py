@@ -86,8 +86,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .errors import SimcoreInputError
 from .specs import HW_KNOBS
 
