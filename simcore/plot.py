@@ -104,11 +104,16 @@ def plot_sensitivity(result: Any, path: str | os.PathLike[str] | None = None, *,
     return fig
 
 
-_SCALES = {"latency_ns": (1e-6, "ms"), "cost_usd": (1e-3, "k$"), "power_w": (1e-3, "kW"),
-           "cost_usd_per_device": (1e-3, "k$"), "power_w_per_device": (1.0, "W")}
+# variable -> (scale, unit shown, axis label)
+_SCALES = {"latency_ns": (1e-6, "ms", "latency"), "cost_usd": (1e-3, "k$", "price of the devices"),
+           "power_w": (1e-3, "kW", "power of the devices"),
+           "cost_usd_per_device": (1e-3, "k$", "price per device"),
+           "power_w_per_device": (1.0, "W", "power per device"),
+           "throughput_tok_s": (1.0, "tokens/s", "throughput"),
+           "tokens_per_s_per_gpu": (1.0, "tokens/s", "throughput per device")}
 
 
-def _objective_axis(name: str) -> tuple[str, float, str]:
+def _objective_axis(name: str) -> tuple[str, float, str, str]:
     from .metrics import get_metric
 
     try:
@@ -116,8 +121,8 @@ def _objective_axis(name: str) -> tuple[str, float, str]:
         key, unit = m.key, m.unit
     except ValueError:
         key, unit = name, ""
-    scale, shown = _SCALES.get(key, (1.0, unit))
-    return key, scale, shown
+    scale, shown, label = _SCALES.get(key, (1.0, unit, key))
+    return key, scale, shown, label
 
 
 def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
@@ -139,7 +144,7 @@ def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
     else:
         fig = ax.figure
     (xn, yn) = list(objs)
-    (xk, xs, xu), (yk, ys, yu) = _objective_axis(xn), _objective_axis(yn)
+    (xk, xs, xu, xl), (yk, ys, yu, yl) = _objective_axis(xn), _objective_axis(yn)
     ds = result.dataset
     ok = ds.any_fits.values.ravel()
     if not ok.any():
@@ -155,19 +160,23 @@ def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
         front = pareto(ds, objectives=objs).transpose(*ds.any_fits.dims).values.ravel()[ok]
         order = sorted(range(int(front.sum())), key=lambda i: x[front][i])
         fx, fy = x[front][order], y[front][order]
-        ax.step(fx, fy, where="post", color="k", lw=1.5, label=f"Pareto frontier ({len(fx)})")
+        ax.step(fx, fy, where="post", color="k", lw=1.5,
+                label=f"Pareto frontier ({len(fx)} points)")
         ax.scatter(fx, fy, facecolors="none", edgecolors="k", s=60)
+        last = None
         for xi, yi, ni in zip(fx, fy, n[front][order], strict=True):
-            ax.annotate(f"{int(ni)}", (xi, yi), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7)
+            if ni != last:  # label where the device count changes along the frontier
+                ax.annotate(f"{int(ni)} devices", (xi, yi), textcoords="offset points",
+                            xytext=(4, 6), fontsize=8)
+            last = ni
         if y.max() > 20 * y.min():
             ax.set_yscale("log")
-        ax.legend(fontsize=8, loc="upper right")
-    ax.set_xlabel(f"{xk} ({xu})" if xu else xk)
-    ax.set_ylabel(f"{yk} ({yu})" if yu else yk)
+        ax.legend(fontsize=8, loc="best")
+    ax.set_xlabel(f"{xl} ({xu})" if xu else xl)
+    ax.set_ylabel(f"{yl} ({yu})" if yu else yl)
     w = result.workload
     ax.set_title(f"{result.model} {w.mode} s_kv={w.s_kv} batch={w.batch}: "
-                 f"{result.n_hardware} hardware points, frontier labelled with devices")
+                 f"{result.n_hardware} hardware points, best layout each", fontsize=10)
     if path is not None:
         fig.savefig(path, dpi=120)
         plt.close(fig)

@@ -238,15 +238,16 @@ def run(args: argparse.Namespace) -> int:
 
         sens_path = args.plot.with_name(args.plot.stem + "_sensitivity" + args.plot.suffix)
         try:
-            if r.cost_model is not None and len(r.objectives) == 2:
+            if r.cost_model is not None and len(r.objectives) >= 2:
                 from ..plot import plot_objectives
 
-                plot_objectives(r, args.plot)
-            else:
+                shown = list(r.objectives)[:2]
                 if len(r.objectives) > 2:
-                    print(f"note: {len(r.objectives)} objectives: the plot shows "
-                          f"{r.metric} vs cost_score; the table lists every objective",
-                          file=notes)
+                    print(f"note: {len(r.objectives)} objectives: the plot shows the first "
+                          f"two ({' vs '.join(shown)}) and their 2-D frontier; the table "
+                          "lists every objective", file=notes)
+                plot_objectives(r, args.plot, objectives=shown)
+            else:
                 plot_pareto(r, args.plot)
             plot_sensitivity(r, sens_path)
         except OSError as exc:
