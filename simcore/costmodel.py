@@ -269,7 +269,7 @@ class CostModel:
                 raise SimcoreInputError(f"{where}: knobs.{knob}: unknown keys {bad}; allowed: "
                                         f"{', '.join(_TERM_FIELDS)}")
             prev = terms.get(knob, KnobCost(knob))
-            terms[knob] = replace(prev, **spec)
+            terms[knob] = replace(prev, **{"source": where, **spec})
         return CostModel(
             base_usd=data.get("base_usd", start.base_usd), base_w=data.get("base_w", start.base_w),
             knobs=tuple(terms[k] for k in HW_KNOBS if k in terms),

@@ -73,13 +73,18 @@ def test_load_cost_model__toml_and_json_agree(tmp_path):
                               "knobs": {"pe_hbm_gb": {"usd_per_unit": 20, "exponent": 1.1,
                                                       "ref": 80}}}))
     a, b = load_cost_model(toml), load_cost_model(js)
-    assert a == b and a.base_usd == 100 and a.term("pe_hbm_gb").usd_per_unit == 20
+    def numbers(m):
+        return [(t.knob, t.usd_per_unit, t.w_per_unit, t.exponent, t.w_exponent, t.ref)
+                for t in m.knobs], m.base_usd, m.base_w, m.name
+
+    assert numbers(a) == numbers(b)
+    assert a.base_usd == 100 and a.term("pe_hbm_gb").usd_per_unit == 20
     # knobs not named keep the defaults; power too
     assert a.term("peak_tflops_f16") == DEFAULT_COST_MODEL.term("peak_tflops_f16")
     assert a.base_w == DEFAULT_COST_MODEL.base_w
     fresh = CostModel.from_dict({"replace": True, "knobs": {"pe_hbm_gb": {"usd_per_unit": 1}}})
     assert [t.knob for t in fresh.knobs] == ["pe_hbm_gb"] and fresh.base_usd == 0
-    assert get_cost_model(str(toml)) == a and get_cost_model("default") is DEFAULT_COST_MODEL
+    assert numbers(get_cost_model(str(toml))) == numbers(a) and get_cost_model("default") is DEFAULT_COST_MODEL
     assert get_cost_model(None) is None
 
 
@@ -241,3 +246,16 @@ def test_explore_cli__negative_price(tmp_path, capsys):
     cm.write_text(json.dumps({"knobs": {"pe_hbm_gb": {"usd_per_unit": -3}}}))
     assert main(["explore", "--depth", "two_stage", "--cost-model", str(cm)]) == 2
     assert "cannot be negative" in capsys.readouterr().err
+
+
+def test_load_cost_model__readme_example(tmp_path):
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    text = readme[readme.index("# my_prices.toml"):]
+    p = tmp_path / "my_prices.toml"
+    p.write_text(text[: text.index("```")])
+    m = load_cost_model(p)
+    assert m.name == "HBM3e quote" and m.term("bw_hbm_gbs").exponent == 1.3
+    assert m.term("pe_hbm_gb").source == f"cost model {str(p)!r}"  # not the default's source
+    assert m.term("peak_tflops_f16") == DEFAULT_COST_MODEL.term("peak_tflops_f16")
