@@ -259,3 +259,13 @@ def test_load_cost_model__readme_example(tmp_path):
     assert m.name == "HBM3e quote" and m.term("bw_hbm_gbs").exponent == 1.3
     assert m.term("pe_hbm_gb").source == f"cost model {str(p)!r}"  # not the default's source
     assert m.term("peak_tflops_f16") == DEFAULT_COST_MODEL.term("peak_tflops_f16")
+
+
+def test_plot_objectives__two_objectives_only(explored, tmp_path):
+    from simcore.plot import plot_objectives
+
+    path = tmp_path / "f.png"
+    plot_objectives(explored, path, objectives="cost_usd,latency")
+    assert path.stat().st_size > 10_000
+    with pytest.raises(SimcoreInputError, match="two objectives"):
+        plot_objectives(explored)  # the result's own three

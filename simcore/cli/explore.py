@@ -1,7 +1,9 @@
 """``simcore explore``: the co-design explorer.
 
 Sweeps hardware candidates and, per candidate, finds the metric-best layout that fits.
-Two row sets: ``pareto`` (the frontier, metric vs ``cost_score``) and ``sensitivity``
+Two row sets: ``pareto`` (the frontier: metric vs ``cost_score``, or any ``--objectives``
+with directions from the metric registry; ``--cost-model`` adds ``cost_usd``, ``power_w``
+and ``tokens_per_s_per_gpu``) and ``sensitivity``
 (latency when doubling each knob on the best hardware). The table format prints both;
 ``--format json|csv`` (and ``--out``) write the set chosen by ``--rows`` (default
 ``pareto``), so every command's JSON is one array of row objects.
