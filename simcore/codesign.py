@@ -17,10 +17,11 @@ import numpy as np
 import xarray as xr
 
 from .chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
+from .costmodel import CostModel, add_costs, get_cost_model
 from .engine import Prepared, prepare
 from .errors import SimcoreInputError
 from .metrics import Metric, get_metric
-from .pareto import pareto
+from .pareto import objective_directions, pareto
 from .presets import get_family
 from .space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
@@ -115,6 +116,16 @@ class JointScore:
     mem_bytes: float
     n_devices: int
     cost_score: float
+    cost_usd: float = float("nan")
+    power_w: float = float("nan")
+    cost_usd_per_device: float = float("nan")
+    power_w_per_device: float = float("nan")
+    tokens_per_s_per_gpu: float = float("nan")
+
+    @property
+    def total_latency_ns(self) -> float:
+        """The original auto_hardware name of :attr:`latency_ns`."""
+        return self.latency_ns
 
     def metric(self, metric: str | Metric) -> float:
         m = get_metric(metric)
@@ -124,7 +135,12 @@ class JointScore:
         return {**self.hardware.as_dict(), **self.layout, "cost_score": self.cost_score,
                 **{k: getattr(self, k) for k in ("latency_ns", "throughput_tok_s",
                    "flops_per_device", "compute_ns", "memory_ns", "comm_ns", "mem_bytes",
-                   "n_devices")}}
+                   "n_devices", *_COST_FIELDS)}}
+
+
+#: JointScore fields filled when joint_explore is given a cost model.
+_COST_FIELDS = ("cost_usd", "power_w", "cost_usd_per_device", "power_w_per_device",
+                "tokens_per_s_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -154,7 +170,8 @@ class JointExploreResult:
 
     ``all_scores``: one :class:`JointScore` per hardware candidate on which some layout
     fits (its best layout), sorted by the metric; ``pareto_scores``: the subset
-    non-dominated on (metric, cost_score); ``sensitivity``: one row per knob, ranked;
+    non-dominated on ``objectives`` (default (metric, cost_score); (metric, cost_usd)
+    with a cost model); ``sensitivity``: one row per knob, ranked;
     ``total_joint``: (hardware × layout) pairs evaluated; ``dataset``: per-hardware best
     results as an ``xr.Dataset`` (with ``cost_score`` and ``pareto``); ``message``: why
     the result is empty, if it is.
@@ -172,6 +189,8 @@ class JointExploreResult:
     dataset: xr.Dataset
     message: str = ""
     extras: dict[str, Any] = field(default_factory=dict)
+    objectives: dict[str, str] = field(default_factory=dict)
+    cost_model: CostModel | None = None
 
     @property
     def empty(self) -> bool:
@@ -202,6 +221,7 @@ def _scores(ds: xr.Dataset, family: str) -> tuple[list[JointScore], list[bool]]:
             compute_ns=float(cols["compute_ns"][i]), memory_ns=float(cols["memory_ns"][i]),
             comm_ns=float(cols["comm_ns"][i]), mem_bytes=float(cols["mem_bytes"][i]),
             n_devices=int(cols["n_devices"][i]), cost_score=float(cols["cost_score"][i]),
+            **{k: float(cols[k][i]) for k in _COST_FIELDS if k in cols},
         ))
     return out, [bool(front[i]) for i in np.flatnonzero(ok)]
 
@@ -312,6 +332,14 @@ def check_explore_size(n_hw: int, n_layouts: int) -> None:
         n_evals=float(n_hw) * n_layouts)
 
 
+def _names_of(objective: str) -> tuple[str, ...]:
+    """A registered metric's names (canonical first), or just the objective itself."""
+    try:
+        return get_metric(objective).names
+    except ValueError:
+        return (objective,)
+
+
 def joint_explore(
     model: Model | str,
     *,
@@ -329,6 +357,8 @@ def joint_explore(
     with_sensitivity: bool = True,
     client: Any = None,
     store: str | None = None,
+    cost_model: CostModel | Mapping[str, Any] | str | bool | None = None,
+    objectives: str | Sequence[str] | Mapping[str, str] | None = None,
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -352,6 +382,15 @@ def joint_explore(
     store : str, optional
         A zarr store to checkpoint finished hardware chunks in; rerun with the same store
         after an interruption and only the missing chunks are computed.
+    cost_model : CostModel, mapping, TOML/JSON path or "default", optional
+        Adds ``cost_usd``, ``power_w`` (totals over the devices the best layout uses),
+        ``cost_usd_per_device``, ``power_w_per_device`` and ``tokens_per_s_per_gpu`` to
+        the Dataset and the scores (see :mod:`simcore.costmodel`). Objectives naming one
+        of them use :data:`~simcore.costmodel.DEFAULT_COST_MODEL` when none is given.
+    objectives : str, sequence or mapping, optional
+        What the Pareto frontier is over, any number of them, directions from the metric
+        registry (``"latency,cost_usd,power_w"``); default ``(metric, "cost_score")``,
+        or ``(metric, "cost_usd")`` with a cost model.
 
     Examples
     --------
@@ -360,6 +399,14 @@ def joint_explore(
     (1920, 1, True)
     """
     m = get_metric(metric)
+    cm = get_cost_model(cost_model)
+    if objectives is None:
+        price = "cost_usd" if cm is not None else "cost_score"
+        objs: dict[str, str] = {m.name: m.direction, price: "min"}
+    else:
+        objs = objective_directions(objectives)
+        if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
+            cm = get_cost_model("default")
     wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
@@ -373,8 +420,15 @@ def joint_explore(
     ds["cost_score"] = cost_score(knob_da, fam).transpose(*HW_KNOBS)
     ds["cost_score"].attrs["description"] = (
         f"sum of knob / {fam.name} default knob (6.0 at the family's hardware)")
-    ds["pareto"] = pareto(ds, objectives={m.key: m.direction, "cost_score": "min"},
-                          feasible="any_fits").transpose(*HW_KNOBS)
+    if cm is not None:
+        ds = add_costs(ds, cm)
+    missing = [o for o in objs if not any(n in ds.data_vars for n in _names_of(o))]
+    if missing:
+        raise SimcoreInputError(
+            f"objectives {missing} are not in the explorer's Dataset; pass a cost model for "
+            f"cost/power objectives or one of {sorted(map(str, ds.data_vars))}")
+    ds["pareto"] = pareto(ds, objectives=objs, feasible="any_fits").transpose(*HW_KNOBS)
+    ds["pareto"].attrs["objectives"] = ",".join(f"{k}:{v}" for k, v in objs.items())
     scores, on_front = _scores(ds, fam.name)
     # by the metric, then the cheaper hardware among equals
     order = sorted(range(len(scores)),
@@ -392,5 +446,5 @@ def joint_explore(
     return JointExploreResult(
         model=p.model.name, workload=wl, metric=m.name, all_scores=scores, pareto_scores=front,
         sensitivity=sens, total_joint=p.n_hw * p.space.size, n_hardware=p.n_hw,
-        n_layouts=p.space.size, dataset=ds, message=message,
+        n_layouts=p.space.size, dataset=ds, message=message, objectives=objs, cost_model=cm,
     )

@@ -145,6 +145,13 @@ for _m in (
            key="flops_per_device", unit="FLOP/s"),
     Metric("cost_score", "min", aliases=("cost",), unit="1"),
     Metric("mem_bytes", "min", aliases=("memory",), unit="B"),
+    # the cost model's variables (simcore.costmodel.add_costs)
+    Metric("cost_usd", "min", aliases=("dollars", "usd"), unit="USD"),
+    Metric("power_w", "min", aliases=("power", "watts"), unit="W"),
+    Metric("cost_usd_per_device", "min", unit="USD"),
+    Metric("power_w_per_device", "min", unit="W"),
+    Metric("tokens_per_s_per_gpu", "max", aliases=("tok_s_per_gpu", "tokens_per_s_per_device"),
+           unit="tokens/s/device"),
 ):
     register_metric(_m)
 

@@ -8,9 +8,10 @@ import numpy as np
 import xarray as xr
 
 from .engine import pareto_mask
-from .metrics import get_metric
+from .errors import SimcoreInputError
+from .metrics import UnknownMetricError, get_metric
 
-__all__ = ["pareto", "pareto_mask"]
+__all__ = ["pareto", "pareto_mask", "objective_directions"]
 
 
 def _objectives(objectives: Sequence[str] | Mapping[str, str]) -> list[tuple[str, int]]:
@@ -19,16 +20,38 @@ def _objectives(objectives: Sequence[str] | Mapping[str, str]) -> list[tuple[str
         (o, None) for o in objectives)
     for name, direction in items:
         if direction is None:
-            m = get_metric(name)
+            try:
+                m = get_metric(name)
+            except UnknownMetricError as exc:
+                raise SimcoreInputError(f"objective {name!r}: {exc}") from None
             sign = m.sign
         elif direction in ("min", "max"):
             sign = 1 if direction == "min" else -1
         else:
-            raise ValueError(f"objective {name!r}: direction must be 'min' or 'max', got {direction!r}")
+            raise SimcoreInputError(
+                f"objective {name!r}: direction must be 'min' or 'max', got {direction!r}")
         out.append((name, sign))
     if len(out) < 1:
-        raise ValueError("pareto needs at least one objective")
+        raise SimcoreInputError("pareto needs at least one objective")
     return out
+
+
+def objective_directions(objectives: str | Sequence[str] | Mapping[str, str]) -> dict[str, str]:
+    """Objectives (a comma list, names, or name -> direction) as name -> ``"min"|"max"``,
+    directions from the metric registry; unknown names are a
+    :class:`~simcore.errors.SimcoreInputError` listing the known ones.
+
+    Examples
+    --------
+    >>> objective_directions("latency,cost_usd,tokens_per_s_per_gpu")
+    {'latency': 'min', 'cost_usd': 'min', 'tokens_per_s_per_gpu': 'max'}
+    """
+    if isinstance(objectives, str):
+        objectives = [o.strip() for o in objectives.split(",") if o.strip()]
+    names = list(objectives.keys() if isinstance(objectives, Mapping) else objectives)
+    if len(set(names)) != len(names):
+        raise SimcoreInputError(f"objectives repeat a name: {names}")
+    return {n: "min" if s == 1 else "max" for n, s in _objectives(objectives)}
 
 
 def pareto(
@@ -56,10 +79,13 @@ def pareto(
     for name, sign in objs:
         var: str | None = name
         if var not in ds.data_vars:
-            m = get_metric(name)
-            var = next((v for v in m.names if v in ds.data_vars), None)
+            try:
+                m = get_metric(name)
+            except UnknownMetricError:
+                m = None
+            var = None if m is None else next((v for v in m.names if v in ds.data_vars), None)
             if var is None:
-                raise ValueError(
+                raise SimcoreInputError(
                     f"objective {name!r} not in the Dataset; it holds {sorted(map(str, ds.data_vars))}"
                 )
         arrays.append((ds[var], sign))

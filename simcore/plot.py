@@ -7,7 +7,7 @@ from typing import Any
 
 from .report import fmt_ns
 
-__all__ = ["plot_pareto", "plot_sensitivity", "layout_label"]
+__all__ = ["plot_pareto", "plot_sensitivity", "layout_label", "plot_objectives", "plot_compare"]
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> None:
@@ -118,4 +118,129 @@ def plot_sensitivity(result: Any, path: str | os.PathLike[str] | None = None, *,
             _save(fig, path)
         finally:
             plt.close(fig)
+    return fig
+
+
+# variable -> (scale, unit shown, axis label)
+_SCALES = {"latency_ns": (1e-6, "ms", "latency"), "cost_usd": (1e-3, "k$", "price of the devices"),
+           "power_w": (1e-3, "kW", "power of the devices"),
+           "cost_usd_per_device": (1e-3, "k$", "price per device"),
+           "power_w_per_device": (1.0, "W", "power per device"),
+           "throughput_tok_s": (1.0, "tokens/s", "throughput"),
+           "tokens_per_s_per_gpu": (1.0, "tokens/s", "throughput per device")}
+
+
+def _objective_axis(name: str) -> tuple[str, float, str, str]:
+    from .metrics import get_metric
+
+    try:
+        m = get_metric(name)
+        key, unit = m.key, m.unit
+    except ValueError:
+        key, unit = name, ""
+    scale, shown, label = _SCALES.get(key, (1.0, unit, key))
+    return key, scale, shown, label
+
+
+def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
+                    objectives: Any = None, ax: Any = None) -> Any:
+    """Two objectives of a :func:`~simcore.codesign.joint_explore` result: every fitting
+    hardware point (colour = devices its best layout uses) and the frontier over those
+    two objectives as a step line. ``objectives`` defaults to the result's own, which
+    must then be two (print a table for more). Returns the figure."""
+    from .errors import SimcoreInputError
+    from .pareto import objective_directions, pareto
+
+    objs = objective_directions(objectives if objectives is not None else result.objectives)
+    if len(objs) != 2:
+        raise SimcoreInputError(f"plot_objectives draws two objectives, got {list(objs)}; "
+                                "print the table for more")
+    plt = _plt()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+    else:
+        fig = ax.figure
+    (xn, yn) = list(objs)
+    (xk, xs, xu, xl), (yk, ys, yu, yl) = _objective_axis(xn), _objective_axis(yn)
+    ds = result.dataset
+    ok = ds.any_fits.values.ravel()
+    if not ok.any():
+        ax.text(0.5, 0.5, result.message or "nothing fits", ha="center", va="center",
+                wrap=True, transform=ax.transAxes)
+    else:
+        x = ds[xk].transpose(*ds.any_fits.dims).values.ravel()[ok] * xs
+        y = ds[yk].transpose(*ds.any_fits.dims).values.ravel()[ok] * ys
+        n = ds["n_devices"].transpose(*ds.any_fits.dims).values.ravel()[ok]
+        sc = ax.scatter(x, y, c=n, cmap="viridis", s=18, alpha=0.85,
+                        norm=_lognorm(n) if n.max() > 2 * n.min() else None)
+        fig.colorbar(sc, ax=ax, label="devices (best layout)")
+        front = pareto(ds, objectives=objs).transpose(*ds.any_fits.dims).values.ravel()[ok]
+        order = sorted(range(int(front.sum())), key=lambda i: x[front][i])
+        fx, fy = x[front][order], y[front][order]
+        ax.step(fx, fy, where="post", color="k", lw=1.5,
+                label=f"Pareto frontier ({len(fx)} points)")
+        ax.scatter(fx, fy, facecolors="none", edgecolors="k", s=60)
+        last = None
+        for xi, yi, ni in zip(fx, fy, n[front][order], strict=True):
+            if ni != last:  # label where the device count changes along the frontier
+                ax.annotate(f"{int(ni)} devices", (xi, yi), textcoords="offset points",
+                            xytext=(4, 6), fontsize=8)
+            last = ni
+        if y.max() > 20 * y.min():
+            ax.set_yscale("log")
+        ax.legend(fontsize=8, loc="best")
+    ax.set_xlabel(f"{xl} ({xu})" if xu else xl)
+    ax.set_ylabel(f"{yl} ({yu})" if yu else yl)
+    w = result.workload
+    ax.set_title(f"{result.model} {w.mode} s_kv={w.s_kv} batch={w.batch}: "
+                 f"{result.n_hardware} hardware points, best layout each", fontsize=10)
+    if path is not None:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    return fig
+
+
+def _lognorm(values: Any) -> Any:
+    from matplotlib.colors import LogNorm
+
+    return LogNorm(vmin=float(values.min()), vmax=float(values.max()))
+
+
+def plot_compare(result: Any, path: str | os.PathLike[str] | None = None) -> Any:
+    """Latency and throughput of each design's best layout (two panels, log x) over the
+    swept axis (``s_kv``, or ``batch`` when only it varies); other values of the second
+    axis are drawn as further line styles. Returns the figure."""
+    import numpy as np
+
+    plt = _plt()
+    ds = result.dataset
+    x_dim = "s_kv" if ds.sizes["s_kv"] > 1 or ds.sizes["batch"] == 1 else "batch"
+    other = "batch" if x_dim == "s_kv" else "s_kv"
+    fig, (ax_l, ax_t) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+    styles = ["-", "--", ":", "-."]
+    for i, d in enumerate(result.designs):
+        for j, ov in enumerate(ds[other].values.tolist()):
+            pt = ds.sel(design=d, **{other: ov})
+            xs = pt[x_dim].values
+            label = d if ds.sizes[other] == 1 else f"{d}, {other}={ov}"
+            kw = dict(color=f"C{i}", ls=styles[j % len(styles)], marker="o", ms=4, label=label)
+            ax_l.plot(xs, pt.latency_ns.values / 1e6, **kw)
+            ax_t.plot(xs, pt.throughput_tok_s.values, **kw)
+    for ax in (ax_l, ax_t):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(x_dim + (" (tokens)" if x_dim == "s_kv" else " (sequences)"))
+        ax.grid(True, which="both", alpha=0.3)
+    for ax, var in ((ax_l, "latency_ns"), (ax_t, "throughput_tok_s")):
+        vals = ds[var].where(ds.fits).values
+        if np.nanmax(vals) > 20 * np.nanmin(vals):
+            ax.set_yscale("log")
+    ax_l.set_ylabel("latency of the best layout (ms)"
+                    + (" per output token" if result.mode == "decode" else ""))
+    ax_t.set_ylabel("throughput (tokens/s)")
+    ax_l.legend(fontsize=7)
+    fig.suptitle(f"{result.model} {result.mode}: {len(result.designs)} designs, best layout "
+                 "per point")
+    if path is not None:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
     return fig

@@ -58,6 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("simcore.cli.validate", "compare predictions with published measurements"),
     "tune": ("simcore.cli.tune",
              "simulate DeepSpeed autotuning (ZeRO stage x micro-batch) without GPUs"),
+    "compare": ("simcore.cli.compare", "compare hardware designs over batch and context"),
     "rank": ("simcore.cli.tune",
              "re-rank an existing DeepSpeed autotuning folder with the correct direction"),
     "serving": ("simcore.cli.serving",

@@ -1,7 +1,9 @@
 """``simcore explore``: the co-design explorer.
 
 Sweeps hardware candidates and, per candidate, finds the metric-best layout that fits.
-Two row sets: ``pareto`` (the frontier, metric vs ``cost_score``) and ``sensitivity``
+Two row sets: ``pareto`` (the frontier: metric vs ``cost_score``, or any ``--objectives``
+with directions from the metric registry; ``--cost-model`` adds ``cost_usd``, ``power_w``
+and ``tokens_per_s_per_gpu``) and ``sensitivity``
 (latency when doubling each knob on the best hardware). The table format prints both;
 ``--format json|csv`` (and ``--out``) write the set chosen by ``--rows`` (default
 ``pareto``), so every command's JSON is one array of row objects.
@@ -129,6 +131,15 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                    help="checkpoint finished hardware chunks in this zarr store; rerun the same "
                         "command after an interruption to compute only what is missing")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--cost-model", default=None, metavar="FILE.toml|FILE.json|default",
+                   help="price and power per device from the knobs (simcore.costmodel); adds "
+                        "cost_usd, power_w (totals over the best layout's devices) and "
+                        "tokens_per_s_per_gpu; 'default' = the documented public estimates")
+    p.add_argument("--objectives", default=None, metavar="M1,M2,...",
+                   help="what the Pareto frontier is over, any number, directions from the "
+                        "metric registry, e.g. latency,cost_usd,power_w (default: the metric "
+                        "and cost_score, or cost_usd with --cost-model); cost/power objectives "
+                        "without --cost-model use the default cost model")
     p.set_defaults(func=run)
 
 
@@ -222,6 +233,34 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
                                     f"on a disk with room, e.g. {opt} {_elsewhere(path)}")
 
 
+def _cost_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--cost-model`` / ``--objectives`` as joint_explore keywords, checked up front."""
+    from ..costmodel import get_cost_model
+    from ..pareto import objective_directions
+
+    out: dict[str, Any] = {}
+    if getattr(args, "cost_model", None) is not None:
+        out["cost_model"] = get_cost_model(args.cost_model)
+    if getattr(args, "objectives", None) is not None:
+        objs = objective_directions(args.objectives)
+        if not objs:
+            raise SimcoreInputError("--objectives: pass one or more metric names, e.g. "
+                                    "latency,cost_usd,power_w")
+        out["objectives"] = args.objectives
+    return out
+
+
+def _cost_columns(r: Any) -> list[Column]:
+    """Objective and cost columns in front of the Pareto rows."""
+    if r.cost_model is None:
+        return PARETO_COLUMNS
+    extra = [Column("cost_usd", "cost $"), Column("power_w", "power W"),
+             Column("tokens_per_s_per_gpu", "tok/s/dev"),
+             Column("cost_usd_per_device", "$/dev", in_table=False),
+             Column("power_w_per_device", "W/dev", in_table=False)]
+    return [*extra, *PARETO_COLUMNS]
+
+
 def run(args: argparse.Namespace) -> int:
     from ..codesign import joint_explore
     from ..distributed import warm_cache
@@ -230,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sweep import StoreMismatchError
 
     _deprecated_out_dataset(args)
+    _cost_kwargs(args)  # reject a bad cost model / objective before any work
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
     fam = resolve_family(args)
@@ -245,7 +285,8 @@ def run(args: argparse.Namespace) -> int:
         r = joint_explore(model, s_kv=args.s_kv, mode=args.mode, batch=args.batch, depth=depth,
                           space=args.space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
-                          store=None if args.resume is None else str(args.resume))
+                          store=None if args.resume is None else str(args.resume),
+                          **_cost_kwargs(args))
         wall = time.perf_counter() - t0
     except StoreMismatchError as exc:
         raise SimcoreInputError(f"--resume: {exc}") from None
@@ -284,7 +325,17 @@ def _save_files(args: argparse.Namespace, r: Any, notes: Any) -> None:
 
         sens_path = args.plot.with_name(args.plot.stem + "_sensitivity" + args.plot.suffix)
         try:
-            plot_pareto(r, args.plot)
+            if r.cost_model is not None and len(r.objectives) >= 2:
+                from ..plot import plot_objectives
+
+                shown = list(r.objectives)[:2]
+                if len(r.objectives) > 2:
+                    print(f"note: {len(r.objectives)} objectives: the plot shows the first "
+                          f"two ({' vs '.join(shown)}) and their 2-D frontier; the table "
+                          "lists every objective", file=notes)
+                plot_objectives(r, args.plot, objectives=shown)
+            else:
+                plot_pareto(r, args.plot)
             plot_sensitivity(r, sens_path)
             print(f"saved plots to {args.plot} and {sens_path}", file=notes)
         except OSError as exc:
@@ -302,7 +353,7 @@ def _print_rows(args: argparse.Namespace, r: Any, fmt_ns: Any) -> int:
     notes = note_stream(args)
     if for_script(args):  # one row set, nothing else on stdout
         if args.rows == "pareto":
-            emit_rows(pareto_rows, PARETO_COLUMNS, args.format, args.out)
+            emit_rows(pareto_rows, _cost_columns(r), args.format, args.out)
         else:
             emit_rows(sens_rows, SENSITIVITY_COLUMNS, args.format, args.out)
         if r.empty:
@@ -311,9 +362,9 @@ def _print_rows(args: argparse.Namespace, r: Any, fmt_ns: Any) -> int:
     if r.empty:
         print(r.message)
         return 1
-    print(f"\nPareto frontier ({r.metric} vs cost_score): {len(r.pareto_scores)} of "
+    print(f"\nPareto frontier ({' vs '.join(r.objectives)}): {len(r.pareto_scores)} of "
           f"{len(r.all_scores)} fitting candidates")
-    emit_rows(pareto_rows, PARETO_COLUMNS, "table")
+    emit_rows(pareto_rows, _cost_columns(r), "table")
     baseline = fmt_ns(r.sensitivity[0].baseline_latency_ns) if r.sensitivity else "-"
     print(f"\nSensitivity: latency when doubling each knob on the {r.metric}-best hardware "
           f"(baseline {baseline})")

@@ -1,0 +1,110 @@
+"""``simcore compare``: two or more hardware designs over batch and context.
+
+Designs are family names or a family with knob overrides
+(``H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141``). For every design and (batch, s_kv) point
+it prints the best layout's latency, throughput and devices and the speed-up over the
+first design; ``--plot`` draws latency and throughput curves (two panels, log x).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .options import (
+    METRICS,
+    OptionError,
+    add_output_options,
+    add_space_option,
+    output_file,
+    positive_int,
+    resolve_model,
+)
+from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream
+
+__all__ = ["COMPARE_COLUMNS", "add_parser", "run"]
+
+COMPARE_COLUMNS = [
+    Column("design", "design"), Column("batch", "batch"), Column("s_kv", "s_kv"),
+    Column("latency_ns", "latency", "latency_ms"), Column("throughput_tok_s", "tok/s"),
+    Column("n_devices", "devices"),
+    Column("speedup", "speed-up",
+           display=lambda r: "-" if r["speedup"] != r["speedup"] else f"{r['speedup']:.2f}x"),
+    *LAYOUT_COLUMNS[:5],
+]
+
+
+def positive_ints(text: str) -> list[int]:
+    """``"1,8,64"`` -> ``[1, 8, 64]``."""
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    if not parts:
+        raise OptionError(f"expected N1,N2,... (positive integers), got {text!r}")
+    try:
+        return [positive_int(t) for t in parts]
+    except OptionError:
+        raise OptionError(f"expected N1,N2,... (positive integers), got {text!r}") from None
+
+
+def _plot_path(text: str) -> Any:
+    path = output_file(text)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise OptionError(f"expected a name ending in .png, .svg or .pdf, got {text!r}")
+    return path
+
+
+def add_parser(sub: Any, name: str, help: str) -> None:
+    from ..presets import DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+
+    p = sub.add_parser(
+        name, help=help,
+        description="Compare two or more hardware designs: per design and (batch, s_kv) "
+                    "point the best layout's latency and throughput, and the speed-up over "
+                    "the first design.")
+    p.add_argument("designs", nargs="+", metavar="DESIGN",
+                   help=f"a family ({', '.join(HARDWARE_FAMILIES)}) or FAMILY:KNOB=V,KNOB=V "
+                        "(e.g. H100-SXM:bw_hbm_gbs=6700); two or more, the first is the "
+                        "baseline")
+    p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|CONFIG_JSON",
+                   help=f"preset ({', '.join(PRESETS)}) or a HuggingFace config.json path or "
+                        f"folder (default: {DEFAULT_MODEL})")
+    p.add_argument("--mode", choices=["decode", "prefill"], default="decode",
+                   help="decode (time per output token) or prefill (time to first token) "
+                        "(default: decode)")
+    p.add_argument("--batch", type=positive_ints, default=[1], metavar="N1,N2",
+                   help="batch sizes to compare at (default: 1)")
+    p.add_argument("--s-kv", type=positive_ints, default=[8192, 32768, 131072],
+                   metavar="T1,T2", help="context lengths (default: 8192,32768,131072)")
+    add_space_option(p)
+    p.add_argument("--metric", choices=METRICS, default="latency",
+                   help="what 'best layout' means (default: latency)")
+    add_output_options(p, rows="the rows")
+    p.add_argument("--plot", type=_plot_path, default=None, metavar="FILE.png",
+                   help="save latency and throughput curves (.png, .svg or .pdf)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..compare import compare
+    from ..errors import SimcoreInputError
+
+    model = resolve_model(args)
+    r = compare(args.designs, model, args.mode, batch=args.batch, s_kv=args.s_kv,
+                space=args.space, metric=args.metric)
+    notes = note_stream(args)
+    rows = r.rows()
+    if args.plot is not None:
+        from ..plot import plot_compare
+
+        try:
+            plot_compare(r, args.plot)
+        except OSError as exc:
+            raise SimcoreInputError(f"--plot: cannot write: {exc.strerror or exc}") from None
+        print(f"saved the plot to {args.plot}", file=notes)
+    if for_script(args):
+        emit_rows(rows, COMPARE_COLUMNS, args.format, args.out)
+        return 0
+    n_pts = r.dataset.sizes["batch"] * r.dataset.sizes["s_kv"]
+    print(f"{r.model} {r.mode}: {len(r.designs)} designs x {n_pts} points, every design "
+          f"fits at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency")
+    emit_rows(rows, COMPARE_COLUMNS, "table")
+    return 0

@@ -1,0 +1,234 @@
+"""Compare hardware designs over batch and context: the best layout of each, side by side.
+
+A design is a hardware family by name (``"H100-SXM"``), a family with knob overrides
+(``"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141"``) or a :class:`~simcore.specs.HardwareFamily`.
+:func:`compare` finds, per design and per (batch, s_kv) point, the metric-best fitting
+layout (the fused kernel, one hardware point) and reports its latency, throughput and
+devices, plus the speed-up of every design over the first (``latency(first) /
+latency(design)``, > 1 = faster).
+
+Examples
+--------
+>>> r = compare(["H100-SXM", "H100-SXM:bw_hbm_gbs=6700"], "Llama 3.1 8B", "decode",
+...             batch=[1], s_kv=[8192])
+>>> r.designs
+['H100-SXM', 'H100-SXM:bw_hbm_gbs=6700']
+>>> bool(r.dataset.speedup.sel(design="H100-SXM:bw_hbm_gbs=6700").item() > 1)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .chunks import reduce_best
+from .engine import prepare
+from .errors import SimcoreInputError
+from .metrics import Metric, get_metric
+from .presets import HARDWARE_FAMILIES, get_family
+from .space import PARALLEL_DIMS
+from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+
+__all__ = ["parse_design", "compare", "CompareResult", "COMPARE_VARIABLES"]
+
+#: Variables of :attr:`CompareResult.dataset`: name -> (units, long_name).
+COMPARE_VARIABLES: dict[str, tuple[str, str]] = {
+    "latency_ns": ("ns", "latency of the best layout"),
+    "throughput_tok_s": ("tokens/s", "throughput of the best layout"),
+    "n_devices": ("1", "devices the best layout uses"),
+    "speedup": ("1", "latency of the first design / latency of this design"),
+}
+
+
+def parse_design(design: str | HardwareFamily) -> tuple[str, HardwareFamily]:
+    """``"FAMILY"`` or ``"FAMILY:knob=value,knob=value"`` -> (label, family).
+
+    Examples
+    --------
+    >>> label, fam = parse_design("H100-SXM:bw_hbm_gbs=6700")
+    >>> label, fam.hardware.bw_hbm_gbs, fam.hardware.peak_tflops_f16
+    ('H100-SXM:bw_hbm_gbs=6700', 6700.0, 989.0)
+    """
+    if isinstance(design, HardwareFamily):
+        return design.name, design
+    if not isinstance(design, str) or not design.strip():
+        raise SimcoreInputError(f"a design is a family name or FAMILY:knob=value,...; got "
+                                f"{design!r}")
+    text = design.strip()
+    name, _, rest = text.partition(":")
+    try:
+        fam = get_family(name.strip())
+    except ValueError:
+        raise SimcoreInputError(f"design {text!r}: unknown hardware family {name.strip()!r}; "
+                                f"pass one of {', '.join(HARDWARE_FAMILIES)}") from None
+    overrides: dict[str, float] = {}
+    for part in (p.strip() for p in rest.split(",") if p.strip()):
+        knob, sep, value = part.partition("=")
+        knob = knob.strip()
+        if not sep or knob not in HW_KNOBS:
+            raise SimcoreInputError(f"design {text!r}: expected knob=value with knob one of "
+                                    f"{', '.join(HW_KNOBS)}, got {part!r}")
+        try:
+            overrides[knob] = float(value)
+        except ValueError:
+            raise SimcoreInputError(f"design {text!r}: {knob} must be a number, got "
+                                    f"{value.strip()!r}") from None
+    if not overrides:
+        return fam.name if not rest else text, fam
+    try:
+        hw = Hardware(**{**fam.hardware.as_dict(), **overrides})
+    except ValueError as exc:
+        raise SimcoreInputError(f"design {text!r}: {exc}") from None
+    return text, replace(fam, name=fam.name, hardware=hw)
+
+
+@dataclass
+class CompareResult:
+    """What :func:`compare` found.
+
+    ``dataset``: dims ``design``, ``batch``, ``s_kv``; variables ``latency_ns``,
+    ``throughput_tok_s``, ``n_devices``, ``speedup``, ``fits`` and the best layout as
+    ``best_<dim>``. ``shared``: (batch, s_kv) points where every design fits.
+    """
+
+    model: str
+    mode: str
+    metric: str
+    designs: list[str]
+    dataset: xr.Dataset
+    shared: list[tuple[int, int]]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per design and point (fitting or not), designs in the order given."""
+        ds = self.dataset
+        out = []
+        for d in self.designs:
+            for b in ds.batch.values.tolist():
+                for s in ds.s_kv.values.tolist():
+                    pt = ds.sel(design=d, batch=b, s_kv=s)
+                    fits = bool(pt.fits)
+                    row: dict[str, Any] = {"design": d, "batch": b, "s_kv": s, "fits": fits}
+                    for v in ("latency_ns", "throughput_tok_s", "n_devices", "speedup"):
+                        row[v] = float(pt[v]) if fits else float("nan")
+                    if fits and np.isfinite(row["n_devices"]):
+                        row["n_devices"] = int(row["n_devices"])
+                    for dim in PARALLEL_DIMS:
+                        val = pt[f"best_{dim}"].item()
+                        row[dim] = val if fits else None
+                    out.append(row)
+        return out
+
+
+def _axis(values: Sequence[int] | int | None, default: int, name: str) -> list[int]:
+    if values is None:
+        return [default]
+    vals = [values] if isinstance(values, int) else list(values)
+    if not vals or any(isinstance(v, bool) or int(v) != v or v < 1 for v in vals):
+        raise SimcoreInputError(f"{name} must be positive integers, got {values!r}")
+    out = sorted({int(v) for v in vals})
+    return out
+
+
+def compare(
+    designs: Sequence[str | HardwareFamily],
+    model: Model | str,
+    workload: Workload | str = "decode",
+    *,
+    batch: Sequence[int] | int | None = None,
+    s_kv: Sequence[int] | int | None = None,
+    space: Any = "reduced",
+    metric: str | Metric = "latency",
+    efficiency: Efficiency | None = None,
+) -> CompareResult:
+    """Best layout of each design at every (batch, s_kv) point; speed-up over the first.
+
+    Parameters
+    ----------
+    designs : sequence of str or HardwareFamily
+        Two or more: family names or ``FAMILY:knob=value,...`` (see :func:`parse_design`).
+    model : Model or str
+    workload : Workload or {"decode", "prefill", "train"}
+        The mode (and, for a Workload, every other field); ``batch`` / ``s_kv`` default
+        to its values (1 and 8192 for a mode name).
+    batch, s_kv : int or sequence of int
+        The points swept (their product).
+    metric : str
+        What "best layout" means (default latency).
+
+    Raises
+    ------
+    SimcoreInputError
+        Fewer than two designs, a bad design, or no point where every design fits.
+    """
+    if isinstance(designs, str | HardwareFamily):
+        designs = [designs]
+    parsed = [parse_design(d) for d in designs]
+    labels = [lab for lab, _ in parsed]
+    if len(parsed) < 2:
+        raise SimcoreInputError(f"compare needs two or more designs, got {labels}")
+    if len(set(labels)) != len(labels):
+        raise SimcoreInputError(f"designs repeat a name: {labels}")
+    if isinstance(workload, str):
+        try:
+            base = Workload(workload, batch=1, s_kv=8192)
+        except ValueError as exc:
+            raise SimcoreInputError(f"workload: {exc}") from None
+    elif isinstance(workload, Workload):
+        base = workload
+    else:
+        raise SimcoreInputError(f"workload must be a mode name or a Workload, got "
+                                f"{type(workload).__name__}")
+    bs = _axis(batch, base.batch, "batch")
+    ss = _axis(s_kv, base.s_kv, "s_kv")
+    m = get_metric(metric)
+    shape = (len(parsed), len(bs), len(ss))
+    num = {v: np.full(shape, np.nan) for v in ("latency_ns", "throughput_tok_s", "n_devices")}
+    fits = np.zeros(shape, dtype=bool)
+    lay: dict[str, np.ndarray] = {d: np.empty(shape, dtype=object) for d in PARALLEL_DIMS}
+    model_name = ""
+    for i, (_, fam) in enumerate(parsed):
+        for j, b in enumerate(bs):
+            for k, s in enumerate(ss):
+                try:
+                    wl = replace(base, batch=b, s_kv=s, s_q=0 if base.mode != "decode"
+                                 else base.s_q)
+                except ValueError as exc:
+                    raise SimcoreInputError(f"batch={b}, s_kv={s}: {exc}") from None
+                p = prepare(model, wl, space=space, hardware=fam.hardware, family=fam,
+                            efficiency=efficiency)
+                model_name = p.model.name
+                r = reduce_best(p, metric=m).squeeze()
+                ok = bool(r.any_fits)
+                fits[i, j, k] = ok
+                for v in num:
+                    num[v][i, j, k] = float(r[v]) if ok else np.nan
+                for d in PARALLEL_DIMS:
+                    lay[d][i, j, k] = r[f"best_{d}"].item() if ok else None
+    shared_mask = fits.all(axis=0)
+    shared = [(bs[j], ss[k]) for j, k in zip(*np.nonzero(shared_mask), strict=True)]
+    if not shared:
+        where = "; ".join(
+            f"{lab}: " + (", ".join(f"batch={bs[j]} s_kv={ss[k]}"
+                                   for j, k in zip(*np.nonzero(fits[i]), strict=True)) or "none")
+            for i, lab in enumerate(labels))
+        raise SimcoreInputError(
+            f"designs {', '.join(labels)} share no point where a layout fits "
+            f"({model_name}, {base.mode}); fitting points per design: {where}")
+    lat = num["latency_ns"]
+    speedup = np.where(fits & fits[:1], lat[:1] / lat, np.nan)
+    dims = ("design", "batch", "s_kv")
+    ds = xr.Dataset(coords={"design": labels, "batch": bs, "s_kv": ss},
+                    attrs={"model": model_name, "mode": base.mode, "metric": m.name})
+    for v, arr in {**num, "speedup": speedup}.items():
+        units, long_name = COMPARE_VARIABLES[v]
+        ds[v] = xr.DataArray(arr, dims=dims, attrs={"units": units, "long_name": long_name})
+    ds["fits"] = xr.DataArray(fits, dims=dims)
+    for d in PARALLEL_DIMS:
+        ds[f"best_{d}"] = xr.DataArray(lay[d], dims=dims)
+    return CompareResult(model=model_name, mode=base.mode, metric=m.name, designs=labels,
+                         dataset=ds, shared=shared)
