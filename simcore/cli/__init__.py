@@ -117,6 +117,11 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``simcore`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # answered before any command module (xarray, numba) loads
+        from .. import __version__
+
+        print(f"simcore {__version__}")
+        return 0
     if not argv or (argv[0].startswith("-") and argv[0] not in _TOP_LEVEL_FLAGS):
         argv = [DEFAULT_COMMAND, *argv]
     prog = "simcore"

@@ -1,0 +1,170 @@
+"""Small queries: one configuration, a 512-point grid, the cold first call.
+
+Prints JSON (one run, ratios from that run):
+
+* ``predict_us_per_call`` — :func:`simcore.predict`, warm, median of 7 repeats;
+* ``grid512`` — 512 configurations (8 batches × 64 layouts of Llama 2 7B decode on
+  A100-80G) three ways: a ``predict`` loop, ``evaluate`` (kernel + xarray, split), and
+  the fused ``evaluate_best``; and, when llm-analysis is importable, its ``infer()`` on the
+  same 512 configurations, with the ratios;
+* ``cold_first_call_s`` — a fresh interpreter with an empty numba cache running
+  ``simcore.predict`` once, and ``warm_cli_s`` — ``simcore --version`` and
+  ``simcore evaluate`` with the cache warm.
+
+Run: ``python benchmarks/bench_small.py [--no-cold]``. Figures move ±20% on a shared
+machine; compare ratios from one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODEL = "Llama 2 7B"
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+TPS = (1, 2, 4, 8)
+PPS = (1, 2, 4, 8)
+DPS = (1, 2, 4, 8)
+
+
+def _best_of(fn, repeat: int = 7, number: int = 1) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter() - t0) / number)
+    return statistics.median(times)
+
+
+def predict_rate() -> dict:
+    import simcore
+    from simcore import Workload
+
+    wl = Workload("decode", s_kv=8192)
+    simcore.predict("Llama 3.1 8B", wl, {"tp": 2}, family="H100-SXM")
+    t = _best_of(lambda: simcore.predict("Llama 3.1 8B", wl, {"tp": 2}, family="H100-SXM"),
+                 number=2000)
+    return {"predict_us_per_call": round(t * 1e6, 2)}
+
+
+def grid512() -> dict:
+    import simcore
+    from simcore import Workload
+    from simcore.engine import prepare
+    from simcore.evaluate import evaluate_best
+
+    layouts = [{"tp": t, "pp": p, "dp": d} for t in TPS for p in PPS for d in DPS]
+    wls = {b: Workload("decode", batch=b, s_kv=2048) for b in BATCHES}
+    space = {"tp": TPS, "pp": PPS, "dp": DPS}
+
+    def loop():
+        for b in BATCHES:
+            for lay in layouts:
+                simcore.predict(MODEL, wls[b], lay, family="A100-80G")
+
+    def full():
+        for b in BATCHES:
+            simcore.evaluate(MODEL, wls[b], space=space, family="A100-80G")
+
+    def kernel_only():
+        for b in BATCHES:
+            p = prepare(MODEL, wls[b], space=space, family="A100-80G")
+            p.combine(p.hw_rows(0, 1))
+
+    def fused():
+        for b in BATCHES:
+            evaluate_best(MODEL, wls[b], space=space, family="A100-80G")
+
+    for f in (loop, full, kernel_only, fused):
+        f()
+    out = {"configs": len(BATCHES) * len(layouts),
+           "predict_loop_s": _best_of(loop), "evaluate_s": _best_of(full),
+           "prepare_and_kernel_s": _best_of(kernel_only), "evaluate_best_s": _best_of(fused)}
+    out["xarray_share_of_evaluate"] = round(1 - out["prepare_and_kernel_s"] / out["evaluate_s"], 3)
+    peer = llm_analysis_grid()
+    if peer is not None:
+        out["llm_analysis_s"] = peer
+        for k in ("predict_loop_s", "evaluate_s", "evaluate_best_s"):
+            out[f"speedup_{k.removesuffix('_s')}_vs_llm_analysis"] = round(peer / out[k], 2)
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def llm_analysis_grid() -> float | None:
+    """llm-analysis ``infer()`` over the same 512 configurations (None if not installed)."""
+    try:
+        from llm_analysis.analysis import LLMAnalysis
+        from llm_analysis.config import (
+            ParallelismConfig,
+            get_dtype_config_by_name,
+            get_gpu_config_by_name,
+            get_model_config_by_name,
+        )
+    except Exception:  # not installed, or an incompatible version
+        return None
+    import logging
+
+    logging.disable(logging.CRITICAL)
+    model = get_model_config_by_name("meta-llama/Llama-2-7b-hf")
+    gpu = get_gpu_config_by_name("a100-sxm-80gb")
+    dtype = get_dtype_config_by_name("w16a16e16")
+
+    def run():
+        for b in BATCHES:
+            for t in TPS:
+                for p in PPS:
+                    for d in DPS:
+                        a = LLMAnalysis(model, gpu, dtype, ParallelismConfig(tp_size=t, pp_size=p,
+                                                                             dp_size=d))
+                        try:
+                            a.inference(batch_size_per_gpu=max(1, b // d), seq_len=2048,
+                                        num_tokens_to_generate=1)
+                        except Exception:  # a layout llm-analysis refuses
+                            pass
+
+    run()
+    return _best_of(run, repeat=3)
+
+
+def cold_and_cli() -> dict:
+    env = dict(os.environ)
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env_cold = {**env, "NUMBA_CACHE_DIR": cache}
+        code = ("import simcore; simcore.predict('Llama 3.1 8B', "
+                "simcore.Workload('decode', s_kv=8192), {'tp': 2})")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], env=env_cold, check=True)
+        out["cold_first_call_s"] = round(time.perf_counter() - t0, 2)
+    for name, argv in (("warm_cli_version_s", ["--version"]),
+                       ("warm_cli_evaluate_s", ["evaluate"])):
+        subprocess.run([sys.executable, "-m", "simcore", *argv], env=env, check=True,
+                       capture_output=True)
+        t = _best_of(lambda argv=argv: subprocess.run([sys.executable, "-m", "simcore", *argv],
+                                                      env=env, check=True, capture_output=True),
+                     repeat=3)
+        out[name] = round(t, 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--no-cold", action="store_true", help="skip the subprocess timings")
+    a = ap.parse_args(argv)
+    out: dict = {"benchmark": "small", "cores": os.cpu_count(), **predict_rate(),
+                 "grid512": grid512()}
+    if not a.no_cold:
+        out.update(cold_and_cli())
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
