@@ -44,6 +44,23 @@ field_attrs = schema.field_attrs
 pack_efficiency = schema.pack_efficiency
 
 
+def kernels_cached() -> bool:
+    """Whether numba's on-disk cache holds compiled kernels for this install (if not, the
+    first kernel call compiles them: seconds to tens of seconds)."""
+    import os
+
+    from .kernels import _numba
+
+    if not _numba.CACHE:
+        return False
+    folder = os.path.join(os.path.dirname(_numba.__file__), "__pycache__")
+    try:
+        names = os.listdir(os.environ.get("NUMBA_CACHE_DIR") or folder)
+    except OSError:
+        return False
+    return any(n.startswith("inference.") and n.endswith(".nbi") for n in names)
+
+
 def _kernels(train: bool) -> Any:
     if train:
         from .kernels import training

@@ -375,3 +375,14 @@ def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
     assert render_rows(rows, cols, "csv") == "knob,latency_ms,fits\na,,true\nb,,\n"
     table = render_rows(rows, cols, "table")
     assert table.splitlines()[0].split() == ["knob", "latency", "fits"]
+
+
+def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):
+    from simcore import engine
+
+    monkeypatch.setattr(engine, "kernels_cached", lambda: False)
+    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0
+    assert "compiling kernels (once" in capsys.readouterr().err
+    monkeypatch.setattr(engine, "kernels_cached", lambda: True)
+    assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0
+    assert "compiling kernels" not in capsys.readouterr().err

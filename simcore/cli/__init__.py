@@ -65,6 +65,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                 "serving planner: best deployment on a GPU budget under TTFT/TPOT limits"),
 }
 DEFAULT_COMMAND = "evaluate"
+#: commands that run the kernels (and so may compile them on a fresh install)
+_COMPUTING = ("evaluate", "explore", "validate", "tune", "serving", "compare")
 _TOP_LEVEL_FLAGS = ("-h", "--help", "--version")
 
 
@@ -136,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageError(f"unrecognized arguments: {' '.join(extra)} (see {prog} --help)",
                              prog=prog)
         args.argv = argv  # the command line, for "rerun ... to resume" messages
+        if args.command in _COMPUTING:
+            from ..engine import kernels_cached
+
+            if not kernels_cached():
+                print("simcore: compiling kernels (once per install, ~10-30 s)", file=sys.stderr)
         return int(args.func(args) or 0)
     except ParserExit as exc:  # --help, --version
         return exc.status
