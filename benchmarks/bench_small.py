@@ -111,7 +111,7 @@ def llm_analysis_grid() -> float | None:
     import logging
 
     logging.disable(logging.CRITICAL)
-    model = get_model_config_by_name("meta-llama/Llama-2-7b-hf")
+    model = get_model_config_by_name("NousResearch_Llama-2-7b-hf")
     gpu = get_gpu_config_by_name("a100-sxm-80gb")
     dtype = get_dtype_config_by_name("w16a16e16")
 

@@ -8,6 +8,8 @@ not pay for xarray or numba.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -48,6 +50,20 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_LAZY])
+
+
+class _Package(types.ModuleType):
+    """``simcore``: importing the submodule ``simcore.evaluate`` must not replace the
+    public function ``simcore.evaluate`` (the import system sets the submodule as a
+    package attribute; an eager ``from .evaluate import evaluate`` used to overwrite it)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly

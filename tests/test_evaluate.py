@@ -259,3 +259,15 @@ def test_evaluate__lazy_graph_stays_small_for_the_full_space():
                   chunks={"bw_hbm_gbs": 1})
     graph = dict(ds.latency_ns.data.__dask_graph__())
     assert len(pickle.dumps(graph)) < 2_000_000  # the 8 MB coefficient table is not shipped
+
+
+def test_package__submodule_import_does_not_shadow_the_function():
+    import subprocess
+    import sys
+
+    code = ("import simcore.evaluate, simcore.chunks, simcore; "
+            "assert callable(simcore.evaluate) and simcore.evaluate.__name__ == 'evaluate'; "
+            "import sys; assert 'xarray' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    light = "import simcore, sys; simcore.Workload('decode'); assert 'xarray' not in sys.modules"
+    subprocess.run([sys.executable, "-c", light], check=True)
