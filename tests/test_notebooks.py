@@ -20,7 +20,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
-NOTEBOOKS = ("codesign_llama70b", "serving_layout_h100", "zero_tuning_7b")
+NOTEBOOKS = ("codesign_llama70b", "serving_layout_h100", "zero_tuning_7b", "serving_planner_h100_vs_h200")
 KERNEL_NAME = "python3"
 CELL_TIMEOUT_S = 600
 
