@@ -151,3 +151,15 @@ def test_get_model__unknown_suggests_the_closest_ids(typo, closest):
 def test_load_model__unknown_org_name_mentions_paths_too():
     with pytest.raises(SpecError, match="none exists at 'nobody/nothing'"):
         load_model("nobody/nothing")
+
+
+def test_kernel__mla_model_has_positive_projection_weights():
+    # regression: K/V weights counted as 2·d·kv_heads·head_dim exceed DeepSeek-V3's whole
+    # attention, leaving a negative Q/O term in the kernel
+    from simcore.kernels.schema import pack_model
+    from simcore.presets import get_model
+
+    m = get_model("deepseek-ai/DeepSeek-V3")
+    p = pack_model(m)
+    assert p.qo_params > 0 and p.kv_params == m.kv_proj_params_per_layer
+    assert p.qo_params + p.kv_params == m.attn_params_per_layer

@@ -160,8 +160,9 @@ def add_tune_parsers(subparsers: Any) -> None:
                    help=f"simulate: hardware family: {', '.join(HARDWARE_FAMILIES)} (default A100-80G)")
     t.add_argument("--stages", metavar="all|S|S,S",
                    help="ZeRO stages to try (default: the config's, else 0 as in DeepSpeed)")
-    t.add_argument("--seq-len", default="2048", metavar="TOKENS",
-                   help="simulate: tokens per sample (default 2048)")
+    t.add_argument("--s-kv", "--seq-len", dest="seq_len", default="2048", metavar="TOKENS",
+                   help="simulate: tokens per sample, the sequence length (default 2048; "
+                        "--seq-len is the old spelling)")
     t.add_argument("--activation-checkpointing", action="store_true",
                    help="simulate: the model recomputes activations (full recomputation)")
     t.add_argument("--precision", metavar="|".join(PRECISIONS),
@@ -330,7 +331,7 @@ def _simulator(args: argparse.Namespace, resources: ds.Resources | None) -> Simu
     model = _model(args.model)
     gpus = resources.n_gpus if resources is not None else (_pos_int("--gpus", args.gpus) or 8)
     mem = _pos_float("--gpu-mem-gb", args.gpu_mem_gb)
-    seq = _pos_int("--seq-len", args.seq_len) or 2048
+    seq = _pos_int("--s-kv", args.seq_len) or 2048
     try:
         family = get_family(args.family)
     except ValueError as exc:

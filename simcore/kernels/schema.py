@@ -261,6 +261,8 @@ class EfficiencyParams(NamedTuple):
 def pack_model(model) -> ModelParams:
     """Model spec → :class:`ModelParams`."""
     kvw = 2 * model.d_model * model.n_kv_heads * model.head_dim
+    if getattr(model, "is_mla", False):  # MLA: the latent down- and up-projections
+        kvw = model.kv_proj_params_per_layer
     return ModelParams(
         n_layers=float(model.n_layers), d_model=float(model.d_model),
         n_heads=float(model.n_heads), n_kv_heads=float(model.n_kv_heads),
