@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "simulate DeepSpeed autotuning (ZeRO stage x micro-batch) without GPUs"),
     "rank": ("simcore.cli.tune",
              "re-rank an existing DeepSpeed autotuning folder with the correct direction"),
+    "app": ("simcore.cli.app", "start the web app (Streamlit; pip install \"simcore[app]\")"),
 }
 DEFAULT_COMMAND = "evaluate"
 _TOP_LEVEL_FLAGS = ("-h", "--help", "--version")
