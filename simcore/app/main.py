@@ -29,7 +29,9 @@ def _model_inputs(key: str, default: str = "Llama 3.1 8B") -> tuple[str | None, 
                         key=f"{key}_model")
     up = st.file_uploader("or upload a HuggingFace config.json", type=["json"],
                           key=f"{key}_upload")
-    return name, (up.getvalue() if up is not None else None)
+    # session_state "<key>_upload_bytes" stands in for an upload (AppTest has no uploader)
+    return name, (up.getvalue() if up is not None
+                  else st.session_state.get(f"{key}_upload_bytes"))
 
 
 def page_explore(demo: bool) -> None:
@@ -88,7 +90,7 @@ def page_explore(demo: bool) -> None:
                  *[c for c in df.columns if c.startswith(("bw_", "pe_", "n_"))
                    and c not in hw_cols]],
     ).interactive()
-    st.altair_chart(chart, use_container_width=True)
+    st.altair_chart(chart)
     c1, c2 = st.columns(2)
     c1.pyplot(plot_pareto(r))
     c2.pyplot(plot_sensitivity(r))
@@ -96,7 +98,7 @@ def page_explore(demo: bool) -> None:
     pick = st.selectbox("latency breakdown of point", range(len(labels)),
                         format_func=lambda i: labels[i], key="explore_point")
     st.pyplot(plot_breakdown(r.all_scores[int(pick)]))
-    st.dataframe(df, use_container_width=True)
+    st.dataframe(df)
     d1, d2 = st.columns(2)
     d1.download_button("download CSV", L.table_csv(rows), "explore.csv", "text/csv")
     try:
@@ -140,7 +142,7 @@ def page_serving() -> None:
     st.pyplot(plot_frontier(res))
     rows = L.serving_table(res)
     if rows:
-        st.dataframe(rows, use_container_width=True)
+        st.dataframe(rows)
     else:
         st.warning("no configuration meets the budget and limits")
 
@@ -158,9 +160,9 @@ def page_validation() -> None:
 
     st.pyplot(plot_parity(rows))
     st.subheader("per-source breakdown (mean |error|)")
-    st.dataframe(L.breakdown_table(rows), use_container_width=True)
+    st.dataframe(L.breakdown_table(rows))
     st.subheader("predicted vs measured")
-    st.dataframe(L.validation_table(rows), use_container_width=True)
+    st.dataframe(L.validation_table(rows))
 
 
 def page_autotune() -> None:
@@ -186,7 +188,7 @@ def page_autotune() -> None:
         _fail(exc)
         return
     st.subheader("ranked trials")
-    st.dataframe(L.trials_table(res), use_container_width=True)
+    st.dataframe(L.trials_table(res))
     st.subheader("chosen config")
     if res.best_config is None:
         st.warning("no trial succeeded")
@@ -212,4 +214,5 @@ def main() -> None:
         page_autotune()
 
 
-main()
+if __name__ == "__main__":  # streamlit runs the script as __main__; importing it is inert
+    main()
