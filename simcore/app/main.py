@@ -42,7 +42,7 @@ def page_explore(demo: bool) -> None:
     family = c1.selectbox("hardware family", fams, index=fams.index("SiP") if "SiP" in fams
                           else 0, key="explore_family")
     depth = c2.selectbox("depth", ["two_stage", "balanced", "coarse", "2", "3", "4"],
-                         index=0, key="explore_depth",
+                         index=1 if demo else 0, key="explore_depth",
                          help="two_stage = 1 candidate, balanced = 64, coarse = 729, n = n^6")
     mode = c3.selectbox("mode", ["decode", "prefill"], key="explore_mode")
     metric = c4.selectbox("metric", ["latency", "throughput"], key="explore_metric")
@@ -83,8 +83,9 @@ def page_explore(demo: bool) -> None:
     df = pd.DataFrame(rows)
     hw_cols = [c for c in ("pe_flops", "pe_hbm_gb", "bw_hbm_gbs") if c in df]
     chart = alt.Chart(df).mark_circle(size=60).encode(
-        x=alt.X("cost_score", title="cost_score (Σ knob / default)"),
-        y=alt.Y("latency_ms", title="latency (ms)"),
+        x=alt.X("cost_score", title="cost_score (Σ knob / default)",
+                scale=alt.Scale(zero=False)),
+        y=alt.Y("latency_ms", title="latency (ms)", scale=alt.Scale(zero=False)),
         color=alt.Color("pareto:N", title="on Pareto frontier"),
         tooltip=["layout_label", "cost_score", "latency_ms", *hw_cols,
                  *[c for c in df.columns if c.startswith(("bw_", "pe_", "n_"))
