@@ -88,7 +88,7 @@ def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "redu
 def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
                 metric: str = "latency",
-                progress: Callable[[float, str], None] | None = None) -> Any:
+                progress: Callable[[float, str], Any] | None = None) -> Any:
     """:func:`~simcore.codesign.joint_explore` after checking the grid size."""
     from ..codesign import joint_explore
 
