@@ -1,4 +1,5 @@
-"""matplotlib figures: the Pareto frontier and the sensitivity ranking."""
+"""matplotlib figures: the Pareto frontier, the sensitivity ranking, the latency
+breakdown of one point and the validation parity plot (shared by the CLI and the app)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from typing import Any
 
 from .report import fmt_ns
 
-__all__ = ["plot_pareto", "plot_sensitivity", "layout_label", "plot_objectives", "plot_compare"]
+__all__ = ["plot_pareto", "plot_sensitivity", "layout_label", "plot_objectives", "plot_compare",
+           "plot_breakdown", "plot_parity"]
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> None:
@@ -195,7 +197,7 @@ def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
     ax.set_title(f"{result.model} {w.mode} s_kv={w.s_kv} batch={w.batch}: "
                  f"{result.n_hardware} hardware points, best layout each", fontsize=10)
     if path is not None:
-        fig.savefig(path, dpi=120)
+        _save(fig, path)
         plt.close(fig)
     return fig
 
@@ -241,6 +243,76 @@ def plot_compare(result: Any, path: str | os.PathLike[str] | None = None) -> Any
     fig.suptitle(f"{result.model} {result.mode}: {len(result.designs)} designs, best layout "
                  "per point")
     if path is not None:
-        fig.savefig(path, dpi=120)
+        _save(fig, path)
         plt.close(fig)
     return fig
+
+
+def _finish(fig: Any, path: str | os.PathLike[str] | None) -> Any:
+    if path is not None:
+        _save(fig, path)
+        _plt().close(fig)
+    return fig
+
+
+def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
+                   ax: Any = None, title: str | None = None) -> Any:
+    """Horizontal bars of one point's latency terms: FLOP time (``compute_ns``), byte
+    time (``memory_ns``), communication (``comm_ns``), the rest and the total
+    (``latency_ns``)."""
+    plt = _plt()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
+    else:
+        fig = ax.figure
+    names = ["FLOP time (compute-bound ops)", "byte time (memory-bound ops)",
+             "communication", "other (overheads, bubbles)", "total latency"]
+    other = max(score.latency_ns - score.compute_ns - score.memory_ns - score.comm_ns, 0.0)
+    vals = [score.compute_ns, score.memory_ns, score.comm_ns, other, score.latency_ns]
+    ms = [v / 1e6 for v in vals][::-1]
+    bars = ax.barh(names[::-1], ms, color=["k", "0.6", "C2", "C1", "C0"])
+    for b, v in zip(bars, vals[::-1], strict=True):
+        ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {fmt_ns(v)}", va="center",
+                fontsize=8)
+    ax.set_xlabel("time (ms)")
+    ax.set_xlim(0, max(ms) * 1.25 if max(ms) > 0 else 1)
+    ax.set_title(title or f"latency breakdown: {layout_label(score.layout)}, "
+                 f"cost {score.cost_score:.2f}", fontsize=10)
+    return _finish(fig, path)
+
+
+def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
+                ax: Any = None) -> Any:
+    """Predicted vs measured (log-log) for validation rows, one colour per kind, the
+    y = x line and ±25% band; the legend outside the data."""
+    plt = _plt()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
+    else:
+        fig = ax.figure
+    rows = [r for r in rows if r.fits and r.measured > 0 and r.predicted > 0]
+    if not rows:
+        ax.text(0.5, 0.5, "no fitting validation points", ha="center", va="center",
+                transform=ax.transAxes)
+        return _finish(fig, path)
+    for i, kind in enumerate(sorted({r.kind for r in rows})):
+        pts = [r for r in rows if r.kind == kind]
+        units = sorted({r.unit for r in pts})
+        mae = sum(abs(r.error) for r in pts) / len(pts)
+        ax.scatter([r.measured for r in pts], [r.predicted for r in pts], s=20,
+                   color=f"C{i}", alpha=0.8,
+                   label=f"{kind} ({len(pts)}, {', '.join(units)}), mean |err| {mae:.0%}")
+    lo = min(min(r.measured, r.predicted) for r in rows) / 1.5
+    hi = max(max(r.measured, r.predicted) for r in rows) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
+    ax.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="0.85",
+                    alpha=0.6, label="±25%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured (each point in its own unit: ms, s, tok/s, TFLOP/s)")
+    ax.set_ylabel("predicted by simcore (same unit)")
+    ax.set_title(f"validation: {len(rows)} measurements, predicted vs measured")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, path)

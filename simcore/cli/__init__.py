@@ -63,6 +63,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "re-rank an existing DeepSpeed autotuning folder with the correct direction"),
     "serving": ("simcore.cli.serving",
                 "serving planner: best deployment on a GPU budget under TTFT/TPOT limits"),
+    "app": ("simcore.cli.app", "start the web app (Streamlit; pip install \"simcore[app]\")"),
 }
 DEFAULT_COMMAND = "evaluate"
 #: commands that run the kernels (and so may compile them on a fresh install)
