@@ -91,7 +91,13 @@ def test_main__evaluate_default_prints_best_layouts(capsys):
     assert main(["evaluate", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "Llama 3.1 70B decode s_kv=131072" in out and "reduced space" in out
-    assert "memory-bound" in out
+    # batch-1 decode: launches and the per-step floor are the largest part; of the
+    # roofline parts HBM streaming dominates
+    assert "overhead-bound" in out and "launch and framework overhead" in out
+    import re
+
+    mem = re.search(r"memory ([0-9.]+) ms", out)
+    assert mem and "compute 0 ns" in out
     assert out.count("qoml") >= 3
 
 

@@ -67,9 +67,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     emit_rows(top_points(ds, args.metric, n=args.top), COLUMNS, args.format, args.out)
     b = best(ds, args.metric).squeeze()
-    parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns")}
+    parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns", "overhead_ns")}
     bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
     print(f"best by {args.metric}: {fmt_ns(float(b.latency_ns))} per step, {bound}-bound "
           f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
-          f"comm {fmt_ns(parts['comm_ns'])})", file=notes)
+          f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
+          f"{fmt_ns(parts['overhead_ns'])})", file=notes)
     return 0
