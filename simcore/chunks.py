@@ -483,14 +483,9 @@ def _lost_cluster(exc: BaseException) -> bool:
 
 
 def _caused_by_ctrl_c(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, KeyboardInterrupt):
-            return True
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return False
+    from .errors import interrupt_behind
+
+    return interrupt_behind(exc) is not None
 
 
 class _SigintFlag:

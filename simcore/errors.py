@@ -7,7 +7,7 @@ simcore and is shown as one.
 
 from __future__ import annotations
 
-__all__ = ["SimcoreInputError", "SimcoreRetryError", "SweepInterrupted"]
+__all__ = ["SimcoreInputError", "SimcoreRetryError", "SweepInterrupted", "interrupt_behind"]
 
 
 class SimcoreInputError(ValueError):
@@ -43,3 +43,17 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, message: str = "interrupted", *, saved: int = 0, total: int = 0) -> None:
         super().__init__(message)
         self.saved, self.total = saved, total
+
+
+def interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` in ``exc``'s cause/context chain, if any: e.g. numba's
+    ``SystemError: ... returned a result with an exception set`` when Ctrl-C lands
+    inside a kernel."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None

@@ -84,16 +84,10 @@ EXIT_CODES = """exit codes:
 
 
 def _interrupted(exc: BaseException) -> KeyboardInterrupt | None:
-    """The KeyboardInterrupt behind ``exc``, e.g. numba's ``SystemError: ... returned a
-    result with an exception set`` when Ctrl-C lands inside a kernel."""
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, KeyboardInterrupt):
-            return cur
-        seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
-    return None
+    """The KeyboardInterrupt behind ``exc`` (see :func:`simcore.errors.interrupt_behind`)."""
+    from ..errors import interrupt_behind
+
+    return interrupt_behind(exc)
 
 
 def build_parser() -> Parser:
