@@ -951,6 +951,8 @@ _WORKLOAD_RANGES: dict[str, _Range] = {
     "zero_stage": _Range(0, 3, "(ZeRO stage)"),
     "grad_bytes": _Range(1, 8, "bytes (per gradient element)"),
     "virtual_stages": _Range(1, 1024, "(interleaved pipeline chunks per device)"),
+    "prefill_tokens": _Range(0, 1e9, "tokens (other requests' prompt tokens per decode step)"),
+    "prefill_context": _Range(0, 1e8, "tokens (mean context of those prompt tokens)"),
 }
 
 
@@ -1012,6 +1014,15 @@ class Workload:
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
+    prefill_tokens : int
+        Decode only: prompt tokens of other requests processed in the same forward pass
+        as the ``batch`` decode tokens (continuous / in-flight batching, prompts chunked
+        into decode steps). In steady state a server at concurrency ``c`` with prompts of
+        ``isl`` and ``osl`` output tokens processes about ``c·isl/osl`` of them per step;
+        :meth:`served` sets it. 0 = a pure decode step.
+    prefill_context : int
+        Decode only: mean number of earlier tokens each of those prompt tokens attends
+        to (causal: about ``isl/2``). Default ``s_kv // 2`` when ``prefill_tokens > 0``.
 
     Examples
     --------
@@ -1040,6 +1051,8 @@ class Workload:
     framework: str = "deepspeed"
     overlap_grad_reduce: bool | None = None
     offload: str = "none"
+    prefill_tokens: int = 0
+    prefill_context: int = 0
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1080,6 +1093,13 @@ class Workload:
             raise SpecError("Workload(offload='optimizer+params') offloads partitioned "
                             f"parameters: pass zero_stage=3, got {self.zero_stage}")
         _validate_table(self, _WORKLOAD_RANGES)
+        if (self.prefill_tokens or self.prefill_context) and self.mode != "decode":
+            raise SpecError(
+                f"Workload.prefill_tokens / prefill_context describe prompts mixed into decode "
+                f"steps; they need mode='decode', got mode={self.mode!r} (a prefill is "
+                "Workload('prefill', batch=..., s_kv=prompt length))")
+        if self.prefill_tokens and not self.prefill_context:
+            object.__setattr__(self, "prefill_context", max(self.s_kv // 2, 1))
         if self.s_q == 0:
             object.__setattr__(self, "s_q", 1 if self.mode == "decode" else self.s_kv)
         if self.s_q > self.s_kv:
@@ -1121,6 +1141,31 @@ class Workload:
         model's own precision)."""
         v = getattr(self, field_name)
         return DTYPE_BYTES[v] if v else 0.0
+
+    @classmethod
+    def served(cls, *, concurrency: int, isl: int, osl: int, **kw: Any) -> Workload:
+        """The average decode step of a server in steady state (continuous batching).
+
+        ``concurrency`` requests are in flight, each with an ``isl``-token prompt and
+        ``osl`` output tokens. Each step decodes one token for every request at the mean
+        context ``isl + osl/2``; meanwhile every slot turns over once per ``osl`` steps,
+        so the same forward pass also processes about ``concurrency·isl/osl`` prompt
+        tokens of newly admitted requests (mean causal context ``isl/2``). Its latency is
+        the time per output token a client sees; queueing before the first token is not
+        part of it.
+
+        Examples
+        --------
+        >>> w = Workload.served(concurrency=64, isl=8192, osl=1024)
+        >>> w.batch, w.s_kv, w.prefill_tokens, w.prefill_context
+        (64, 8704, 512, 4096)
+        """
+        for name, v in (("concurrency", concurrency), ("isl", isl), ("osl", osl)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise SpecError(f"Workload.served: {name} must be a positive integer, got {v!r}")
+        return cls("decode", batch=int(concurrency), s_kv=int(isl) + int(osl) // 2,
+                   prefill_tokens=int(round(concurrency * isl / osl)),
+                   prefill_context=max(int(isl) // 2, 1), **kw)
 
 
 #: Units of the six knobs; each must lie in [1e-3, 1e7] of its unit.
@@ -1240,31 +1285,37 @@ class Efficiency:
     rest: runtime, fragmentation). Fractions lie in [0.001, 1].
     ``op_latency_ns`` is the fixed cost of one kernel launch, ``step_overhead_ns`` the
     framework's floor per inference step (a quarter with CUDA graphs).
+    ``lowp_compute`` scales the FP8 / INT8 matmul peak (``Topology.fp8_ratio`` /
+    ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
     (152 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.647
-    memory: float = 0.611
-    network: float = 0.528
+    compute: float = 0.677
+    memory: float = 0.636
+    network: float = 0.628
     hbm_usable: float = 0.90
-    train_compute: float = 0.682
+    train_compute: float = 0.66
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.28
+    attention: float | None = 0.95
     train_attention: float | None = 0.20
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2531.0
-    step_overhead_ns: float = 980859.0
+    op_latency_ns: float = 2491.0
+    step_overhead_ns: float = 769734.0
+    #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
+    #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
+    lowp_compute: float | None = 0.408
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)
-        optional = ("network_inter", "network_sip", "attention", "train_attention")
+        optional = ("network_inter", "network_sip", "attention", "train_attention",
+                    "lowp_compute")
         _validate_table(self, {
             **{f: fraction for f in ("compute", "memory", "network", "hbm_usable",
                                      "train_compute")},

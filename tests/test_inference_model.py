@@ -168,3 +168,56 @@ def test_expert_parallel__layout_dim_masks_and_costs():
     r = _one(m, wl, fam, tp=2, dp=4, ep=8)
     r1 = _one(m, wl, fam, tp=2, dp=4)
     assert r["mem_weights_bytes"] < 0.4 * r1["mem_weights_bytes"]
+
+
+def test_lowp_compute__fp8_matmuls_at_their_own_factor():
+    wl = Workload("prefill", s_kv=8192, weight_dtype="fp8", act_dtype="fp8")
+    f8 = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    assert f8["lowp_mm"] == 1.0 and f8["lowp_head"] == 1.0
+    assert _coeffs("Llama 3.1 8B", Workload("prefill", s_kv=8192), "H100-SXM")["lowp_mm"] == 0.0
+    no_overhead = dict(op_latency_ns=0.0, step_overhead_ns=0.0)
+    same = _one("Llama 3.1 8B", wl, "H100-SXM",
+                Efficiency(compute=0.6, lowp_compute=None, **no_overhead))
+    slow = _one("Llama 3.1 8B", wl, "H100-SXM",
+                Efficiency(compute=0.6, lowp_compute=0.3, **no_overhead))
+    # a compute-bound 8K prefill: the matmuls take twice as long at half the factor, the
+    # attention core (16-bit, own factor) does not change
+    assert 1.6 < slow["compute_ns"] / same["compute_ns"] <= 2.0
+    bf = _one("Llama 3.1 8B", Workload("prefill", s_kv=8192), "H100-SXM",
+              Efficiency(compute=0.6, lowp_compute=0.3, **no_overhead))
+    bf_ref = _one("Llama 3.1 8B", Workload("prefill", s_kv=8192), "H100-SXM",
+                  Efficiency(compute=0.6, lowp_compute=None, **no_overhead))
+    assert bf["latency_ns"] == bf_ref["latency_ns"]  # 16-bit runs ignore the factor
+    tr = Workload("train", batch=8, s_kv=4096, precision="fp8")  # training: train_compute
+    t_same = _one("Llama 3.1 8B", tr, "H100-SXM", Efficiency(train_compute=0.6))
+    t_slow = _one("Llama 3.1 8B", tr, "H100-SXM", Efficiency(train_compute=0.6, lowp_compute=0.3))
+    assert t_slow["latency_ns"] == t_same["latency_ns"]
+    with pytest.raises(ValueError, match="lowp_compute"):
+        Efficiency(lowp_compute=1.5)
+
+
+def test_served_decode__prompt_tokens_share_the_pass():
+    base = Workload("decode", batch=64, s_kv=8704)
+    mixed = dataclasses.replace(base, prefill_tokens=512, prefill_context=4096)
+    assert Workload.served(concurrency=64, isl=8192, osl=1024) == mixed
+    fam = "H200"
+    pure = _one("Llama 3.1 70B", base, fam, tp=8)
+    both = _one("Llama 3.1 70B", mixed, fam, tp=8)
+    zero = _one("Llama 3.1 70B", dataclasses.replace(base, prefill_tokens=0), fam, tp=8)
+    assert zero == pure  # no prompt tokens: exactly the pure decode step
+    assert both["latency_ns"] > pure["latency_ns"]
+    assert both["throughput_tok_s"] == pytest.approx(64 / both["latency_ns"] * 1e9)
+    assert both["compute_ns"] > pure["compute_ns"]
+    # one fused pass reads the weights once: never slower than the decode step plus a
+    # separate prefill of the same prompt tokens
+    alone = _one("Llama 3.1 70B", Workload("prefill", batch=1, s_kv=512), fam, tp=8)
+    assert both["latency_ns"] < pure["latency_ns"] + alone["latency_ns"] * 1.2
+    # more prompt tokens per pass never make a step faster
+    lat = [_one("Llama 3.1 70B", dataclasses.replace(mixed, prefill_tokens=p), fam,
+                tp=8)["latency_ns"] for p in (1, 64, 512, 4096)]
+    assert lat == sorted(lat)
+    with pytest.raises(ValueError, match="prefill_tokens.*mode='decode'"):
+        Workload("prefill", prefill_tokens=10)
+    with pytest.raises(ValueError, match="osl must be a positive integer"):
+        Workload.served(concurrency=8, isl=1024, osl=0)
+    assert Workload("decode", s_kv=1000, prefill_tokens=8).prefill_context == 500

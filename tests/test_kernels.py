@@ -50,9 +50,11 @@ def workloads(draw):
     s_q = 1 if mode == "decode" else draw(st.integers(1, s_kv))
     dtypes = st.sampled_from(["", "bf16", "fp16", "fp8", "int8", "int4"])
     act = st.sampled_from(["", "bf16", "fp16", "fp8", "int8"])
+    mixed = draw(st.sampled_from([0, 0, 1, 37, 4096])) if mode == "decode" else 0
     return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q,
                     weight_dtype=draw(dtypes), act_dtype=draw(act), kv_dtype=draw(dtypes),
-                    cuda_graphs=draw(st.booleans()))
+                    cuda_graphs=draw(st.booleans()), prefill_tokens=mixed,
+                    prefill_context=draw(st.integers(0, 100_000)) if mixed else 0)
 
 
 knob = st.floats(0.5, 1e5, allow_nan=False, allow_infinity=False)
@@ -72,7 +74,7 @@ frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
                          train_compute=frac, network_inter=st.none() | frac,
                          network_sip=st.none() | frac, attention=st.none() | frac,
-                         train_attention=st.none() | frac,
+                         train_attention=st.none() | frac, lowp_compute=st.none() | frac,
                          op_latency_ns=st.floats(0, 1e4), step_overhead_ns=st.floats(0, 1e5))
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(

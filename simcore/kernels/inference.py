@@ -167,8 +167,11 @@ def _coeff_row(lay, mp, wp, topo, out):
     m_dec = min(fpp, float(Bd)) if decode else 1.0
     Bm = math.ceil(Bd / m_dec) if decode else Bd
     sq_loc = 1.0 if decode else s_q / fcp
-    T_lin = Bm * sq_loc
-    T_rep = Bm * s_q
+    # continuous batching: other requests' prompt tokens ride in the same decode pass
+    # (split like the batch over DP replicas and in-flight micro-batches)
+    P_mix = wp.mix_tokens / float(dp) / m_dec if decode else 0.0
+    T_lin = Bm * sq_loc + P_mix
+    T_rep = Bm * s_q + P_mix
     causal = 1.0 - (s_q - 1.0) / (2.0 * s_kv)
 
     # -- KV sharding -------------------------------------------------------------------
@@ -196,10 +199,10 @@ def _coeff_row(lay, mp, wp, topo, out):
     f_lin = 2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp / rate
     b_lin = attn_w * bw + T_lin * d * ba * (2.0 + 2.0 / ftp)
 
-    f_core = 4.0 * Bm * s_q * s_kv * causal * hd * h / (ftp * fcp)
-    qo_traffic = Bm * sq_loc * qh_loc * hd * ba * 2.0
-    if decode:
-        b_core = kv_layer + qo_traffic
+    f_core = (4.0 * Bm * s_q * s_kv * causal + 4.0 * P_mix * wp.mix_ctx) * hd * h / (ftp * fcp)
+    qo_traffic = T_lin * qh_loc * hd * ba * 2.0
+    if decode:  # the mixed prompt tokens also write their K and V
+        b_core = kv_layer + qo_traffic + P_mix * seq_frac * kvh_loc * hd * 2.0 * bkv
     else:
         b_core = kv_layer * (1.0 + fcp * causal) + qo_traffic
 
@@ -285,8 +288,8 @@ def _coeff_row(lay, mp, wp, topo, out):
         g = 1.0
         tier_g = 0
     if g > 1.0:
-        q_bytes = Bm * sq_loc * qh_loc * hd * ba
-        o_bytes = Bm * sq_loc * qh_loc * (hd * ba + 8.0)
+        q_bytes = T_lin * qh_loc * hd * ba
+        o_bytes = T_lin * qh_loc * (hd * ba + 8.0)
         add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
                  3.0 * (g - 1.0) * _alpha(topo, tier_g))
         n_ops += 2.0
@@ -299,7 +302,7 @@ def _coeff_row(lay, mp, wp, topo, out):
         if ring == 0:  # pass KV blocks
             per_step = kv_layer
         else:  # pass Q, and O with the softmax statistics m, l
-            per_step = Bm * sq_loc * qh_loc * (2.0 * hd * ba + 8.0)
+            per_step = T_lin * qh_loc * (2.0 * hd * ba + 8.0)
         ring_bytes = steps * per_step
         ring_alpha = steps * _alpha(topo, tier_cp)
 
@@ -334,6 +337,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     body = mp.n_active_params - mp.embedding_params - d
     model_flops = (2.0 * body * B * s_q + 2.0 * d * mp.vocab_size * B
                    + 4.0 * L * B * s_q * s_kv * causal * h * hd)
+    if decode:  # the mixed prompt tokens
+        model_flops += 2.0 * body * wp.mix_tokens + 4.0 * L * wp.mix_tokens * wp.mix_ctx * h * hd
 
     out.valid = 1.0 if valid else 0.0
     out.n_devices = n_dev
@@ -378,6 +383,9 @@ def _coeff_row(lay, mp, wp, topo, out):
     out.step_ops = _OPS_STEP + 2.0 * (fpp - 1.0)
     out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
     out.fixed_ns = 0.0
+    lowp = 1.0 if wp.act_code != 0.0 else 0.0
+    out.lowp_mm = lowp
+    out.lowp_head = lowp
 
 
 @jit()
@@ -431,16 +439,19 @@ def point(c, hw, eff):
         nan = np.nan
         return nan, nan, nan, nan, nan, nan, nan, False
     P = hw[HW.peak_tflops_f16] * 1e3 * eff.compute
+    PL = hw[HW.peak_tflops_f16] * 1e3 * eff.lowp  # FLOPs of lowp ops are in 16-bit-rate units
+    P_mm = PL if c.lowp_mm == 1.0 else P
+    P_head = PL if c.lowp_head == 1.0 else P
     PA = hw[HW.peak_tflops_f16] * 1e3 * eff.attention
     M = hw[HW.bw_hbm_gbs] * eff.memory
     b0 = hw[HW.bw_intra_gbs] * eff.network
     b1 = hw[HW.bw_inter_gbs] * eff.network_inter
     b2 = hw[HW.bw_intersip_gbs] * eff.network_sip
 
-    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P, M)
+    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P_mm, M)
     t_core, cc, mc = _roof(c.f_core, c.b_core, PA, M)
-    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P, M)
-    t_head, ch, mh = _roof(c.f_head, c.b_head, P, M)
+    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P_mm, M)
+    t_head, ch, mh = _roof(c.f_head, c.b_head, P_head, M)
     t_elem = c.b_elem / M
 
     rt = c.ring_tier

@@ -80,7 +80,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     mm_rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
     B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
 
-    peak = hardware.peak_tflops_f16 * 1e12 * efficiency.compute / 1e9 * mm_rate  # FLOP per ns
+    # FLOP per ns of the matmuls; FP8 / INT8 ones at their own factor
+    mm_eff = efficiency.compute
+    if workload.act_dtype in ("fp8", "int8") and efficiency.lowp_compute is not None:
+        mm_eff = efficiency.lowp_compute
+    peak = hardware.peak_tflops_f16 * 1e12 * mm_eff / 1e9 * mm_rate
     attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
     attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
     hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
@@ -106,8 +110,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     in_flight = min(pp, seqs_replica) if decode else 1
     replica_batch = -(-seqs_replica // in_flight)
     q_local = 1 if decode else s_q / cp
-    tokens_local = replica_batch * q_local
-    tokens_replica = replica_batch * s_q
+    # continuous batching: prompt tokens of other requests in the same decode pass, split
+    # over the replicas and the micro-batches in flight like the batch
+    mixed = workload.prefill_tokens / dp / in_flight if decode else 0.0
+    tokens_local = replica_batch * q_local + mixed
+    tokens_replica = replica_batch * s_q + mixed
     causal = 1 - (s_q - 1) / (2 * s_kv)
 
     # KV layout on a TP rank
@@ -130,11 +137,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         2 * tokens_local * model.attn_params_per_layer / tp,
         attn_weights * wb + tokens_local * d * ab * (2 + 2 / tp),
     )
-    qo_traffic = 2 * replica_batch * q_local * q_heads * hd * ab
+    qo_traffic = 2 * tokens_local * q_heads * hd * ab
     kv_traffic = kv_bytes if decode else kv_bytes * (1 + cp * causal)
+    # the mixed prompt tokens write their K, V and attend to prefill_context earlier tokens
+    kv_traffic += mixed * seq_share * kv_heads * hd * 2 * kvb
+    attn_pairs = replica_batch * s_q * s_kv * causal + mixed * workload.prefill_context
     # FlashAttention / paged decode attention, at the 16-bit rate and its own factor
-    ops["attn_core"] = (4 * replica_batch * s_q * s_kv * causal * hd * h / (tp * cp),
-                        kv_traffic + qo_traffic)
+    ops["attn_core"] = (4 * attn_pairs * hd * h / (tp * cp), kv_traffic + qo_traffic)
     wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
     ffn_ranks = tp * cp if wide else tp
     ffn_tokens = tokens_replica if wide else tokens_local
@@ -202,8 +211,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
         group = tp if lay.kv_shard_mode == "seq" else tp // kvh
         g_link = link[tier(group * strides["tp"])]
-        q_b = replica_batch * q_local * q_heads * hd * ab
-        o_b = replica_batch * q_local * q_heads * (hd * ab + 8)
+        q_b = tokens_local * q_heads * hd * ab
+        o_b = tokens_local * q_heads * (hd * ab + 8)
         launches += 2 if group > 1 else 0  # a one-rank split-K combine launches nothing
         # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
         comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
@@ -213,7 +222,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if lay.cp_ring_variant == "kv":
             block = kv_bytes
         else:
-            block = replica_batch * q_local * q_heads * (2 * hd * ab + 8)
+            block = tokens_local * q_heads * (2 * hd * ab + 8)
         ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
@@ -257,6 +266,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     per_token = model.n_active_params - model.embedding_params - d
     flops = (2 * per_token * B * s_q + 2 * d * model.vocab_size * B
              + 4 * model.n_layers * B * s_q * s_kv * causal * h * hd)
+    if decode:
+        flops += (2 * per_token * workload.prefill_tokens
+                  + 4 * model.n_layers * workload.prefill_tokens * workload.prefill_context * h * hd)
     seconds = latency / 1e9
     return dict(
         latency_ns=latency,

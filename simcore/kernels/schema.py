@@ -92,6 +92,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("step_ops", "1", "kernel launches once per step (outside the layers)"),
     Field("step_count", "1", "framework steps per latency unit (each pays the per-step floor)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
+    Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
+    Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
 )
 
 #: The structured dtype of a coefficient table (all float64, in declaration order).
@@ -221,6 +223,8 @@ class WorkloadParams(NamedTuple):
     framework: float = 0.0  #: :data:`FRAMEWORK_CODES`
     grad_overlap: float = 0.0  #: 1 if the DP gradient reduction overlaps backward
     offload: float = 0.0  #: :data:`OFFLOAD_CODES`
+    mix_tokens: float = 0.0  #: decode: other requests' prompt tokens in the same pass
+    mix_ctx: float = 0.0  #: decode: mean context those prompt tokens attend to
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -256,6 +260,7 @@ class EfficiencyParams(NamedTuple):
     attention: float
     op_ns: float
     step_ns: float
+    lowp: float  #: fraction of the FP8 / INT8 matmul peak (for ``lowp_mm`` / ``lowp_head``)
 
 
 def pack_model(model) -> ModelParams:
@@ -302,6 +307,7 @@ def pack_workload(workload) -> WorkloadParams:
         framework=float(FRAMEWORK_CODES[workload.framework]) if train else 0.0,
         grad_overlap=(1.0 if workload.grad_overlap else 0.0) if train else 0.0,
         offload=float(OFFLOAD_CODES[workload.offload]) if train else 0.0,
+        mix_tokens=float(workload.prefill_tokens), mix_ctx=float(workload.prefill_context),
     )
 
 
@@ -321,13 +327,14 @@ def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
     ``network_sip`` to ``network_inter`` (both scale-out), attention to the matmul factor."""
     compute = float(eff.train_compute if train else eff.compute)
     attention = eff.train_attention if train else eff.attention
+    lowp = compute if (train or eff.lowp_compute is None) else float(eff.lowp_compute)
     net = float(eff.network)
     inter = net if eff.network_inter is None else float(eff.network_inter)
     return EfficiencyParams(
         compute, float(eff.memory), net, float(eff.hbm_usable), inter,
         inter if eff.network_sip is None else float(eff.network_sip),
         compute if attention is None else float(attention),
-        float(eff.op_latency_ns), float(eff.step_overhead_ns))
+        float(eff.op_latency_ns), float(eff.step_overhead_ns), lowp)
 
 
 def field_attrs(name: str) -> dict[str, str]:

@@ -303,6 +303,9 @@ def _train_row(lay, mp, wp, topo, out):
     out.mem_act_bytes = act_mem + logits
     slow = 2.0 if prec == 2 else 1.0  # fp32 (TF32) matmuls run at half the 16-bit peak
     mm = slow
+    # fp8 GEMMs at train_compute x fp8_ratio (Efficiency.lowp_compute is inference's)
+    out.lowp_mm = 0.0
+    out.lowp_head = 0.0
     if prec == 3 and topo.fp8_ratio > 0.0:  # fp8 GEMMs; attention and head stay bf16
         mm = 1.0 / topo.fp8_ratio
     out.f_lin = mm * f_lin

@@ -12,8 +12,10 @@ What is used
   H100-vs-A100 blog, lmdeploy's static benchmark): a ``prefill`` of ``batch`` prompts of
   ``isl`` tokens.
 * **TPOT** (``tpot_ms``): one ``decode`` step at ``batch`` sequences and the mean context
-  ``isl + osl/2`` (lmdeploy static runs; aiconfigurator's silicon CSV, dense Llama rows,
-  where the running batch is taken as the client concurrency).
+  ``isl + osl/2`` (lmdeploy static runs). Served runs (aiconfigurator's silicon CSV, at a
+  fixed client concurrency) are the steady-state step of :meth:`Workload.served`: the
+  running batch is the concurrency, and each step also carries ``concurrency·isl/osl``
+  prompt tokens of newly admitted requests (continuous batching).
 * **Output throughput** (``output_tokens_per_s``, whole system) of static runs whose
   output is at least 16x the prompt (128/2048, 128/4096, 1/2048): ``batch`` / TPOT at the
   mean context. Prefill is left out; at these lengths it is < ~3% of the run.
@@ -132,8 +134,13 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     ctx = isl + (int(osl) // 2 if osl else 0)
     tpot = _value(p, "tpot_ms")
     if tpot is not None:
-        wl = Workload("decode", batch=batch, s_kv=max(ctx, 1), **dt)
-        note = "; running batch taken as the client concurrency" if server else ""
+        if server and osl:  # steady state: new requests' prompts share the decode passes
+            wl = Workload.served(concurrency=batch, isl=isl, osl=int(osl), **dt)
+            note = (f"; served: running batch = the client concurrency, plus "
+                    f"{wl.prefill_tokens} prompt tokens of admitted requests per step")
+        else:
+            wl = Workload("decode", batch=batch, s_kv=max(ctx, 1), **dt)
+            note = ""
         out.append(Measurement(f"{p['id']}:tpot", "decode", model, family, layout, wl, "latency",
                                tpot, "ms", src, ref,
                                f"{base}; TPOT at batch {batch}, mean context {ctx}{note}"))

@@ -50,6 +50,7 @@ FACTORS: dict[str, tuple[str, float, float]] = {
     "train_attention": ("fraction", 0.20, 0.95),
     "op_latency_ns": ("time", 0.0, 50_000.0),
     "step_overhead_ns": ("time", 0.0, 20_000_000.0),
+    "lowp_compute": ("fraction", 0.20, 0.95),
 }
 
 
@@ -111,7 +112,8 @@ def _value(eff: Efficiency, name: str) -> float:
     v = getattr(eff, name)
     if v is None:  # an unset factor starts from the one it falls back to
         v = getattr(eff, {"network_inter": "network",
-                          "attention": "compute", "train_attention": "train_compute"}[name])
+                          "attention": "compute", "train_attention": "train_compute",
+                          "lowp_compute": "compute"}[name])
     return float(v)
 
 
