@@ -195,7 +195,7 @@ REASONS = """## Why the numbers differ
   HuggingFace checkpoint. The 4 × TP1 prefill workers of the reported disaggregated
   configuration only make sense with FP8 weights (70 GB): in bf16 one H200 cannot hold
   the 141 GB of weights, so simcore's bf16 plan must use ≥ 2 GPUs per worker (the planner
-  does not take a dtype yet, though the engine's Workload does). The FP8 what-if rows emulate FP8 with
+  also has `dtype="fp8"` now; the what-if below predates it). The FP8 what-if rows emulate FP8 with
   `bytes_per_param = bytes_per_kv = 1` and the H200's dense FP8 peak (1,979 TFLOP/s) as
   `peak_tflops_f16`; activations are then also counted at 1 byte, and the efficiency
   factors stay those fitted on fp16/bf16 measurements.

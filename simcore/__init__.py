@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 #: public name -> the module that defines it
 _LAZY: dict[str, str] = {
-    "SimcoreInputError": "errors",
+    "DeviceBudgetError": "errors", "SimcoreInputError": "errors",
     "evaluate": "evaluate", "evaluate_best": "evaluate",
     "Metric": "metrics", "best": "metrics", "get_metric": "metrics",
     "metric_is_better": "metrics", "metric_value": "metrics", "register_metric": "metrics",
@@ -30,7 +30,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
-    "HARDWARE_FAMILIES", "HW_KNOBS", "PARALLEL_DIMS", "PRESETS", "Efficiency", "Hardware",
+    "DeviceBudgetError", "HARDWARE_FAMILIES", "HW_KNOBS", "PARALLEL_DIMS", "PRESETS", "Efficiency", "Hardware",
     "HardwareFamily", "Metric", "Model", "Prediction", "SimcoreInputError", "Space",
     "SpecError", "Topology", "Workload", "best", "evaluate", "evaluate_best", "full_space",
     "get_family", "get_metric", "get_model", "get_options", "metric_is_better",
@@ -67,7 +67,7 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from .errors import SimcoreInputError
+    from .errors import DeviceBudgetError, SimcoreInputError
     from .evaluate import evaluate, evaluate_best
     from .metrics import Metric, best, get_metric, metric_is_better, metric_value, register_metric
     from .options import get_options, set_options

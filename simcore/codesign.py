@@ -18,7 +18,7 @@ import xarray as xr
 
 from .chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
 from .costmodel import CostModel, add_costs, get_cost_model
-from .engine import Prepared, prepare
+from .engine import Prepared, check_budget, prepare
 from .errors import SimcoreInputError
 from .metrics import Metric, get_metric
 from .pareto import objective_directions, pareto
@@ -359,6 +359,8 @@ def joint_explore(
     store: str | None = None,
     cost_model: CostModel | Mapping[str, Any] | str | bool | None = None,
     objectives: str | Sequence[str] | Mapping[str, str] | None = None,
+    gpus: int | None = None,
+    exact_gpus: bool = False,
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -391,6 +393,10 @@ def joint_explore(
         What the Pareto frontier is over, any number of them, directions from the metric
         registry (``"latency,cost_usd,power_w"``); default ``(metric, "cost_score")``,
         or ``(metric, "cost_usd")`` with a cost model.
+    gpus : int, optional
+        Device budget: per candidate only layouts using at most ``gpus`` devices compete
+        (exactly ``gpus`` with ``exact_gpus``); see :func:`simcore.evaluate`.
+    exact_gpus : bool
 
     Examples
     --------
@@ -412,8 +418,9 @@ def joint_explore(
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)
     p = prepare(model, wl, space=space, hardware=depth_grid(depth, defaults=defaults),
-                family=fam, efficiency=efficiency)
+                family=fam, efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
     check_explore_size(p.n_hw, p.space.size)
+    check_budget([p])
     ds = reduce_best(p, metric=m, chunk_size=chunk_size, progress=progress, client=client,
                      store=store)
     knob_da = {k: ds[k] for k in HW_KNOBS}

@@ -7,7 +7,12 @@ the specs, builds the per-layout coefficient table once (:func:`prepare` →
 * :meth:`Prepared.combine` — every output over hardware rows × layouts (full tensor);
 * :meth:`Prepared.best` — the metric-best fitting layout per hardware row (fused);
 * :meth:`Prepared.doubling` — the metric at one hardware point and with each knob doubled;
-* :meth:`Prepared.column` — a per-layout coefficient by name (``"mem_bytes"``, ...).
+* :meth:`Prepared.column` — a per-layout coefficient by name (``"mem_bytes"``, ...);
+* a device budget (``prepare(..., gpus=N)``): layouts using more than ``N`` devices (or
+  other than ``N`` with ``exact_gpus``) are marked not valid in the coefficient table
+  itself, so every output, reduction and frontier treats them as points that do not
+  fit (NaN outputs, ``fits`` False); :func:`check_budget` refuses a budget on which
+  nothing fits, naming the smallest device count that does.
 
 The kernel interface itself (coefficients, parameter bundles, outputs with units) is
 declared in ``simcore/kernels/schema.py``; its names are re-exported here.
@@ -15,12 +20,14 @@ declared in ``simcore/kernels/schema.py``; its names are re-exported here.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .errors import DeviceBudgetError, SimcoreInputError
 from .kernels import schema
 from .metrics import Metric, get_metric
 from .presets import get_family, get_model
@@ -29,8 +36,8 @@ from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topolo
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
-    "build_coeffs", "combine", "field_attrs", "point_one", "fused_metric", "grid_block", "pack_efficiency",
-    "pareto_mask", "prepare",
+    "apply_budget", "build_coeffs", "check_budget", "check_gpus", "combine", "field_attrs",
+    "point_one", "fused_metric", "grid_block", "pack_efficiency", "pareto_mask", "prepare",
 ]
 
 #: Names of the per-point outputs, in kernel order (``fits`` last).
@@ -78,6 +85,47 @@ def build_coeffs(layouts: np.ndarray, model: Model, workload: Workload,
     return k.layout_coeffs(np.ascontiguousarray(layouts, dtype=np.int64),
                            schema.pack_model(model), schema.pack_workload(workload),
                            schema.pack_topology(topology))
+
+
+def check_gpus(gpus: Any, exact_gpus: Any = False) -> tuple[int | None, bool]:
+    """A device budget as ``(gpus, exact_gpus)``: ``gpus`` None (no budget) or a positive
+    integer (numpy integers accepted), ``exact_gpus`` a bool that needs ``gpus``; anything
+    else a :class:`~simcore.errors.SimcoreInputError`.
+
+    Examples
+    --------
+    >>> check_gpus(np.int64(8)), check_gpus(None)
+    ((8, False), (None, False))
+    >>> check_gpus(0)
+    Traceback (most recent call last):
+    ...
+    simcore.errors.SimcoreInputError: gpus must be a positive integer (the device budget: layouts using more devices are masked), got 0
+    """
+    if isinstance(exact_gpus, np.bool_):
+        exact_gpus = bool(exact_gpus)
+    if not isinstance(exact_gpus, bool):
+        raise SimcoreInputError(f"exact_gpus must be True or False, got {exact_gpus!r}")
+    if gpus is None:
+        if exact_gpus:
+            raise SimcoreInputError("exact_gpus=True needs a budget: pass gpus=N as well")
+        return None, False
+    if isinstance(gpus, bool | np.bool_) or not isinstance(gpus, numbers.Integral) or gpus < 1:
+        raise SimcoreInputError(f"gpus must be a positive integer (the device budget: layouts "
+                                f"using more devices are masked), got {gpus!r}")
+    return int(gpus), exact_gpus
+
+
+def apply_budget(coeffs: np.ndarray, gpus: int | None, exact_gpus: bool = False) -> np.ndarray:
+    """Mark the layouts outside the budget not valid (in place; returns ``coeffs``): more
+    than ``gpus`` devices, or other than ``gpus`` with ``exact_gpus``. The kernels give a
+    layout that is not valid NaN outputs and ``fits`` False, so a masked layout never
+    wins a reduction or joins a frontier."""
+    if gpus is None:
+        return coeffs
+    n = coeffs["n_devices"]
+    keep = (n == gpus) if exact_gpus else (n <= gpus)
+    coeffs["valid"] = np.where(keep, coeffs["valid"], 0.0)
+    return coeffs
 
 
 class _threads:
@@ -155,6 +203,8 @@ class Prepared:
     layouts: np.ndarray
     coeffs: np.ndarray
     eff: schema.EfficiencyParams
+    gpus: int | None = None
+    exact_gpus: bool = False
 
     # -- shapes and coordinates -----------------------------------------------------------
     @property
@@ -183,6 +233,8 @@ class Prepared:
             "family": self.family,
             "space": self.space.name,
             "n_system_devices": self.topology.n_devices,
+            **({"gpus": self.gpus, "exact_gpus": int(self.exact_gpus)}
+               if self.gpus is not None else {}),
             **{f"efficiency_{k}": v for k, v in vars(self.efficiency).items() if v is not None},
         }
 
@@ -207,6 +259,20 @@ class Prepared:
     def combine(self, hw: np.ndarray) -> dict[str, np.ndarray]:
         """Every output over hardware rows ``hw`` (n, 6) × all layouts."""
         return combine(self.coeffs, hw, self.eff)
+
+    def fitting_devices(self, *, budget: bool = True) -> np.ndarray:
+        """Device counts (ascending) of the layouts that fit at the most generous point of
+        the hardware grid (every knob at its largest value; more of a knob never un-fits):
+        the layouts within the budget, or with ``budget=False`` every layout."""
+        coeffs = self.coeffs
+        if not budget and self.gpus is not None:
+            coeffs = build_coeffs(self.layouts, self.model, self.workload, self.topology)
+        coeffs = coeffs[coeffs["valid"] == 1.0]
+        if not len(coeffs):
+            return np.zeros(0, dtype=np.int64)
+        row = np.array([[float(self.knobs[k].max()) for k in HW_KNOBS]])
+        fits = combine(coeffs, row, self.eff)["fits"][0]
+        return np.unique(coeffs["n_devices"][fits]).astype(np.int64)
 
     def best(self, hw: np.ndarray, metric: str | Metric = "latency"
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -250,8 +316,12 @@ def prepare(
     hardware: Hardware | Mapping[str, Any] | None = None,
     family: str | HardwareFamily | None = None,
     efficiency: Efficiency | None = None,
+    gpus: int | None = None,
+    exact_gpus: bool = False,
 ) -> Prepared:
-    """Validate inputs and compute the per-layout coefficients (cheap, eager)."""
+    """Validate inputs and compute the per-layout coefficients (cheap, eager); with
+    ``gpus`` the layouts outside the device budget are masked (:func:`apply_budget`)."""
+    gpus, exact_gpus = check_gpus(gpus, exact_gpus)
     model = get_model(model)
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a simcore.Workload, got {type(workload).__name__}")
@@ -262,9 +332,48 @@ def prepare(
     sp = get_space(space, workload.mode)
     eff = efficiency or Efficiency()
     layouts = layout_table(sp)
-    coeffs = build_coeffs(layouts, model, workload, fam.topology)
+    coeffs = apply_budget(build_coeffs(layouts, model, workload, fam.topology), gpus, exact_gpus)
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
-                    schema.pack_efficiency(eff, train=workload.mode == "train"))
+                    schema.pack_efficiency(eff, train=workload.mode == "train"), gpus,
+                    exact_gpus)
+
+
+def _counts(sizes: np.ndarray, most: int = 12) -> str:
+    shown = ", ".join(str(int(n)) for n in sizes[:most])
+    return shown + (", ..." if len(sizes) > most else "")
+
+
+def check_budget(preps: Sequence[Prepared]) -> None:
+    """Refuse a device budget on which nothing fits.
+
+    ``preps`` are the prepared points of one sweep (one per workload point), all with the
+    same budget. When no layout within it fits at any of them (at the grid's most
+    generous hardware point) but some layout outside it does, raise a
+    :class:`~simcore.errors.DeviceBudgetError` saying the smallest device count that
+    fits. Without a budget, or when nothing fits at any device count (the same result as
+    without a budget: ``fits`` False everywhere), return quietly.
+    """
+    p0 = preps[0]
+    if p0.gpus is None or any(p.fitting_devices().size for p in preps):
+        return
+    fitting = np.unique(np.concatenate([p.fitting_devices(budget=False) for p in preps]))
+    if not fitting.size:
+        return
+    w = p0.workload
+    what = (f"{p0.model.name} ({w.mode}, batch {w.batch}, s_kv {w.s_kv})" if len(preps) == 1
+            else f"{p0.model.name} ({w.mode}, at any of the {len(preps)} batch/s_kv points)")
+    n = int(fitting[0])
+    devices = f"{p0.gpus} device{'s' if p0.gpus > 1 else ''}"
+    if p0.exact_gpus:
+        tail = (f"device counts that fit: {_counts(fitting)}; pass one of them as the "
+                f"budget (or drop exact_gpus for at most {p0.gpus})" if n < p0.gpus else
+                f"the smallest device count that fits is {n}; pass a budget of at least {n}")
+        msg = f"{what}: no layout of exactly {devices} fits on {p0.family}; {tail}"
+    else:
+        msg = (f"{what}: no layout of at most {devices} fits on {p0.family}; the "
+               f"smallest device count that fits is {n}; pass a budget of at least {n}")
+    raise DeviceBudgetError(msg, gpus=p0.gpus, exact=p0.exact_gpus,
+                            fitting=tuple(int(x) for x in fitting))
 
 
 @dataclass(frozen=True)
@@ -277,14 +386,18 @@ class CoeffRecipe:
     model: Model
     workload: Workload
     topology: Topology
+    gpus: int | None = None
+    exact_gpus: bool = False
 
     @classmethod
     def of(cls, p: Prepared) -> CoeffRecipe:
         small = np.int16 if int(p.layouts.max(initial=0)) < 2**15 else np.int64
-        return cls(p.layouts.astype(small), p.model, p.workload, p.topology)
+        return cls(p.layouts.astype(small), p.model, p.workload, p.topology, p.gpus,
+                   p.exact_gpus)
 
     def coeffs(self) -> np.ndarray:
-        return build_coeffs(self.layouts, self.model, self.workload, self.topology)
+        return apply_budget(build_coeffs(self.layouts, self.model, self.workload,
+                                         self.topology), self.gpus, self.exact_gpus)
 
 
 def grid_block(coeffs: np.ndarray | CoeffRecipe, eff: schema.EfficiencyParams,

@@ -7,7 +7,8 @@ simcore and is shown as one.
 
 from __future__ import annotations
 
-__all__ = ["SimcoreInputError", "SimcoreRetryError", "SweepInterrupted", "interrupt_behind"]
+__all__ = ["DeviceBudgetError", "SimcoreInputError", "SimcoreRetryError", "SweepInterrupted",
+           "interrupt_behind"]
 
 
 class SimcoreInputError(ValueError):
@@ -23,6 +24,21 @@ class SimcoreInputError(ValueError):
     ...     print(exc)
     --batch must be a positive integer, got '0'
     """
+
+
+class DeviceBudgetError(SimcoreInputError):
+    """A device budget (``gpus=N``) on which nothing fits, though a larger one would.
+
+    ``gpus`` and ``exact`` are the budget asked for; ``fitting`` the device counts on
+    which some layout fits (ascending; empty if none does at any count) and
+    ``min_devices`` the smallest of them (None if none).
+    """
+
+    def __init__(self, message: str, *, gpus: int, exact: bool,
+                 fitting: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.gpus, self.exact, self.fitting = gpus, exact, tuple(fitting)
+        self.min_devices = self.fitting[0] if self.fitting else None
 
 
 class SimcoreRetryError(RuntimeError):

@@ -4,12 +4,20 @@
 (numpy, or dask-chunked along the hardware dims). :func:`evaluate_best` is the fused
 path: the kernel reduces inside its loop, streaming hardware chunks, and returns the
 best layout per hardware point without materialising the tensor.
+
+Both take a device budget (``gpus=N``, ``exact_gpus``: masked in the engine, so a layout
+outside it is a point that does not fit) and sweep ``batch`` and ``s_kv`` as ordinary
+dimensions: one prepared point per (``s_kv``, ``batch``) value, the labelled results
+concatenated along new leading ``s_kv`` and ``batch`` dims (:func:`stack_points`). A
+scalar ``batch`` / ``s_kv`` only replaces the workload's value, with today's shape.
 """
 
 from __future__ import annotations
 
+import itertools
 import numbers
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -29,6 +37,7 @@ from .engine import (
     CoeffRecipe,
     Prepared,
     build_coeffs,
+    check_budget,
     field_attrs,
     fused_metric,
     grid_block,
@@ -41,7 +50,8 @@ from .space import PARALLEL_DIMS, Space
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
-           "UNITS", "assemble_best", "default_chunk_size", "fused_metric", "hw_chunks"]
+           "UNITS", "WORKLOAD_DIMS", "assemble_best", "default_chunk_size", "fused_metric",
+           "hw_chunks", "stack_points", "workload_points"]
 
 #: Units of every output, per-layout output and knob (from the kernel schema).
 UNITS: dict[str, str] = {
@@ -49,11 +59,127 @@ UNITS: dict[str, str] = {
     for n in (*OUTPUT_NAMES, *LAYOUT_OUTPUTS, *HW_KNOBS) if n not in ("fits", "valid")
 }
 
+#: The workload fields :func:`evaluate` sweeps as dimensions, in dim order (outermost
+#: first), with the units and long name of their coordinates.
+WORKLOAD_DIMS: dict[str, dict[str, str]] = {
+    "s_kv": {"units": "tokens", "long_name": "context length"},
+    "batch": {"units": "sequences", "long_name": "sequences per step"},
+}
+
+
+def _sweep_values(name: str, values: Any) -> int | tuple[int, ...]:
+    """A scalar (int) or a sweep (tuple) of positive integers, each once."""
+    def one(v: Any) -> int:
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or v < 1:
+            raise SimcoreInputError(f"{name} values must be positive integers, got {v!r}")
+        return int(v)
+
+    if isinstance(values, np.ndarray) and values.ndim == 0:
+        values = values.item()
+    if isinstance(values, numbers.Integral) and not isinstance(values, bool | np.bool_):
+        return one(values)
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence | np.ndarray):
+        raise SimcoreInputError(f"{name} must be a positive integer or a sequence of them "
+                                f"(a sweep dimension), got {values!r}")
+    out = tuple(one(v) for v in values)
+    if not out:
+        raise SimcoreInputError(f"{name} needs at least one value (an empty sweep)")
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise SimcoreInputError(f"{name} repeats {', '.join(map(str, dup))}; give each value once")
+    return out
+
+
+def _with(w: Workload, **fields: int) -> Workload:
+    """``w`` with new ``batch`` / ``s_kv``; ``s_q`` follows ``s_kv`` where it equalled it
+    (prefill's default, training) and stays otherwise (decode: 1)."""
+    if "s_kv" in fields and (w.s_q == w.s_kv or w.mode == "train"):
+        fields = {**fields, "s_q": 0}
+    return replace(w, **fields)  # type: ignore[arg-type]
+
+
+def workload_points(
+    workload: Workload | None = None,
+    *,
+    batch: int | Sequence[int] | None = None,
+    s_kv: int | Sequence[int] | None = None,
+) -> tuple[dict[str, tuple[int, ...]], list[Workload]]:
+    """The workloads of a sweep over ``batch`` / ``s_kv``: ``(dims, workloads)``.
+
+    ``dims`` maps each swept field (a sequence, even of one value) to its values, in
+    :data:`WORKLOAD_DIMS` order; ``workloads`` has one :class:`Workload` per point, in C
+    order over ``dims`` (one, with no dims, when nothing is swept). A scalar replaces
+    the workload's value; ``s_q`` follows ``s_kv`` where it equalled it (prefill, train).
+
+    Examples
+    --------
+    >>> dims, wls = workload_points(Workload("prefill"), batch=[1, 8], s_kv=2048)
+    >>> dims, [(w.batch, w.s_kv, w.s_q) for w in wls]
+    ({'batch': (1, 8)}, [(1, 2048, 2048), (8, 2048, 2048)])
+    """
+    if workload is None:
+        workload = Workload("decode")
+    if not isinstance(workload, Workload):
+        raise SimcoreInputError(f"workload must be a simcore.Workload, got "
+                                f"{type(workload).__name__}")
+    fixed: dict[str, int] = {}
+    dims: dict[str, tuple[int, ...]] = {}
+    for name, values in (("s_kv", s_kv), ("batch", batch)):
+        if values is None:
+            continue
+        v = _sweep_values(name, values)
+        if isinstance(v, tuple):
+            dims[name] = v
+        else:
+            fixed[name] = v
+    base = _with(workload, **fixed) if fixed else workload
+    points = []
+    for combo in itertools.product(*dims.values()):
+        at = dict(zip(dims, combo, strict=True))
+        try:
+            points.append(_with(base, **at))
+        except ValueError as exc:
+            where = ", ".join(f"{k}={v}" for k, v in at.items())
+            raise SimcoreInputError(f"{where}: {exc}") from None
+    return dims, points or [base]
+
+
+def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]], *,
+                 same: Sequence[str] = ()) -> xr.Dataset:
+    """The Datasets of a sweep's points (C order over ``dims``) as one Dataset with
+    ``dims`` leading, their coordinates labelled from :data:`WORKLOAD_DIMS`.
+
+    Variables named in ``same`` do not depend on the workload (a layout's ``n_devices``)
+    and keep the first point's dims. The swept fields leave the attrs (they are
+    coordinates now), and so does ``s_q`` where it follows ``s_kv``.
+    """
+    level = list(parts)
+    for name, values in reversed(list(dims.items())):
+        n = len(values)
+        coord = xr.DataArray(list(values), dims=name, name=name)
+        level = [xr.concat(level[i:i + n], dim=coord, data_vars="all", coords="minimal",
+                           compat="override", join="exact", combine_attrs="override")
+                 for i in range(0, len(level), n)]
+    [ds] = level
+    first = {d: 0 for d in dims}
+    for name in same:
+        ds[name] = ds[name].isel(first, drop=True)
+    for name in dims:
+        ds[name].attrs.update(WORKLOAD_DIMS[name])
+        ds.attrs.pop(name, None)
+    if len({q.attrs.get("s_q") for q in parts}) > 1:
+        ds.attrs.pop("s_q", None)
+    return ds
+
 
 def evaluate(
     model: Model | str,
-    workload: Workload,
+    workload: Workload | None = None,
     *,
+    batch: int | Sequence[int] | None = None,
+    s_kv: int | Sequence[int] | None = None,
+    gpus: int | None = None,
+    exact_gpus: bool = False,
     space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
     hardware: Hardware | Mapping[str, Any] | None = None,
     family: str | HardwareFamily | None = None,
@@ -66,9 +192,23 @@ def evaluate(
     ----------
     model : Model or str
         A :class:`~simcore.specs.Model` or a preset name (``"Llama 3.1 70B"``).
-    workload : Workload
+    workload : Workload, optional
         Mode (``"prefill"`` | ``"decode"`` | ``"train"``), batch, ``s_q``, ``s_kv``; for
         training also ``micro_batch``, ``recompute``, ``sequence_parallel``, ``zero_stage``.
+        Default ``Workload("decode")``.
+    batch, s_kv : int or sequence of int, optional
+        A sequence sweeps the field as a dimension (``batch=[1, 8, 64]``): the result
+        gains leading ``s_kv`` and/or ``batch`` dims (coordinates with ``units``). A
+        scalar replaces the workload's value (no new dim). For prefill and training
+        ``s_q`` follows ``s_kv``.
+    gpus : int, optional
+        Device budget: layouts using more than ``gpus`` devices are masked (not valid:
+        NaN outputs, ``fits`` False, so they never win :func:`simcore.best` or join a
+        Pareto frontier). ``SimcoreInputError`` (a ``DeviceBudgetError``) when nothing
+        fits within it but a larger budget would; the message gives the smallest device
+        count that fits.
+    exact_gpus : bool
+        With ``gpus``: keep only layouts using exactly ``gpus`` devices.
     space : {"reduced", "full"}, Space or mapping
         Layout coordinates (a mapping overrides dims of the full space).
     hardware : Hardware or mapping knob -> values, optional
@@ -87,11 +227,12 @@ def evaluate(
     Returns
     -------
     xarray.Dataset
-        Dims: the six knobs then the ten layout dims. Variables ``latency_ns``,
-        ``throughput_tok_s``, ``flops_per_device``, ``compute_ns``, ``memory_ns``,
-        ``comm_ns``, ``fits`` over all dims; ``mem_bytes`` (= ``mem_weights_bytes`` +
-        ``mem_kv_bytes`` + ``mem_act_bytes``), ``valid``, ``n_devices`` over the layout
-        dims. Units in each variable's ``attrs["units"]``.
+        Dims: the swept ``s_kv`` / ``batch`` (if any), the six knobs, then the ten layout
+        dims. Variables ``latency_ns``, ``throughput_tok_s``, ``flops_per_device``,
+        ``compute_ns``, ``memory_ns``, ``comm_ns``, ``fits`` over all dims; ``mem_bytes``
+        (= ``mem_weights_bytes`` + ``mem_kv_bytes`` + ``mem_act_bytes``) and ``valid``
+        over the swept and layout dims, ``n_devices`` over the layout dims. Units in each
+        variable's ``attrs["units"]``; with ``gpus`` the attrs record the budget.
 
     Examples
     --------
@@ -99,22 +240,40 @@ def evaluate(
     >>> ds = simcore.evaluate("Llama 3.1 8B", simcore.Workload("decode", s_kv=8192))
     >>> int(ds.sizes["tp"]), bool(ds.fits.any())
     (8, True)
+    >>> ds = simcore.evaluate("Llama 3.1 8B", batch=[1, 8, 64], s_kv=[2048, 8192], gpus=8,
+    ...                       family="H100-SXM")
+    >>> dict(ds.latency_ns.sizes)["batch"], ds.batch.attrs["units"]
+    (3, 'sequences')
+    >>> int(simcore.best(ds).n_devices.max()) <= 8
+    True
     """
-    p = prepare(model, workload, space=space, hardware=hardware, family=family,
-                efficiency=efficiency)
-    layout_shape = p.space.shape
-    knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
-    dask_mode: Literal["forbidden", "parallelized"] = "forbidden"
-    if chunks is None and p.n_hw * p.space.size > OPTIONS["auto_chunk_points"]:
+    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
+    preps = [prepare(model, w, space=space, hardware=hardware, family=family,
+                     efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus) for w in wls]
+    check_budget(preps)
+    p = preps[0]
+    n_points = len(preps) * p.n_hw * p.space.size
+    if chunks is None and n_points > OPTIONS["auto_chunk_points"]:
         chunks = auto_chunks(p)
     if chunks is None:
+        sweep = f" x {len(preps):,} batch/s_kv points" if dims else ""
         check_fits_in_memory(
-            8.0 * len(OUTPUT_NAMES) * p.n_hw * p.space.size,
-            f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts",
+            8.0 * len(OUTPUT_NAMES) * n_points,
+            f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts{sweep}",
             "pass chunks= for a lazy dask-backed result, or use evaluate_best (the best "
             "layout per hardware point, streamed)")
     if chunks is not None:
         chunks = _check_chunks(chunks)
+    parts = [_labelled(q, chunks) for q in preps]
+    return stack_points(parts, dims, same=("n_devices",)) if dims else parts[0]
+
+
+def _labelled(p: Prepared, chunks: int | dict[str, int] | None) -> xr.Dataset:
+    """The full tensor of one prepared point as a labelled Dataset (lazy with ``chunks``)."""
+    layout_shape = p.space.shape
+    knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
+    dask_mode: Literal["forbidden", "parallelized"] = "forbidden"
+    if chunks is not None:
         if isinstance(chunks, int):
             first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
             chunks = {first: chunks}
@@ -204,8 +363,12 @@ def _apply(p: Prepared, knob_das: list[xr.DataArray],
 
 def evaluate_best(
     model: Model | str,
-    workload: Workload,
+    workload: Workload | None = None,
     *,
+    batch: int | Sequence[int] | None = None,
+    s_kv: int | Sequence[int] | None = None,
+    gpus: int | None = None,
+    exact_gpus: bool = False,
     space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
     hardware: Hardware | Mapping[str, Any] | None = None,
     family: str | HardwareFamily | None = None,
@@ -218,6 +381,8 @@ def evaluate_best(
 
     Identical to ``simcore.best(simcore.evaluate(...), metric)`` (same winners, same
     values) but streams hardware chunks, so memory stays bounded for any sweep.
+    ``batch``, ``s_kv``, ``gpus`` and ``exact_gpus`` as in :func:`evaluate`: the best
+    layout per (``s_kv``, ``batch``, hardware) point, within the budget.
 
     Examples
     --------
@@ -228,9 +393,13 @@ def evaluate_best(
     >>> bool((r.latency_ns.sel(bw_hbm_gbs=4000) < r.latency_ns.sel(bw_hbm_gbs=2000)).all())
     True
     """
-    p = prepare(model, workload, space=space, hardware=hardware, family=family,
-                efficiency=efficiency)
-    return best_of_prepared(p, metric=metric, chunk_size=chunk_size, progress=progress)
+    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
+    preps = [prepare(model, w, space=space, hardware=hardware, family=family,
+                     efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus) for w in wls]
+    check_budget(preps)
+    parts = [best_of_prepared(q, metric=metric, chunk_size=chunk_size, progress=progress)
+             for q in preps]
+    return stack_points(parts, dims) if dims else parts[0]
 
 
 def best_of_prepared(

@@ -13,8 +13,11 @@ Given a model, ``gpus`` devices of one hardware family, the traffic (``isl`` inp
 
 and returns the best configurations by output tokens/s per GPU that meet the limits and
 the Pareto frontier of tokens/s per GPU vs tokens/s per user (directions from the metric
-registry). Everything comes from the public engine API: one :func:`simcore.evaluate` per
-(batch, context) point over the whole layout space, then labelled arithmetic.
+registry). Everything comes from the public engine API: :func:`simcore.evaluate` with
+``batch`` and ``s_kv`` as sweep dimensions and the device budget ``gpus`` (masked in the
+engine), over the whole layout space, then labelled arithmetic. ``dtype`` (fp16, bf16,
+fp8, int8) sets the precision of the weights, the activations (so the matmul rate) and
+the KV cache on both sides.
 
 The serving model (see :func:`agg_metrics`, :func:`disagg_metrics`):
 
@@ -58,11 +61,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import xarray as xr
 
+from .errors import DeviceBudgetError
 from .evaluate import evaluate
 from .metrics import METRICS, Metric, register_metric
 from .pareto import pareto
@@ -73,6 +77,7 @@ from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Worklo
 __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_PREFILL_BATCHES",
+    "DTYPES",
     "ServingConfig",
     "ServingError",
     "InfeasibleError",
@@ -93,6 +98,9 @@ __all__ = [
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 #: Prefill batches (requests prefilled together by a disaggregated prefill worker).
 DEFAULT_PREFILL_BATCHES: tuple[int, ...] = (1, 2, 4, 8)
+
+#: Precisions the planner serves in (``dtype=``): weights, activations and KV cache alike.
+DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp8", "int8")
 
 #: The serving objectives, declared once; ``plan`` ranks and builds frontiers with them.
 SERVING_METRICS: tuple[Metric, ...] = (
@@ -166,6 +174,29 @@ def _int_list(name: str, values: int | Iterable[int], what: str) -> tuple[int, .
     return tuple(sorted({_positive_int(name, v, what) for v in vals}))
 
 
+def _dtype(dtype: Any, fam: HardwareFamily) -> str:
+    """``dtype`` checked against :data:`DTYPES` and the family's matmul rates."""
+    if dtype is None:
+        return ""
+    if dtype not in DTYPES:
+        raise ServingError(f"dtype must be one of {', '.join(DTYPES)} or None (the model's own "
+                           f"precision), got {dtype!r}")
+    ratio = {"fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(dtype, 1.0)
+    if not ratio > 0:
+        others = ", ".join(d for d in DTYPES if d != dtype and {
+            "fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(d, 1.0) > 0)
+        raise ServingError(f"dtype {dtype!r} needs a family with {dtype.upper()} matmuls "
+                           f"(Topology.{dtype}_ratio > 0, e.g. H100-SXM or H200); {fam.name} "
+                           f"has none: pass one of {others}")
+    return str(dtype)
+
+
+def _workload(mode: str, dtype: str = "", **fields: int) -> Workload:
+    """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes."""
+    prec = {f: dtype for f in ("weight_dtype", "act_dtype", "kv_dtype")} if dtype else {}
+    return Workload(mode, **fields, **prec)  # type: ignore[arg-type]
+
+
 def _one_hardware(hardware: Hardware | Mapping[str, Any] | None, fam: HardwareFamily) -> Hardware:
     if hardware is None:
         return fam.hardware
@@ -227,14 +258,16 @@ def sweep(
     hardware: Hardware | Mapping[str, Any] | None = None,
     family: str | HardwareFamily | None = None,
     efficiency: Efficiency | None = None,
+    dtype: str = "",
 ) -> xr.Dataset:
     """:func:`simcore.evaluate` with ``s_kv`` and ``batch`` as dimensions and a device budget.
 
-    One vectorised evaluate per (``s_kv``, ``batch``) point over every hardware and layout
-    point, concatenated along new ``s_kv`` and ``batch`` dims (prefill: ``s_q = s_kv``).
-    With ``gpus`` a ``within_budget`` variable marks layouts using at most ``gpus``
-    devices (exactly ``gpus`` with ``exact_gpus``); ``fits`` and ``valid`` are False
-    outside it (masked, never dropped).
+    ``simcore.evaluate(..., batch=, s_kv=, gpus=, exact_gpus=)`` (prefill: ``s_q =
+    s_kv``), the values sorted, plus a ``within_budget`` variable marking layouts using
+    at most ``gpus`` devices (exactly ``gpus`` with ``exact_gpus``); the engine masks the
+    others (``fits`` and ``valid`` False, NaN outputs; never dropped). ``dtype`` (one of
+    :data:`DTYPES` or ``""``) sets the weight, activation and KV-cache dtypes. A budget
+    on which nothing fits raises :class:`~simcore.errors.DeviceBudgetError`.
 
     Examples
     --------
@@ -247,29 +280,19 @@ def sweep(
         raise ServingError(f"sweep mode must be 'prefill' or 'decode', got {mode!r}")
     batches = _int_list("batch", batch, "requests per step")
     contexts = _int_list("s_kv", s_kv, "context tokens")
-    per_ctx = []
-    for s in contexts:
-        parts = [evaluate(model, Workload(mode, batch=b, s_kv=s), space=space, hardware=hardware,
-                          family=family, efficiency=efficiency) for b in batches]
-        per_ctx.append(xr.concat(parts, dim=xr.DataArray(list(batches), dims="batch",
-                                                         name="batch"),
-                                 data_vars="all", coords="minimal", compat="override",
-                                 join="exact", combine_attrs="override"))
-    ds = xr.concat(per_ctx, dim=xr.DataArray(list(contexts), dims="s_kv", name="s_kv"),
-                   data_vars="all", coords="minimal", compat="override", join="exact",
-                   combine_attrs="override")
-    ds["n_devices"] = ds.n_devices.isel(batch=0, s_kv=0, drop=True)
+    ds = evaluate(model, _workload(mode, dtype), batch=list(batches), s_kv=list(contexts),
+                  gpus=gpus, exact_gpus=exact_gpus, space=space, hardware=hardware,
+                  family=family, efficiency=efficiency)
     within = budget_mask(ds.n_devices, gpus, exact=exact_gpus)
     within.attrs = {"description": f"layout uses {'exactly' if exact_gpus else 'at most'} "
                                    f"{gpus} devices" if gpus else "no device budget"}
     ds["within_budget"] = within
-    ds["fits"] = ds.fits & within
-    ds["valid"] = ds.valid & within
     ds["batch"].attrs.update(units="requests", long_name="sequences per step")
     ds["s_kv"].attrs.update(units="tokens", long_name="context length")
     for k in ("batch", "s_kv", "s_q"):
         ds.attrs.pop(k, None)
-    ds.attrs.update(gpus=gpus if gpus is not None else "", exact_gpus=int(exact_gpus))
+    ds.attrs.update(gpus=gpus if gpus is not None else "", exact_gpus=int(exact_gpus),
+                    dtype=dtype)
     return ds
 
 
@@ -428,6 +451,7 @@ class ServingPlan:
     candidates: tuple[ServingConfig, ...]
     dataset: xr.Dataset
     elapsed_s: float
+    dtype: str = ""
 
     def rows(self, which: str = "best") -> list[dict[str, Any]]:
         """``best`` (default), ``frontier`` or ``candidates`` as dicts (keys carry units)."""
@@ -501,13 +525,13 @@ def _deployment(c: ServingConfig) -> tuple[Any, ...]:
 
 
 def _smallest_fitting(model: Model, isl: int, osl: int, hw: Hardware, fam: HardwareFamily,
-                      efficiency: Efficiency | None) -> tuple[int, str] | None:
+                      efficiency: Efficiency | None, dtype: str = "") -> tuple[int, str] | None:
     """Fewest devices of any layout holding weights + batch-1 KV (isl + osl) and a prefill."""
     space = full_space().with_(dp=(1,))
-    dec = evaluate(model, Workload("decode", batch=1, s_kv=isl + osl), space=space, hardware=hw,
-                   family=fam, efficiency=efficiency)
-    pre = evaluate(model, Workload("prefill", batch=1, s_kv=isl), space=space, hardware=hw,
-                   family=fam, efficiency=efficiency)
+    dec = evaluate(model, _workload("decode", dtype, batch=1, s_kv=isl + osl), space=space,
+                   hardware=hw, family=fam, efficiency=efficiency)
+    pre = evaluate(model, _workload("prefill", dtype, batch=1, s_kv=isl), space=space,
+                   hardware=hw, family=fam, efficiency=efficiency)
     ok = (dec.fits & pre.fits).squeeze(list(HW_KNOBS))
     if not bool(ok.any()):
         return None
@@ -534,6 +558,7 @@ def plan(
     exact_gpus: bool = False,
     modes: Sequence[str] = ("agg", "disagg"),
     top: int = 5,
+    dtype: str | None = None,
 ) -> ServingPlan:
     """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
 
@@ -563,6 +588,11 @@ def plan(
     modes : sequence of {"agg", "disagg"}
     top : int
         Best configurations kept per mode.
+    dtype : {"fp16", "bf16", "fp8", "int8"}, optional
+        Precision of the weights, the activations and messages (fp8 / int8 matmuls at the
+        family's ``fp8_ratio`` / ``int8_ratio`` times the 16-bit peak) and the KV cache,
+        on both prefill and decode (``Workload.weight_dtype`` / ``act_dtype`` /
+        ``kv_dtype``). Default: the model's own precision (16-bit for the presets).
 
     Returns
     -------
@@ -571,7 +601,8 @@ def plan(
     Raises
     ------
     ServingError
-        Bad input (non-positive ``gpus``/``isl``/``osl``/limits, unknown mode).
+        Bad input (non-positive ``gpus``/``isl``/``osl``/limits, unknown mode, a
+        ``dtype`` the family has no matmul rate for).
     InfeasibleError
         Nothing fits the budget (the message gives the smallest GPU count that fits) or
         nothing meets a limit (the message says which binds and by how much).
@@ -595,12 +626,17 @@ def plan(
     except (ValueError, FileNotFoundError) as exc:
         raise ServingError(str(exc)) from None
     hw = _one_hardware(hardware, fam)
+    prec = _dtype(dtype, fam)
     space = serving_space(gpus)
     common: dict[str, Any] = dict(gpus=gpus, space=space, hardware=hw, family=fam,
-                                  efficiency=efficiency)
+                                  efficiency=efficiency, dtype=prec)
     mean_ctx, end_ctx = isl + osl // 2, isl + osl
-    pre = sweep(mdl, "prefill", batch=p_batches, s_kv=isl, **common)
-    dec = sweep(mdl, "decode", batch=batches, s_kv=[mean_ctx, end_ctx], **common)
+    try:
+        pre = sweep(mdl, "prefill", batch=p_batches, s_kv=isl, **common)
+        dec = sweep(mdl, "decode", batch=batches, s_kv=[mean_ctx, end_ctx], **common)
+    except DeviceBudgetError:  # nothing fits in the budget at any batch searched
+        _raise_no_fit(mdl, fam, hw, efficiency, gpus=gpus, isl=isl, osl=osl,
+                      batch_min=batches[0], dtype=prec)
     pre = pre.squeeze("s_kv", drop=True).squeeze(list(HW_KNOBS))
     dec_mean = dec.sel(s_kv=mean_ctx, drop=True).squeeze(list(HW_KNOBS))
     dec_end = dec.sel(s_kv=end_ctx, drop=True).squeeze(list(HW_KNOBS))
@@ -634,7 +670,7 @@ def plan(
     for name, var in out.variables.items():
         if name in _UNITS:
             var.attrs["units"] = _UNITS[str(name)]
-    out.attrs.update(model=mdl.name, family=fam.name, gpus=gpus, isl=isl, osl=osl,
+    out.attrs.update(model=mdl.name, family=fam.name, gpus=gpus, isl=isl, osl=osl, dtype=prec,
                      mean_context=mean_ctx, end_context=end_ctx,
                      max_ttft_ms=ttft_lim if ttft_lim is not None else "",
                      max_tpot_ms=tpot_lim if tpot_lim is not None else "",
@@ -750,41 +786,28 @@ def plan(
         _explain_infeasible(mdl, fam, hw, efficiency, out, candidates, gpus=gpus, isl=isl,
                             osl=osl, ttft_lim=ttft_lim, tpot_lim=tpot_lim, modes=modes,
                             exact=exact_gpus, p_cands_exist=bool(pfit.any()),
-                            batch_min=batches[0])
+                            batch_min=batches[0], dtype=prec)
     frontier: list[ServingConfig] = []
     for mode in modes:
         frontier += _pareto_front([c for c in candidates if c.mode == mode])
     return ServingPlan(model=mdl.name, family=fam.name, gpus=gpus, isl=isl, osl=osl,
                        max_ttft_ms=ttft_lim, max_tpot_ms=tpot_lim, exact_gpus=bool(exact_gpus),
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
-                       dataset=out, elapsed_s=time.perf_counter() - t0)
+                       dataset=out, elapsed_s=time.perf_counter() - t0, dtype=prec)
 
 
 def _explain_infeasible(model: Model, fam: HardwareFamily, hw: Hardware,
                         efficiency: Efficiency | None, ds: xr.Dataset,
                         candidates: Sequence[ServingConfig], *, gpus: int, isl: int, osl: int,
                         ttft_lim: float | None, tpot_lim: float | None, modes: Sequence[str],
-                        exact: bool, p_cands_exist: bool, batch_min: int) -> None:
+                        exact: bool, p_cands_exist: bool, batch_min: int,
+                        dtype: str = "") -> None:
     """Raise the InfeasibleError that says what binds."""
     where = f"{gpus} {fam.name} GPU{'s' if gpus > 1 else ''}"
     fits_any = bool((ds.decode_fits.any("batch") & ds.prefill_fits.sel(prefill_batch=1)).any())
     if not fits_any or not p_cands_exist:
-        small = _smallest_fitting(model, isl, osl, hw, fam, efficiency)
-        if small is None:
-            raise InfeasibleError(
-                f"{model.name} with {isl}+{osl} tokens per request fits no layout of "
-                f"{fam.name} up to {fam.topology.n_devices} devices; pick a family with more "
-                "HBM per device or shorten the request", binding="gpus")
-        n, lab = small
-        if n <= gpus:  # it fits, just not at the batches searched
-            raise InfeasibleError(
-                f"{model.name} fits on {where} at batch 1 ({lab}) but not at the batches "
-                f"searched (smallest {batch_min}); pass smaller batches", binding="batch",
-                min_gpus=n)
-        raise InfeasibleError(
-            f"{model.name} with {isl}+{osl} tokens per request does not fit on {where}: the "
-            f"smallest GPU count that fits is {n} ({lab} at batch 1); pass gpus >= {n}",
-            binding="gpus", min_gpus=n)
+        _raise_no_fit(model, fam, hw, efficiency, gpus=gpus, isl=isl, osl=osl,
+                      batch_min=batch_min, dtype=dtype)
     if ttft_lim is not None:
         floor = _ttft_floor(ds)
         if floor > ttft_lim:
@@ -809,6 +832,30 @@ def _explain_infeasible(model: Model, fam: HardwareFamily, hw: Hardware,
                 "or add GPUs", binding="max_tpot_ms", best=low, limit=tpot_lim)
     raise InfeasibleError(  # pragma: no cover - candidates meet TTFT, TPOT handled above
         f"no configuration on {where} meets both limits", binding="max_tpot_ms")
+
+
+def _raise_no_fit(model: Model, fam: HardwareFamily, hw: Hardware,
+                  efficiency: Efficiency | None, *, gpus: int, isl: int, osl: int,
+                  batch_min: int, dtype: str = "") -> NoReturn:
+    """Nothing in the budget fits both a prefill and a decode: raise the InfeasibleError
+    naming the smallest GPU count that fits (or that the batches searched are too large)."""
+    where = f"{gpus} {fam.name} GPU{'s' if gpus > 1 else ''}"
+    small = _smallest_fitting(model, isl, osl, hw, fam, efficiency, dtype)
+    if small is None:
+        raise InfeasibleError(
+            f"{model.name} with {isl}+{osl} tokens per request fits no layout of "
+            f"{fam.name} up to {fam.topology.n_devices} devices; pick a family with more "
+            "HBM per device or shorten the request", binding="gpus")
+    n, lab = small
+    if n <= gpus:  # it fits, just not at the batches searched
+        raise InfeasibleError(
+            f"{model.name} fits on {where} at batch 1 ({lab}) but not at the batches "
+            f"searched (smallest {batch_min}); pass smaller batches", binding="batch",
+            min_gpus=n)
+    raise InfeasibleError(
+        f"{model.name} with {isl}+{osl} tokens per request does not fit on {where}: the "
+        f"smallest GPU count that fits is {n} ({lab} at batch 1); pass gpus >= {n}",
+        binding="gpus", min_gpus=n)
 
 
 def _ttft_floor(ds: xr.Dataset) -> float:
@@ -964,8 +1011,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (default: H200)")
     parser.add_argument("--gpus", type=_cli_int, required=True,
                         help="device budget: deployments using more GPUs are not considered")
-    parser.add_argument("--exact-gpus", action="store_true",
+    parser.add_argument("--exact-gpus", "--gpus-exact", dest="exact_gpus", action="store_true",
                         help="use exactly --gpus devices instead of at most")
+    parser.add_argument("--dtype", choices=list(DTYPES), default=None,
+                        help="precision of weights, activations and KV cache: fp8 / int8 run "
+                             "the matmuls at the family's FP8 / INT8 rate (default: the "
+                             "model's own, 16-bit for the presets)")
     parser.add_argument("--isl", type=_cli_int, default=4000,
                         help="input tokens per request (default 4000)")
     parser.add_argument("--osl", type=_cli_int, default=1000,
@@ -1021,7 +1072,7 @@ def _run(args: argparse.Namespace) -> int:
                   max_ttft_ms=args.max_ttft_ms, max_tpot_ms=args.max_tpot_ms,
                   batch=flat(args.batch) or DEFAULT_BATCHES,
                   prefill_batch=flat(args.prefill_batch) or DEFAULT_PREFILL_BATCHES,
-                  exact_gpus=args.exact_gpus, modes=modes, top=args.top)
+                  exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype)
     rows = result.rows(args.rows)
     text = format_rows(rows, args.format)
     if args.format == "table":
@@ -1029,7 +1080,8 @@ def _run(args: argparse.Namespace) -> int:
                                                          ("TPOT", result.max_tpot_ms))
                         if v is not None) or "no latency limits"
         n_lay = int(result.dataset.within_budget.sum())
-        print(f"{result.model} on {result.gpus} x {result.family}, ISL {result.isl} / OSL "
+        prec = f" in {result.dtype}" if result.dtype else ""
+        print(f"{result.model}{prec} on {result.gpus} x {result.family}, ISL {result.isl} / OSL "
               f"{result.osl}, {lim}: {n_lay} layouts x {result.dataset.sizes['batch']} batches "
               f"searched in {result.elapsed_s:.1f} s; {len(result.candidates)} configurations")
         for mode in modes:

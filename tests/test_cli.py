@@ -169,6 +169,64 @@ def test_main__train_mode_and_hardware_override(capsys):
     assert fast < slow
 
 
+def test_main__evaluate_gpus_budget_picks_a_layout_within_it(capsys):
+    argv = ["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--mode", "train",
+            "--s-kv", "8192", "--top", "5", "--format", "json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)[0]["n_devices"] == 4096  # no budget
+    assert main([*argv, "--gpus", "8"]) == 0
+    cap = capsys.readouterr()
+    rows = json.loads(cap.out)
+    assert rows and all(r["n_devices"] <= 8 for r in rows)
+    assert (rows[0]["tp"], rows[0]["n_devices"]) == (8, 8)
+    assert "budget at most 8 devices" in cap.err and "on 8 devices" in cap.err
+    assert main([*argv, "--gpus", "4", "--gpus-exact"]) == 0
+    assert {r["n_devices"] for r in json.loads(capsys.readouterr().out)} == {4}
+
+
+def test_main__evaluate_budget_too_small_exit_2_names_the_smallest_count(capsys):
+    argv = ["evaluate", "--model", "Llama 3.1 70B", "--family", "H100-SXM", "--mode", "train",
+            "--s-kv", "8192", "--batch", "8", "--gpus", "2"]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    line = _one_error_line(cap.err, "evaluate")
+    assert "--gpus 2:" in line and "the smallest device count that fits is 32" in line
+    assert cap.out == ""
+
+
+def test_main__evaluate_batch_and_s_kv_lists_give_the_top_per_point(capsys):
+    argv = ["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--batch", "1,8,64",
+            "--s-kv", "2048,8192", "--gpus", "8", "--top", "2"]
+    assert main([*argv, "--format", "json"]) == 0
+    cap = capsys.readouterr()
+    rows = json.loads(cap.out)
+    points = [(r["s_kv"], r["batch"]) for r in rows]
+    assert points == [(s, b) for s in (2048, 8192) for b in (1, 8, 64) for _ in range(2)]
+    assert list(rows[0])[:2] == ["s_kv", "batch"]
+    assert cap.err.count("best by latency") == 6 and "s_kv 8192, batch 64: best" in cap.err
+    ev = importlib.import_module("simcore.evaluate")
+    best = simcore.best(ev.evaluate("Llama 3.1 8B", batch=[1, 8, 64], s_kv=[2048, 8192],
+                                    family="H100-SXM", gpus=8)).squeeze()
+    for r in rows[::2]:
+        want = float(best.latency_ns.sel(s_kv=r["s_kv"], batch=r["batch"])) / 1e6
+        assert r["latency_ms"] == pytest.approx(want, rel=1e-12)
+    assert main([*argv, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("s_kv,batch,tp,") and len(lines) == 13
+    assert main(argv) == 0  # the table
+    assert "s_kv  batch  TP" in capsys.readouterr().out
+
+
+def test_main__explore_gpus_budget_keeps_each_candidates_layout_within_it(capsys):
+    argv = ["explore", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192",
+            "--depth", "two_stage", "--no-progress", "--format", "json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)[0]["n_devices"] > 4
+    assert main([*argv, "--gpus", "4"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["n_devices"] <= 4 for r in rows)
+
+
 def test_main__model_from_a_config_folder_and_bad_paths(tmp_path, capsys):
     import shutil
 

@@ -271,3 +271,134 @@ def test_package__submodule_import_does_not_shadow_the_function():
     subprocess.run([sys.executable, "-c", code], check=True)
     light = "import simcore, sys; simcore.Workload('decode'); assert 'xarray' not in sys.modules"
     subprocess.run([sys.executable, "-c", light], check=True)
+
+
+# --- device budget (gpus=N) -----------------------------------------------------------------
+
+H100 = dict(family="H100-SXM", space="reduced")
+TRAIN_8K = Workload("train", s_kv=8192)
+
+
+def test_evaluate__gpus_masks_layouts_over_the_budget_as_not_fitting():
+    wl = Workload("decode", s_kv=8192, batch=8)
+    plain = evaluate("Llama 3.1 8B", wl, **H100)
+    ds = evaluate("Llama 3.1 8B", wl, **H100, gpus=8)
+    inside, outside = plain.n_devices <= 8, plain.n_devices > 8
+    assert bool(plain.fits.where(outside, False).any())  # the mask has work to do
+    # inside the budget: the same numbers, bit for bit
+    xr.testing.assert_identical(ds.latency_ns.where(inside), plain.latency_ns.where(inside))
+    assert bool((ds.fits == (plain.fits & inside)).all())
+    # outside: exactly how a layout that cannot run is represented (NaN, not valid, no fit)
+    assert bool(ds.latency_ns.where(outside).isnull().all())
+    assert bool(ds.mem_bytes.where(outside).isnull().all())
+    assert not bool(ds.valid.where(outside, False).any())
+    assert (ds.attrs["gpus"], ds.attrs["exact_gpus"]) == (8, 0)
+    assert "gpus" not in plain.attrs
+    assert int(best(plain).n_devices.max()) > 8  # without the budget a larger layout wins
+    for metric in ("latency", "throughput", "FLOPS"):  # a masked layout never wins
+        assert int(best(ds, metric).n_devices.max()) <= 8
+        fused = evaluate_best("Llama 3.1 8B", wl, **H100, gpus=8, metric=metric)
+        assert int(fused.n_devices.max()) <= 8
+        np.testing.assert_array_equal(fused.latency_ns.values,
+                                      best(ds, metric).latency_ns.values)
+
+
+def test_evaluate__masked_layouts_never_join_a_pareto_frontier():
+    from simcore.pareto import pareto
+
+    ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=64), **H100, gpus=4)
+    front = pareto(ds.squeeze(list(HW_KNOBS)), objectives=("latency", "throughput"),
+                   feasible="fits")
+    assert bool(front.any())
+    assert int(ds.n_devices.where(front).max()) <= 4
+
+
+def test_evaluate__train_llama8b_h100_gpus8_picks_at_most_8_devices():
+    before = best(evaluate("Llama 3.1 8B", TRAIN_8K, **H100)).squeeze()
+    assert int(before.n_devices) == 4096  # what it picked without a budget
+    after = best(evaluate("Llama 3.1 8B", TRAIN_8K, **H100, gpus=8)).squeeze()
+    assert bool(after.any_fits) and int(after.n_devices) <= 8
+    assert (int(after.best_tp), int(after.n_devices)) == (8, 8)
+
+
+def test_evaluate__exact_gpus_keeps_only_that_device_count():
+    ds = evaluate("Llama 3.1 8B", TRAIN_8K, **H100, gpus=8, exact_gpus=True)
+    used = ds.n_devices.where(ds.fits.any(list(HW_KNOBS))).values
+    assert set(used[np.isfinite(used)].tolist()) == {8.0}
+
+
+def test_evaluate__budget_too_small_names_the_smallest_count_that_fits():
+    wl = Workload("train", s_kv=8192, batch=8)
+    with pytest.raises(simcore.DeviceBudgetError, match="smallest device count that fits is") \
+            as info:
+        evaluate("Llama 3.1 70B", wl, **H100, gpus=2)
+    e = info.value
+    assert isinstance(e, simcore.SimcoreInputError) and "\n" not in str(e)
+    n = e.min_devices
+    assert n is not None and n > 2 and f"at least {n}" in str(e)
+    assert bool(evaluate("Llama 3.1 70B", wl, **H100, gpus=n).fits.any())
+    ds = evaluate("Llama 3.1 70B", wl, **H100)
+    assert int(ds.n_devices.where(ds.fits.any(list(HW_KNOBS))).min()) == n
+    with pytest.raises(simcore.DeviceBudgetError, match="exactly 6 devices.*counts that fit"):
+        evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), **H100, gpus=6,
+                 exact_gpus=True)
+
+
+def test_evaluate__budget_survives_dask_chunks():
+    grid = {"pe_hbm_gb": [40.0, 80.0], "bw_hbm_gbs": [2000.0, 4000.0]}
+    kw = dict(hardware=grid, family="H100-SXM", space="reduced", gpus=4, batch=[1, 16])
+    eager = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), **kw)
+    lazy = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), **kw, chunks=1)
+    assert lazy.latency_ns.chunks is not None
+    xr.testing.assert_identical(eager, lazy.compute())
+    assert not bool(eager.fits.where(eager.n_devices > 4, False).any())
+
+
+# --- batch and s_kv as sweep dimensions -----------------------------------------------------
+
+def test_evaluate__batch_and_s_kv_are_sweep_dims_equal_to_single_evaluates():
+    ds = evaluate("Llama 3.1 8B", batch=[1, 8, 64, 256], s_kv=[2048, 8192], **H100)
+    assert list(ds.latency_ns.dims) == ["s_kv", "batch", *HW_KNOBS, *PARALLEL_DIMS]
+    assert list(ds.mem_bytes.dims) == ["s_kv", "batch", *PARALLEL_DIMS]
+    assert list(ds.n_devices.dims) == list(PARALLEL_DIMS)
+    assert ds.batch.values.tolist() == [1, 8, 64, 256] and ds.s_kv.values.tolist() == [2048, 8192]
+    assert ds.batch.attrs["units"] == "sequences" and ds.s_kv.attrs["units"] == "tokens"
+    assert "batch" not in ds.attrs and "s_kv" not in ds.attrs and ds.attrs["mode"] == "decode"
+    for b in (1, 64):
+        one = evaluate("Llama 3.1 8B", Workload("decode", batch=b, s_kv=8192), **H100)
+        for name in ("latency_ns", "fits", "mem_bytes", "valid"):
+            np.testing.assert_array_equal(ds[name].sel(batch=b, s_kv=8192).values,
+                                          one[name].values)
+    # one call and one .plot: latency of the best layout vs batch, labelled with units
+    line = best(ds).latency_ns.squeeze(list(HW_KNOBS)).sel(s_kv=8192).plot(x="batch")
+    assert line[0].axes.get_xlabel() == "sequences per step [sequences]"
+
+
+def test_evaluate__scalar_batch_and_s_kv_keep_todays_shape():
+    wl = Workload("prefill", s_kv=4096, batch=2)
+    got = evaluate("Llama 3.1 8B", Workload("prefill"), batch=2, s_kv=4096, **H100)
+    xr.testing.assert_identical(got, evaluate("Llama 3.1 8B", wl, **H100))
+    one = evaluate("Llama 3.1 8B", Workload("prefill"), batch=[2], s_kv=4096, **H100)
+    assert dict(one.sizes)["batch"] == 1  # a sequence, even of one value, is a dim
+
+
+def test_evaluate__prefill_and_train_sweeps_move_s_q_with_s_kv():
+    ds = evaluate("Llama 3.1 8B", Workload("prefill"), s_kv=[1024, 4096], **H100)
+    for s in (1024, 4096):
+        one = evaluate("Llama 3.1 8B", Workload("prefill", s_kv=s), **H100)
+        np.testing.assert_array_equal(ds.latency_ns.sel(s_kv=s).values, one.latency_ns.values)
+    assert "s_q" not in ds.attrs
+    tr = evaluate("Llama 3.1 8B", Workload("train", micro_batch=2, batch=8), batch=[8, 16],
+                  s_kv=[2048, 4096], **H100, gpus=8)
+    assert dict(tr.sizes)["batch"] == 2 and int(best(tr).n_devices.max()) <= 8
+
+
+def test_evaluate_best__sweep_dims_agree_with_best_of_the_full_tensor():
+    kw = dict(batch=[1, 32], s_kv=[1024, 16384], hardware={"bw_hbm_gbs": [2000.0, 4000.0]},
+              **H100, gpus=8)
+    fused = evaluate_best("Llama 3.1 8B", **kw)
+    full = best(evaluate("Llama 3.1 8B", **kw))
+    assert list(fused.latency_ns.dims) == ["s_kv", "batch", *HW_KNOBS]
+    for name in ("latency_ns", "n_devices", "best_tp", "best_layout_index", "any_fits"):
+        np.testing.assert_array_equal(fused[name].values, full[name].values)
+    assert fused.batch.attrs["units"] == "sequences"

@@ -101,6 +101,21 @@ def test_sweep__batch_and_context_dims_equal_single_evaluates():
     assert ds.batch.attrs["units"] == "requests" and ds.s_kv.attrs["units"] == "tokens"
 
 
+def test_sweep__is_evaluate_with_batch_context_dims_and_the_engines_budget():
+    kw = dict(space="reduced", family="H100-SXM")
+    ds = sweep("Llama 3.1 8B", "decode", batch=[16, 1], s_kv=[8192, 1024], gpus=4, **kw)
+    ev = simcore.evaluate("Llama 3.1 8B", Workload("decode"), batch=[1, 16], s_kv=[1024, 8192],
+                          gpus=4, **kw)
+    for name in ("latency_ns", "fits", "valid", "mem_bytes", "n_devices"):
+        np.testing.assert_array_equal(ds[name].values, ev[name].values)
+    # masked in the engine: a layout outside the budget has no numbers at all
+    outside = ds.n_devices > 4
+    assert bool(ds.latency_ns.where(outside).isnull().all())
+    assert bool((ds.within_budget == ~outside).all())
+    with pytest.raises(simcore.DeviceBudgetError, match="smallest device count that fits is 2"):
+        sweep("Llama 3.1 70B", "decode", batch=[1], s_kv=[4096], gpus=1, **kw)
+
+
 def test_serving_space__dp_is_replicas_and_sizes_stay_in_budget():
     sp = serving_space(4).dict
     assert sp["dp"] == (1,) and max(sp["tp"]) == 4 and max(sp["cp"]) == 4 and max(sp["pp"]) == 4
@@ -318,6 +333,49 @@ def test_plan__hardware_point_overrides_the_family():
 def test_plan__disagg_only_on_one_gpu_needs_two_workers():
     with pytest.raises(InfeasibleError, match="one prefill and one decode worker"):
         plan("Llama 3.1 8B", **{**SMALL, "gpus": 1}, modes=("disagg",))
+
+
+# --- precision (dtype) --------------------------------------------------------------------------
+
+def test_plan__dtype_sets_weights_activations_and_kv_cache(small):
+    assert plan("Llama 3.1 8B", **SMALL, dtype="bf16").rows("candidates") == \
+        small.rows("candidates")  # the presets are 16-bit already
+    fp8 = plan("Llama 3.1 8B", **SMALL, dtype="fp8")
+    assert fp8.dtype == "fp8" and fp8.dataset.attrs["dtype"] == "fp8" and small.dtype == ""
+    b8, b16 = fp8.best_of("agg"), small.best_of("agg")
+    assert b8.tokens_per_s_per_gpu > 1.5 * b16.tokens_per_s_per_gpu
+    # one byte per weight and per KV element: decode memory halves at the same layout
+    m8 = fp8.dataset.decode_mem_per_gpu_gb.where(fp8.dataset.decode_fits)
+    m16 = small.dataset.decode_mem_per_gpu_gb.where(small.dataset.decode_fits & fp8.dataset.decode_fits)
+    np.testing.assert_allclose((m8 / m16).median(), 0.5, rtol=0.05)
+    assert plan("Llama 3.1 8B", **SMALL, dtype="int8").best  # H100 has an INT8 rate
+    wl = Workload("decode", batch=8, s_kv=2048 + 128, weight_dtype="fp8", act_dtype="fp8",
+                  kv_dtype="fp8")
+    one = simcore.evaluate("Llama 3.1 8B", wl, space=serving_space(4), family="H100-SXM")
+    lay = _layout_of(fp8.dataset, "TP1")
+    assert float(fp8.dataset.decode_step_ms.sel(batch=8, **lay)) == \
+        float(one.latency_ns.sel(**lay).squeeze()) / 1e6
+
+
+def test_plan__dtype_the_family_cannot_run_says_what_would_work():
+    with pytest.raises(ServingError, match="A100-80G has none: pass one of fp16, bf16, int8"):
+        plan("Llama 3.1 8B", **{**SMALL, "family": "A100-80G"}, dtype="fp8")
+    with pytest.raises(ServingError, match="dtype must be one of fp16, bf16, fp8, int8"):
+        plan("Llama 3.1 8B", **SMALL, dtype="fp32")
+
+
+def test_run__dtype_option_reaches_the_plan(capsys):
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--gpus", "4", "--isl", "2048",
+            "--osl", "256", "--batch", "8", "32", "--dtype", "fp8"]
+    assert run(_parser().parse_args(argv)) == 0
+    assert "Llama 3.1 8B in fp8 on 4 x H100-SXM" in capsys.readouterr().out
+    assert run(_parser().parse_args([*argv, "--format", "json"])) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = plan("Llama 3.1 8B", family="H100-SXM", gpus=4, isl=2048, osl=256, batch=(8, 32),
+                dtype="fp8").rows()
+    assert [r["tokens_per_s_per_gpu"] for r in got] == [r["tokens_per_s_per_gpu"] for r in want]
+    with pytest.raises(SystemExit):
+        _parser().parse_args([*argv[:-1], "fp4"])
 
 
 # --- rows, CLI and plot ------------------------------------------------------------------------

@@ -2,26 +2,33 @@
 
 Rows: the ``--top`` best fitting layouts (layout dims, ``latency_ms``,
 ``throughput_tok_s``, ``n_devices``, ``mem_gb`` per device, ``compute_ms``,
-``memory_ms``, ``comm_ms``). Exit code 1 when no layout fits in memory.
+``memory_ms``, ``comm_ms``). ``--s-kv`` / ``--batch`` comma lists sweep them: the
+``--top`` best per (``s_kv``, ``batch``) point, each row led by its ``s_kv`` and
+``batch``. ``--gpus N`` (``--exact-gpus``) is a device budget. Exit code 1 when no
+layout fits in memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from .options import (
+    add_budget_options,
     add_hardware_overrides,
     add_metric_options,
     add_model_options,
     add_output_options,
     add_space_option,
     add_workload_options,
+    budget_kwargs,
     make_workload,
     resolve_family,
     resolve_model,
+    sweep_kwargs,
 )
-from .output import LAYOUT_COLUMNS, METRIC_COLUMNS, emit_rows, for_script, note_stream
+from .output import LAYOUT_COLUMNS, METRIC_COLUMNS, Column, emit_rows, for_script, note_stream
 
 __all__ = ["COLUMNS", "add_parser", "run"]
 
@@ -35,15 +42,26 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                     "of a model and workload on a hardware family and print the best ones "
                     "that fit in memory.")
     add_model_options(p)
-    add_workload_options(p, train=True)
+    add_workload_options(p, train=True, sweep=True)
+    add_budget_options(p)
     add_hardware_overrides(p)
     add_space_option(p)
-    add_metric_options(p, rows="layouts")
+    add_metric_options(p, rows="layouts (per batch/s_kv point when swept)")
     add_output_options(p, rows="the layouts")
     p.set_defaults(func=run)
 
 
+def _points(ds: Any, dims: list[str]) -> list[tuple[dict[str, int], Any]]:
+    """``(coordinates, Dataset)`` per point of the swept dims, in C order."""
+    import itertools
+
+    values = [ds[d].values.tolist() for d in dims]
+    return [(dict(zip(dims, at, strict=True)), ds.sel(dict(zip(dims, at, strict=True))))
+            for at in itertools.product(*values)]
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..errors import DeviceBudgetError, SimcoreInputError
     from ..evaluate import evaluate
     from ..metrics import best, top_points
     from ..report import fmt_ns
@@ -51,26 +69,52 @@ def run(args: argparse.Namespace) -> int:
     model = resolve_model(args)
     wl = make_workload(args)
     fam = resolve_family(args)
+    budget = budget_kwargs(args)
+    sweep = sweep_kwargs(args)
     notes = note_stream(args)
-    ds = evaluate(model, wl, space=args.space, family=fam, hardware=fam.hardware)
+    try:
+        ds = evaluate(model, wl, space=args.space, family=fam, hardware=fam.hardware,
+                      **sweep, **budget)
+    except DeviceBudgetError as exc:
+        raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None
+    dims = list(sweep)
+    columns = [Column(d, d) for d in dims] + COLUMNS
     n_fit = int(ds.fits.sum())
-    print(f"{model.name} {wl.mode} s_kv={wl.s_kv} batch={wl.batch} on {ds.attrs['family']} "
-          f"({ds.attrs['n_system_devices']} devices), {args.space} space: "
-          f"{ds.valid.sum().item()} valid layouts of {ds.valid.size}, {n_fit} fit in memory",
-          file=notes)
+    s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
+    batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
+    within = "" if not budget else (f", budget {'exactly' if budget['exact_gpus'] else 'at most'}"
+                                    f" {budget['gpus']} devices")
+    valid = ds.valid.any(dims) if dims else ds.valid  # valid at some point of the sweep
+    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {ds.attrs['family']} "
+          f"({ds.attrs['n_system_devices']} devices{within}), {args.space} space: "
+          f"{valid.sum().item()} valid layouts of {valid.size}, {n_fit} fit in memory"
+          + (f" (over {math.prod(ds.sizes[d] for d in dims)} batch/s_kv points)" if dims else ""), file=notes)
     if n_fit == 0:
         if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
-            emit_rows([], COLUMNS, args.format, args.out)
+            emit_rows([], columns, args.format, args.out)
         print("no layout fits: try a family with more HBM per device (--family H200), a "
-              "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=...",
-              file=notes)
+              "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=..."
+              + (", or a larger --gpus" if budget else ""), file=notes)
         return 1
-    emit_rows(top_points(ds, args.metric, n=args.top), COLUMNS, args.format, args.out)
-    b = best(ds, args.metric).squeeze()
-    parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns", "overhead_ns")}
-    bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
-    print(f"best by {args.metric}: {fmt_ns(float(b.latency_ns))} per step, {bound}-bound "
-          f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
-          f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
-          f"{fmt_ns(parts['overhead_ns'])})", file=notes)
+    rows: list[dict[str, Any]] = []
+    lines: list[str] = []
+    for at, pt in _points(ds, dims):
+        where = ", ".join(f"{k} {v}" for k, v in at.items())
+        if not bool(pt.fits.any()):
+            lines.append(f"{where}: no layout fits")
+            continue
+        rows += [{**r, **at} for r in top_points(pt, args.metric, n=args.top)]
+        b = best(pt, args.metric).squeeze()
+        parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns", "overhead_ns")}
+        bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
+        lines.append(
+            (f"{where}: " if where else "")
+            + f"best by {args.metric}: {fmt_ns(float(b.latency_ns))} per step, {bound}-bound "
+              f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
+              f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
+              f"{fmt_ns(parts['overhead_ns'])})"
+            + (f" on {int(b.n_devices)} devices" if budget else ""))
+    emit_rows(rows, columns, args.format, args.out)
+    for line in lines:
+        print(line, file=notes)
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import SimcoreInputError
 from .options import (
     OptionError,
+    add_budget_options,
     add_hardware_overrides,
     add_metric_options,
     add_model_options,
@@ -31,6 +32,7 @@ from .options import (
     add_space_option,
     add_workload_options,
     assignment,
+    budget_kwargs,
     make_workload,
     output_file,
     positive_floats,
@@ -103,6 +105,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                     "and the knob sensitivity ranking.")
     add_model_options(p)
     add_workload_options(p)
+    add_budget_options(p)
     add_hardware_overrides(p, what=": the baseline the sweep scales and cost_score divides by")
     p.add_argument("--depth", type=_depth, default="balanced",
                    help="hardware sweep: two_stage (1 point), balanced (64), coarse (729), or "
@@ -264,7 +267,7 @@ def _cost_columns(r: Any) -> list[Column]:
 def run(args: argparse.Namespace) -> int:
     from ..codesign import joint_explore
     from ..distributed import warm_cache
-    from ..errors import SimcoreRetryError
+    from ..errors import DeviceBudgetError, SimcoreRetryError
     from ..report import fmt_ns, fmt_num
     from ..sweep import StoreMismatchError
 
@@ -272,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
     _cost_kwargs(args)  # reject a bad cost model / objective before any work
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
+    budget = budget_kwargs(args)
     fam = resolve_family(args)
     depth = _depth_of(args)
     _preflight(args, fam, depth)
@@ -286,8 +290,10 @@ def run(args: argparse.Namespace) -> int:
                           space=args.space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
-                          **_cost_kwargs(args))
+                          **_cost_kwargs(args), **budget)
         wall = time.perf_counter() - t0
+    except DeviceBudgetError as exc:
+        raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None
     except StoreMismatchError as exc:
         raise SimcoreInputError(f"--resume: {exc}") from None
     except SimcoreRetryError as exc:

@@ -3,7 +3,9 @@
 Every command builds its parser from these helpers, so an option has one spelling, one
 default and one help text everywhere: :func:`add_model_options` (``--model``,
 ``--family``), :func:`add_workload_options` (``--mode``, ``--s-kv``, ``--batch`` and the
-training options), :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
+training options; with ``sweep=True`` ``--s-kv`` and ``--batch`` take comma lists),
+:func:`add_budget_options` (``--gpus``, ``--exact-gpus``),
+:func:`add_hardware_overrides` (``--set KNOB=VALUE``),
 :func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
 ``--top``) and :func:`add_output_options` (``--format``, ``--out``).
 
@@ -34,11 +36,11 @@ from ..presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
 __all__ = [
     "DEFAULT_SPACE", "FORMATS", "METRICS", "SPACES",
     "OptionError", "Parser", "ParserExit", "UsageError",
-    "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
+    "add_budget_options", "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
     "add_space_option", "add_workload_options",
-    "assignment", "fraction", "make_workload", "output_file", "parse_assignment",
-    "positive_float", "positive_floats", "positive_int", "resolve_family", "resolve_model",
-    "store_path",
+    "assignment", "budget_kwargs", "fraction", "int_or_list", "make_workload", "output_file",
+    "parse_assignment", "positive_float", "positive_floats", "positive_int", "resolve_family",
+    "resolve_model", "store_path", "sweep_kwargs",
 ]
 
 #: The layout space every command uses unless told otherwise: the engine's default
@@ -109,6 +111,34 @@ def positive_int(text: str) -> int:
     if v < 1:
         raise OptionError(f"expected a positive integer, got {text!r}")
     return v
+
+
+def int_or_list(text: str) -> int | list[int]:
+    """``"8"`` -> 8 (one value); ``"1,8,64"`` -> ``[1, 8, 64]`` (a sweep dimension), each
+    a positive integer given once.
+
+    Examples
+    --------
+    >>> int_or_list("8"), int_or_list("1,8,64")
+    (8, [1, 8, 64])
+    >>> int_or_list("8,8")
+    Traceback (most recent call last):
+    ...
+    simcore.cli.options.OptionError: repeats 8 in '8,8'; give each value once
+    """
+    if "," not in text:
+        return positive_int(text.strip())
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    if not parts:
+        raise OptionError(f"expected N or N1,N2,... (positive integers), got {text!r}")
+    try:
+        values = [positive_int(t) for t in parts]
+    except OptionError:
+        raise OptionError(f"expected N or N1,N2,... (positive integers), got {text!r}") from None
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise OptionError(f"repeats {', '.join(map(str, dup))} in {text!r}; give each value once")
+    return values
 
 
 def positive_float(text: str) -> float:
@@ -216,19 +246,26 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
                         f"(default: {DEFAULT_FAMILY})")
 
 
-def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False) -> None:
+def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
+                         sweep: bool = False) -> None:
     """``--mode``, ``--s-kv``, ``--batch``; with ``train=True`` also ``--micro-batch``,
-    ``--recompute`` and ``--zero-stage``."""
+    ``--recompute`` and ``--zero-stage``; with ``sweep=True`` ``--s-kv`` and ``--batch``
+    also take comma lists (``--batch 1,8,64``: a sweep dimension, see
+    :func:`sweep_kwargs`)."""
     modes = ["decode", "prefill", "train"] if train else ["decode", "prefill"]
+    convert = int_or_list if sweep else positive_int
+    lists = "; a comma list (1,8,64) sweeps it" if sweep else ""
     p.add_argument("--mode", choices=modes, default="decode",
                    help="decode (time per output token), prefill (time to first token)"
                         + (" or train (step time)" if train else "") + " (default: decode)")
-    p.add_argument("--s-kv", type=positive_int, default=131072, metavar="TOKENS",
+    p.add_argument("--s-kv", type=convert, default=131072,
+                   metavar="TOKENS[,TOKENS...]" if sweep else "TOKENS",
                    help="context length in tokens: prompt length for prefill"
-                        + (", sequence length for train" if train else "") + " (default: 131072)")
-    p.add_argument("--batch", type=positive_int, default=1, metavar="N",
+                        + (", sequence length for train" if train else "") + lists
+                        + " (default: 131072)")
+    p.add_argument("--batch", type=convert, default=1, metavar="N[,N...]" if sweep else "N",
                    help="sequences per step" + (" (global batch for train)" if train else "")
-                        + " (default: 1)")
+                        + lists + " (default: 1)")
     if train:
         p.add_argument("--micro-batch", type=positive_int, default=1, metavar="N",
                        help="train: sequences per micro-batch per replica (default: 1)")
@@ -236,6 +273,29 @@ def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False) -> 
                        help="train: activation recomputation (default: selective)")
         p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0,
                        help="train: ZeRO stage for model-state memory (default: 0)")
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """``--gpus N`` (a device budget: layouts using more are masked) and ``--exact-gpus``
+    (also spelled ``--gpus-exact``: exactly N); read them with :func:`budget_kwargs`."""
+    p.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+                   help="device budget: layouts using more than N devices are left out (a "
+                        "budget on which nothing fits names the smallest count that does) "
+                        "(default: no budget)")
+    p.add_argument("--exact-gpus", "--gpus-exact", dest="exact_gpus", action="store_true",
+                   help="with --gpus: only layouts using exactly N devices")
+
+
+def budget_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--gpus`` / ``--exact-gpus`` as ``gpus=``, ``exact_gpus=`` keywords (``{}`` without
+    a budget)."""
+    gpus = getattr(args, "gpus", None)
+    exact = bool(getattr(args, "exact_gpus", False))
+    if gpus is None:
+        if exact:
+            raise SimcoreInputError("--exact-gpus needs a budget: pass --gpus N as well")
+        return {}
+    return {"gpus": gpus, "exact_gpus": exact}
 
 
 def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> None:
@@ -351,11 +411,22 @@ _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
                      "zero_stage": "--zero-stage"}
 
 
+def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The comma lists among ``--s-kv`` / ``--batch`` as ``s_kv=`` / ``batch=`` keywords
+    of :func:`simcore.evaluate` (sweep dimensions); single values are in the workload."""
+    return {k: v for k in ("s_kv", "batch") if isinstance(v := getattr(args, k), list)}
+
+
+def _first(value: int | list[int]) -> int:
+    return value[0] if isinstance(value, list) else value
+
+
 def make_workload(args: argparse.Namespace) -> Any:
-    """The :class:`~simcore.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ..."""
+    """The :class:`~simcore.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ...
+    (the first value of a comma list; :func:`sweep_kwargs` gives the lists)."""
     from ..specs import Workload
 
-    kw: dict[str, Any] = {"batch": args.batch, "s_kv": args.s_kv}
+    kw: dict[str, Any] = {"batch": _first(args.batch), "s_kv": _first(args.s_kv)}
     if args.mode == "train":
         kw.update(micro_batch=args.micro_batch, recompute=args.recompute,
                   zero_stage=args.zero_stage)
