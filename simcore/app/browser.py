@@ -71,9 +71,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-    for stream in (proc.stdout, proc.stderr):
-        if stream:
-            stream.close()
 
 
 @contextlib.contextmanager
@@ -81,15 +78,18 @@ def running_app(*, port: int | None = None, startup_s: float = 90.0) -> Iterator
     """Run ``python -m simcore app --port PORT`` until the block ends; yields its URL."""
     port = port or free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # the server's output goes to a file: a pipe nobody reads would block it when full
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "simcore", "app", "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup_s
         while True:
             if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                log.seek(0)
+                out = log.read().decode(errors="replace")
                 raise RuntimeError(f"simcore app exited with {proc.returncode}: {out[-2000:]}")
             try:
                 with urllib.request.urlopen(url + "/_stcore/health", timeout=1) as resp:
@@ -103,6 +103,7 @@ def running_app(*, port: int | None = None, startup_s: float = 90.0) -> Iterator
         yield url
     finally:
         _stop(proc)
+        log.close()
 
 
 def script_finished(dom: str) -> bool:
@@ -131,11 +132,13 @@ class Browser:
         self._id = 0
         self._profile: tempfile.TemporaryDirectory[str] | None = None
         self._stack = contextlib.ExitStack()
+        self._log: Any = None
 
     def __enter__(self) -> Browser:
         from websockets.sync.client import connect
 
         self._profile = tempfile.TemporaryDirectory(prefix="simcore-chromium-")
+        self._log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads it
         w, h = self.window
         self._proc = subprocess.Popen(
             [self.binary, "--headless=new", "--no-sandbox", "--disable-gpu",
@@ -144,7 +147,7 @@ class Browser:
              "--remote-debugging-port=0", "--remote-allow-origins=*",
              f"--window-size={w},{h}", f"--user-data-dir={self._profile.name}",
              "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
         try:
             port = self._devtools_port()
             deadline = time.monotonic() + self.startup_s
@@ -167,19 +170,18 @@ class Browser:
         return self
 
     def _devtools_port(self) -> int:
-        assert self._proc is not None and self._proc.stderr is not None
+        """The port chromium chose (``--remote-debugging-port=0`` writes it to
+        ``DevToolsActivePort`` in the profile)."""
+        assert self._proc is not None and self._profile is not None
+        marker = Path(self._profile.name) / "DevToolsActivePort"
         deadline = time.monotonic() + self.startup_s
-        seen = []
-        while time.monotonic() < deadline:
-            line = self._proc.stderr.readline().decode(errors="replace")
-            if not line and self._proc.poll() is not None:
-                break
-            seen.append(line)
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                return int(m.group(1))
-        raise RuntimeError("chromium did not start its DevTools server: "
-                           + "".join(seen)[-1500:])
+        while time.monotonic() < deadline and self._proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                return int(marker.read_text().split()[0])
+            time.sleep(0.1)
+        self._log.seek(0)
+        out = self._log.read().decode(errors="replace")
+        raise RuntimeError(f"chromium did not start its DevTools server: {out[-1500:]}")
 
     def __exit__(self, *exc: object) -> None:
         if self._ws is not None:
@@ -192,6 +194,9 @@ class Browser:
         if self._profile is not None:
             self._profile.cleanup()
             self._profile = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         """One DevTools command; its ``result`` (events in between are dropped)."""
