@@ -208,38 +208,73 @@ def _lognorm(values: Any) -> Any:
     return LogNorm(vmin=float(values.min()), vmax=float(values.max()))
 
 
-def plot_compare(result: Any, path: str | os.PathLike[str] | None = None) -> Any:
-    """Latency and throughput of each design's best layout (two panels, log x) over the
-    swept axis (``s_kv``, or ``batch`` when only it varies); other values of the second
-    axis are drawn as further line styles. Returns the figure."""
+def _count_label(v: float) -> str:
+    """8192 -> "8K", 131072 -> "128K", 1048576 -> "1M", 48 -> "48"."""
+    v = int(v)
+    for div, suffix in ((1 << 20, "M"), (1 << 10, "K")):
+        if v >= div and v % div == 0:
+            return f"{v // div}{suffix}"
+    return str(v)
+
+
+def plot_compare(result: Any, path: str | os.PathLike[str] | None = None, *,
+                 speedup: bool = False) -> Any:
+    """Latency and throughput of each design's best layout (log x) over the swept axis
+    (``s_kv``, or ``batch`` when only it varies); other values of the second axis are
+    drawn as further line styles. ``speedup=True`` adds a third panel, the speed-up of
+    every design over the first. The legend sits below the panels. Returns the figure."""
     import numpy as np
+    from matplotlib.ticker import FixedLocator, NullLocator
 
     plt = _plt()
     ds = result.dataset
     x_dim = "s_kv" if ds.sizes["s_kv"] > 1 or ds.sizes["batch"] == 1 else "batch"
     other = "batch" if x_dim == "s_kv" else "s_kv"
-    fig, (ax_l, ax_t) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+    n_ax = 3 if speedup else 2
+    fig, axes = plt.subplots(1, n_ax, figsize=(5.2 * n_ax, 4.6), layout="constrained")
+    ax_l, ax_t = axes[0], axes[1]
     styles = ["-", "--", ":", "-."]
+    markers = "osD^v"
+    base = result.designs[0]
     for i, d in enumerate(result.designs):
         for j, ov in enumerate(ds[other].values.tolist()):
             pt = ds.sel(design=d, **{other: ov})
             xs = pt[x_dim].values
-            label = d if ds.sizes[other] == 1 else f"{d}, {other}={ov}"
-            kw = dict(color=f"C{i}", ls=styles[j % len(styles)], marker="o", ms=4, label=label)
+            label = d if ds.sizes[other] == 1 else f"{d}, {other}={_count_label(ov)}"
+            if i == 0:
+                label += " (baseline)"
+            # a marker and a size per design: designs with equal numbers stay visible
+            kw = dict(color=f"C{i}", ls=styles[j % len(styles)], marker=markers[i % 5],
+                      ms=max(9 - 1.5 * i, 3), mfc="none" if i else f"C{i}", label=label)
             ax_l.plot(xs, pt.latency_ns.values / 1e6, **kw)
             ax_t.plot(xs, pt.throughput_tok_s.values, **kw)
-    for ax in (ax_l, ax_t):
+            if speedup:
+                axes[2].plot(xs, pt.speedup.values, **kw)
+    xvals = ds[x_dim].values.tolist()
+    for ax in axes:
         ax.set_xscale("log", base=2)
-        ax.set_xlabel(x_dim + (" (tokens)" if x_dim == "s_kv" else " (sequences)"))
+        ax.xaxis.set_major_locator(FixedLocator(xvals))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(xvals, [_count_label(v) for v in xvals])
+        ax.set_xlabel("context s_kv (tokens)" if x_dim == "s_kv" else "batch (sequences)")
         ax.grid(True, which="both", alpha=0.3)
     for ax, var in ((ax_l, "latency_ns"), (ax_t, "throughput_tok_s")):
         vals = ds[var].where(ds.fits).values
         if np.nanmax(vals) > 20 * np.nanmin(vals):
             ax.set_yscale("log")
     ax_l.set_ylabel("latency of the best layout (ms)"
-                    + (" per output token" if result.mode == "decode" else ""))
+                    + (" per output token" if result.mode == "decode" else ", TTFT"))
+    ax_l.set_title("latency (lower is better)", fontsize=10)
     ax_t.set_ylabel("throughput (tokens/s)")
-    ax_l.legend(fontsize=7)
+    ax_t.set_title("throughput (higher is better)", fontsize=10)
+    if speedup:
+        ax_s = axes[2]
+        ax_s.axhline(1.0, color="0.5", lw=1)
+        ax_s.set_ylabel(f"speed-up over {base} (×)")
+        ax_s.set_title(f"latency of {base} / latency", fontsize=10)
+    handles, labels = ax_l.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", fontsize=8,
+               ncols=min(len(labels), 4), frameon=False)
     fig.suptitle(f"{result.model} {result.mode}: {len(result.designs)} designs, best layout "
                  "per point")
     if path is not None:
@@ -259,7 +294,8 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
                    ax: Any = None, title: str | None = None) -> Any:
     """Horizontal bars of one point's latency terms: FLOP time (``compute_ns``), byte
     time (``memory_ns``), communication (``comm_ns``), the rest and the total
-    (``latency_ns``)."""
+    (``latency_ns``). Where no op is compute-bound the FLOP bar says so, with the time
+    the point's FLOPs take at the 16-bit peak, instead of "0 ns"."""
     plt = _plt()
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
@@ -270,10 +306,15 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
     other = max(score.latency_ns - score.compute_ns - score.memory_ns - score.comm_ns, 0.0)
     vals = [score.compute_ns, score.memory_ns, score.comm_ns, other, score.latency_ns]
     ms = [v / 1e6 for v in vals][::-1]
+    texts = [f" {fmt_ns(v)}" for v in vals]
+    peak = getattr(getattr(score, "hardware", None), "peak_tflops_f16", None)
+    if score.compute_ns <= 0 and peak:
+        # no op is compute-bound: say what the FLOPs would take rather than "0 ns"
+        flop_ns = score.flops_per_device * score.latency_ns / (peak * 1e12)
+        texts[0] = f" no op compute-bound (FLOPs at 16-bit peak: {fmt_ns(flop_ns)})"
     bars = ax.barh(names[::-1], ms, color=["k", "0.6", "C2", "C1", "C0"])
-    for b, v in zip(bars, vals[::-1], strict=True):
-        ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {fmt_ns(v)}", va="center",
-                fontsize=8)
+    for b, t in zip(bars, texts[::-1], strict=True):
+        ax.text(b.get_width(), b.get_y() + b.get_height() / 2, t, va="center", fontsize=8)
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, max(ms) * 1.25 if max(ms) > 0 else 1)
     ax.set_title(title or f"latency breakdown: {layout_label(score.layout)}, "

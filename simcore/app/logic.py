@@ -18,14 +18,55 @@ from typing import Any
 from ..errors import SimcoreInputError
 
 __all__ = [
-    "MAX_JOINT", "model_choices", "family_choices", "load_model_input", "count_joint",
+    "PAGES", "footer", "MAX_JOINT", "model_choices", "family_choices", "load_model_input", "count_joint",
     "run_explore", "explore_table", "table_csv", "dataset_netcdf", "point_labels",
     "run_serving", "serving_table", "run_validation", "validation_table",
     "breakdown_table", "load_deepspeed_config", "run_autotune", "trials_table",
+    "FRONTIER_PALETTE", "OFF_FRONTIER_COLOUR", "explore_chart", "DESIGN_EXAMPLES",
+    "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
+    "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS",
 ]
+
+#: The app's pages (tabs), in order; ``?page=<name in lower case>`` opens one.
+PAGES = ("Explore", "Serving", "Compare", "Autotune", "Validation")
+
+
+
+def footer() -> str:
+    """The line under every page; the page shows it last, so a browser that sees it knows
+    the script has rendered everything above."""
+    from .. import __version__
+
+    return (f"simcore {__version__}: an analytical model fitted to published measurements "
+            "(the Validation tab shows how far to trust it)")
+
 
 #: Above this many (hardware x layout) evaluations the app refuses and points to the CLI.
 MAX_JOINT = 5_000_000
+
+#: Colours of the Explore chart's frontier points, one per "knob raised" step. None is in
+#: matplotlib's tab10, so the browser test can tell this chart's markers from the
+#: matplotlib figures' (Okabe-Ito, without the yellow that vanishes on white).
+FRONTIER_PALETTE = ("#e69f00", "#0072b2", "#009e73", "#cc79a7", "#d55e00", "#56b4e9",
+                    "#7b3294", "#000000")
+#: Colour of the points off the frontier.
+OFF_FRONTIER_COLOUR = "#c8c8c8"
+
+#: Designs with knob overrides offered next to the families on the Compare page.
+DESIGN_EXAMPLES = ("H100-SXM:bw_hbm_gbs=6700", "H100-SXM:peak_tflops_f16=1978",
+                   "H100-SXM:pe_hbm_gb=150.8,bw_hbm_gbs=4800")
+
+#: Above this many (design x point) evaluations the Compare page refuses.
+MAX_COMPARE_POINTS = 400
+
+#: Units of the metrics DeepSpeed's autotuner ranks by (its ``metrics.json``).
+DEEPSPEED_METRIC_UNITS = {"throughput": "samples/s", "latency": "µs per step",
+                          "FLOPS_per_gpu": "FLOP/s"}
+
+#: The DeepSpeed config the Autotune page shows (and tunes with ``?demo=1``).
+EXAMPLE_DEEPSPEED_CONFIG: dict[str, Any] = {
+    "train_micro_batch_size_per_gpu": "auto", "zero_optimization": {"stage": "all"},
+    "autotuning": {"enabled": True}}
 
 
 def model_choices() -> list[str]:
@@ -122,20 +163,99 @@ def point_labels(result: Any) -> list[str]:
             f"{layout_label(s.layout)}" for i, s in enumerate(result.all_scores)]
 
 
-def explore_table(result: Any) -> list[dict[str, Any]]:
-    """Rows of every fitting hardware point (hardware knobs, layout, times, Pareto flag)."""
-    from ..plot import layout_label
+def _knob_ratios(hw: Any, ref: Mapping[str, float]) -> dict[str, float]:
+    """knob -> hw / ref for the knobs where they differ."""
+    from ..specs import HW_KNOBS
 
-    front = {id(s) for s in result.pareto_scores}
+    here = hw.as_dict()
+    return {k: here[k] / ref[k] for k in HW_KNOBS
+            if not math.isclose(here[k], ref[k], rel_tol=1e-9)}
+
+
+def _frontier_steps(result: Any) -> dict[Any, str]:
+    """Frontier hardware -> the knob(s) that changed from the previous frontier point
+    (cheapest first; the first point says how it differs from the family's hardware)."""
+    from ..presets import get_family
+
+    front = sorted(result.pareto_scores, key=lambda s: (s.cost_score, s.latency_ns))
+    steps: dict[Any, str] = {}
+    prev = None
+    width = len(str(len(front)))
+    for i, s in enumerate(front, start=1):
+        if prev is None:
+            ratios = _knob_ratios(s.hardware, get_family(s.hardware.family).hardware.as_dict())
+            steps[s.hardware] = ("start: family hardware" if not ratios else
+                                 "start: " + ", ".join(f"{k} ×{v:.3g}"
+                                                       for k, v in ratios.items()))
+        else:
+            ratios = _knob_ratios(s.hardware, prev.hardware.as_dict())
+            steps[s.hardware] = ("same knobs" if not ratios else " + ".join(
+                f"{k} {'up' if v > 1 else 'down'}" for k, v in ratios.items()))
+        # numbered: the legend (sorted by vega) lists the steps in frontier order
+        steps[s.hardware] = f"{i:0{width}d}. {steps[s.hardware]}"
+        prev = s
+    return steps
+
+
+def explore_table(result: Any) -> list[dict[str, Any]]:
+    """Rows of every fitting hardware point: hardware knobs, layout, times, ``changed``
+    (knobs vs the family's hardware), ``pareto`` and ``frontier_step`` (the knob that
+    changed from the previous frontier point, "off the frontier" elsewhere)."""
+    from ..plot import layout_label
+    from ..presets import get_family
+
+    steps = _frontier_steps(result)
     rows = []
     for s in result.all_scores:
         row = s.as_row()
         row["latency_ms"] = s.latency_ns / 1e6
         row["layout_label"] = layout_label(s.layout)
-        row["pareto"] = id(s) in front or any(
-            p.hardware == s.hardware for p in result.pareto_scores)
+        ratios = _knob_ratios(s.hardware, get_family(s.hardware.family).hardware.as_dict())
+        row["changed"] = (", ".join(f"{k} ×{v:.3g}" for k, v in ratios.items())
+                          or "family hardware")
+        row["pareto"] = s.hardware in steps
+        row["frontier_step"] = steps.get(s.hardware, "off the frontier")
         rows.append(row)
     return rows
+
+
+def explore_chart(rows: Sequence[Mapping[str, Any]]) -> Any:
+    """The Explore page's interactive chart (altair): latency vs cost_score of every
+    fitting hardware point, frontier points coloured by the knob that changed
+    (:data:`FRONTIER_PALETTE`), the rest grey; hover shows hardware and layout."""
+    import altair as alt
+    import pandas as pd
+
+    from ..specs import HW_KNOBS
+
+    df = pd.DataFrame(list(rows))
+    # sorted as vega sorts the union of the layers' domains, so colours match the legend
+    steps = sorted({r["frontier_step"] for r in rows if r["pareto"]})
+    domain = [*steps, "off the frontier"]
+    colours = [FRONTIER_PALETTE[i % len(FRONTIER_PALETTE)] for i in range(len(steps))]
+    base = alt.Chart(df).encode(
+        x=alt.X("cost_score:Q", title="cost_score (Σ knob / family default; 6 = family "
+                "hardware)", scale=alt.Scale(zero=False, padding=14)),
+        y=alt.Y("latency_ms:Q", title="latency (ms)", scale=alt.Scale(zero=False, padding=14)),
+        tooltip=[alt.Tooltip("layout_label:N", title="layout"),
+                 alt.Tooltip("changed:N", title="vs family hardware"),
+                 alt.Tooltip("frontier_step:N", title="frontier step"),
+                 alt.Tooltip("latency_ms:Q", title="latency (ms)", format=".4g"),
+                 alt.Tooltip("cost_score:Q", format=".3g"),
+                 alt.Tooltip("n_devices:Q", title="devices"),
+                 *[alt.Tooltip(f"{k}:Q") for k in HW_KNOBS if k in df]])
+    colour = alt.Color("frontier_step:N", title="frontier: knob changed",
+                       scale=alt.Scale(domain=domain, range=[*colours, OFF_FRONTIER_COLOUR]),
+                       sort=domain, legend=alt.Legend(orient="right", labelLimit=320))
+    off = base.transform_filter(alt.datum.pareto == False).mark_circle(  # noqa: E712
+        size=50, opacity=1).encode(color=colour)
+    front_df = df[df["pareto"]].sort_values("cost_score")
+    line = alt.Chart(front_df).mark_line(interpolate="step-after", color="black",
+                                         strokeWidth=1.5).encode(x="cost_score:Q",
+                                                                 y="latency_ms:Q")
+    on = base.transform_filter(alt.datum.pareto == True).mark_circle(  # noqa: E712
+        size=140, opacity=1, stroke="black", strokeWidth=1).encode(color=colour)
+    return (off + line + on).properties(height=320).interactive()
 
 
 def table_csv(rows: Sequence[Mapping[str, Any]]) -> bytes:
@@ -181,6 +301,93 @@ def run_serving(model: Any, *, family: str | None, gpus: int, isl: int, osl: int
 
 def serving_table(result: Any) -> list[dict[str, Any]]:
     return [c.as_row() for c in result.best]
+
+
+def design_choices() -> list[str]:
+    """Families, then :data:`DESIGN_EXAMPLES` (a family with knob overrides)."""
+    return family_choices() + list(DESIGN_EXAMPLES)
+
+
+def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
+    """``"8192, 32768"`` -> ``[8192, 32768]``; anything else is one line naming ``name``."""
+    parts: list[Any]
+    if isinstance(text, str):
+        parts = [t.strip() for t in text.replace(";", ",").split(",") if t.strip()]
+    elif isinstance(text, int):
+        parts = [text]  # True / False fail below: str(True) is not a number
+    else:
+        parts = list(text)
+    try:
+        vals = [int(str(t).replace("_", "")) for t in parts]
+    except ValueError:
+        vals = []
+    if not vals or any(v < 1 for v in vals):
+        raise SimcoreInputError(f"{name}: expected positive integers separated by commas "
+                                f"(e.g. 8192,32768), got {text!r}")
+    return sorted(set(vals))
+
+
+def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
+                over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
+                fixed: int = 1, metric: str = "latency") -> Any:
+    """:func:`~simcore.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
+    ``fixed`` = batch) or ``"batch"`` (``fixed`` = context)."""
+    from ..compare import compare
+
+    designs = [d.strip() for d in designs if d and d.strip()]
+    if len(designs) < 2:
+        raise SimcoreInputError(f"select two or more designs to compare (the first is the "
+                                f"baseline); got {len(designs)}"
+                                + (f": {designs[0]}" if designs else ""))
+    if over not in ("s_kv", "batch"):
+        raise SimcoreInputError(f"compare over 's_kv' (context) or 'batch', got {over!r}")
+    xs = parse_ints(values, name="context lengths" if over == "s_kv" else "batch sizes")
+    n = len(designs) * len(xs)
+    if n > MAX_COMPARE_POINTS:
+        raise SimcoreInputError(f"{len(designs)} designs x {len(xs)} points = {n} is too many "
+                                f"for the page (limit {MAX_COMPARE_POINTS}); run `simcore "
+                                "compare` from the CLI")
+    batch, s_kv = ([int(fixed)], xs) if over == "s_kv" else (xs, [int(fixed)])
+    try:
+        return compare(designs, model, mode, batch=batch, s_kv=s_kv, metric=metric)
+    except (SimcoreInputError, ValueError) as exc:
+        raise SimcoreInputError(" ".join(str(exc).split())) from None
+
+
+def compare_table(result: Any) -> list[dict[str, Any]]:
+    """One row per design and point: latency (ms), throughput, devices, the speed-up over
+    the first design and the best layout ("does not fit" where none does)."""
+    from ..plot import layout_label
+
+    rows = []
+    for r in result.rows():
+        fits = r["fits"]
+        rows.append({
+            "design": r["design"], "batch": r["batch"], "s_kv": r["s_kv"],
+            "latency_ms": r["latency_ns"] / 1e6, "throughput_tok_s": r["throughput_tok_s"],
+            "speedup_vs_first": r["speedup"], "n_devices": r["n_devices"],
+            "best_layout": layout_label(r) if fits else "does not fit"})
+    return rows
+
+
+def speedup_summary(result: Any) -> list[str]:
+    """One line per design after the first: its speed-up range over the first."""
+    import numpy as np
+
+    ds = result.dataset
+    base = result.designs[0]
+    out = []
+    for d in result.designs[1:]:
+        sp = ds.speedup.sel(design=d).values
+        sp = sp[np.isfinite(sp)]
+        if not sp.size:
+            out.append(f"{d}: no point where it and {base} both fit")
+            continue
+        lo, hi = float(sp.min()), float(sp.max())
+        rng = f"{lo:.2f}x" if math.isclose(lo, hi, rel_tol=5e-3) else f"{lo:.2f}x to {hi:.2f}x"
+        word = " (faster)" if lo > 1 else (" (slower)" if hi < 1 else "")
+        out.append(f"{d}: speed-up {rng} over {base}{word}")
+    return out
 
 
 def run_validation(kinds: Sequence[str] | None = None) -> list[Any]:

@@ -1,8 +1,9 @@
 """``simcore app``: start the Streamlit app (:mod:`simcore.app.main`).
 
 Runs ``streamlit run <simcore/app/main.py> --server.port PORT --server.address HOST
---server.headless true --browser.gatherUsageStats false`` and prints the URL. A port in
-use, or streamlit not installed, is bad input (exit 2, one line).
+--server.headless true --browser.gatherUsageStats false --client.toolbarMode minimal``
+and prints the URL. A port in use, or streamlit not installed, is bad input (exit 2,
+one line).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,7 +28,7 @@ MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 def add_parser(sub: Any, name: str, help: str) -> None:
     p = sub.add_parser(name, help=help,
                        description="Start the simcore web app (Streamlit): Explore, Serving, "
-                                   "Validation and Autotune pages. Needs "
+                                   "Compare, Autotune and Validation pages. Needs "
                                    'pip install "simcore[app]".')
     p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     p.add_argument("--host", default="127.0.0.1",
@@ -46,7 +48,8 @@ def port_free(host: str, port: int) -> bool:
 def streamlit_command(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(MAIN),
             "--server.port", str(port), "--server.address", host,
-            "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--client.toolbarMode", "minimal"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"simcore app: http://{args.host}:{args.port}", flush=True)
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     proc = subprocess.Popen(streamlit_command(args.host, args.port), env=env)
+    # a SIGTERM to `simcore app` stops the server too (no orphaned streamlit process)
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
     try:
         return proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
         proc.wait()
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
