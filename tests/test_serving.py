@@ -343,7 +343,9 @@ def test_plan__dtype_sets_weights_activations_and_kv_cache(small):
     fp8 = plan("Llama 3.1 8B", **SMALL, dtype="fp8")
     assert fp8.dtype == "fp8" and fp8.dataset.attrs["dtype"] == "fp8" and small.dtype == ""
     b8, b16 = fp8.best_of("agg"), small.best_of("agg")
-    assert b8.tokens_per_s_per_gpu > 1.5 * b16.tokens_per_s_per_gpu
+    # half the bytes per token, but not twice the speed: the per-step overhead stays and FP8
+    # matmuls run at their own (measured, lower) efficiency, lowp_compute
+    assert b8.tokens_per_s_per_gpu > 1.3 * b16.tokens_per_s_per_gpu
     # one byte per weight and per KV element: decode memory halves at the same layout
     m8 = fp8.dataset.decode_mem_per_gpu_gb.where(fp8.dataset.decode_fits)
     m16 = small.dataset.decode_mem_per_gpu_gb.where(small.dataset.decode_fits & fp8.dataset.decode_fits)

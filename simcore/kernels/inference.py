@@ -466,7 +466,9 @@ def point(c, hw, eff):
     comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
     t_work = t_lin + t_core + t_ffn
     ovl = (c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns) - t_work
+    free = 0.0  # compute the overlapping collectives leave free (hides the tail)
     if ovl < 0.0:
+        free = -ovl
         ovl = 0.0
     pt = c.pp_tier
     pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
@@ -474,7 +476,7 @@ def point(c, hw, eff):
 
     mult = c.layer_mult
     t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
-    t_tail = t_tail - c.tail_hide * mult * t_work
+    t_tail = t_tail - c.tail_hide * mult * free
     if t_tail < 0.0:
         t_tail = 0.0
     t_tail_mem = c.tail_mem_bytes / M

@@ -211,7 +211,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if workload.grad_overlap:
         backward = 2 / lin_passes
         share = (micro_batches if zs >= 2 else 1) / per_slot
-        t_grad = max(0.0, t_grad - backward * share * slots * work)
+        # only compute the prefetched all-gathers leave free hides the reduction (one
+        # window cannot hide both; otherwise faster compute could expose more than it saves)
+        free = max(0.0, work - prefetch)
+        t_grad = max(0.0, t_grad - backward * share * slots * free)
     opt_params = params / g_sh if zs >= 1 else params
     t_opt = opt_params * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
 
