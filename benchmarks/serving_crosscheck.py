@@ -5,8 +5,8 @@
 Llama 3.1 70B on 8 H200s, ISL 4000 / OSL 1000, TTFT <= 2000 ms, TPOT <= 30 ms.
 aiconfigurator reports 492.66 tokens/s/GPU disaggregated (4 x TP1 prefill + 1 x TP4 decode,
 batch 128) and 387.24 aggregated (2 x TP4, batch 48). This script runs simcore's planner
-(bf16 as the engine models it, and an FP8 what-if: 1-byte weights and KV cache, 2x the dense
-matmul peak), evaluates aiconfigurator's two configurations in simcore, prints JSON and
+(bf16, and FP8 weights / activations / KV cache with ``plan(dtype="fp8")``: the family's FP8
+matmul rate at the fitted ``lowp_compute`` efficiency), evaluates aiconfigurator's two configurations in simcore, prints JSON and
 writes the markdown table (atomically).
 """
 
@@ -28,8 +28,6 @@ AIC = {
     "agg": {"tokens_per_s_per_gpu": 387.24, "deployment": "2×TP4", "batch": 48},
 }
 CASE = dict(family="H200", gpus=8, isl=4000, osl=1000, max_ttft_ms=2000.0, max_tpot_ms=30.0)
-#: H200 dense FP8 tensor peak (NVIDIA data sheet: 1,979 TFLOP/s without sparsity).
-FP8_PEAK_TFLOPS = 1979.0
 
 
 def _tp_layout(tp: int) -> dict[str, Any]:
@@ -70,18 +68,18 @@ def run() -> dict[str, Any]:
     import simcore
     from simcore.serving import plan
 
-    base = simcore.get_model("Llama 3.1 70B")
-    fp8 = dataclasses.replace(base, name="Llama 3.1 70B (FP8 what-if)", bytes_per_param=1,
-                              bytes_per_kv=1)
     res: dict[str, Any] = {}
-    for name, model, hw in (("bf16", base, None),
-                            ("fp8", fp8, {"peak_tflops_f16": FP8_PEAK_TFLOPS})):
+    for name in ("bf16", "fp8"):
         t0 = time.perf_counter()
-        p = plan(model, hardware=hw, **CASE)
+        p = plan("Llama 3.1 70B", dtype=name, **CASE)
         wall = time.perf_counter() - t0
         best = {m: dataclasses.asdict(p.best_of(m)) if p.best_of(m) else None
                 for m in ("agg", "disagg")}
         res[name] = {"wall_s": wall, "best": best, "aic_configs": fixed_configs(p)}
+    eff = simcore.Efficiency()
+    res["efficiency"] = {"op_latency_us": eff.op_latency_ns / 1e3,
+                         "step_overhead_ms": eff.step_overhead_ns / 1e6,
+                         "lowp_compute": eff.lowp_compute, "compute": eff.compute}
     return res
 
 
@@ -108,7 +106,7 @@ def markdown(res: dict[str, Any]) -> str:
         lines.append(f"| {mode} | aiconfigurator 0.12 (reported) | {aic['deployment']} | "
                      f"{aic['batch']} | — | — | {aic['tokens_per_s_per_gpu']:.2f} | 1.00 |")
         for name, label in (("bf16", "simcore bf16, best found"),
-                            ("fp8", "simcore FP8 what-if, best found")):
+                            ("fp8", "simcore FP8, best found")):
             b = res[name]["best"][mode]
             if b is None:
                 lines.append(f"| {mode} | {label} | none meets the limits | | | | | |")
@@ -118,14 +116,15 @@ def markdown(res: dict[str, Any]) -> str:
                          f"{_f(b['ttft_ms'], 0)} | {_f(b['tpot_ms'])} | "
                          f"{b['tokens_per_s_per_gpu']:.1f} | {ratio:.2f} |")
         for name, label in (("bf16", "simcore bf16, aiconfigurator's config"),
-                            ("fp8", "simcore FP8 what-if, aiconfigurator's config")):
+                            ("fp8", "simcore FP8, aiconfigurator's config")):
             c = res[name]["aic_configs"].get(mode)
             if c is None:
                 continue
             if not c["fits"]:
                 lines.append(f"| {mode} | {label} | {aic['deployment']} | {aic['batch']} | "
-                             f"{_f(c['ttft_ms'], 0)} | {_f(c['tpot_ms'])} | does not fit "
-                             "(TP1 holds 141 GB of bf16 weights) | — |")
+                             f"{_f(c['ttft_ms'], 0)} | {_f(c['tpot_ms'])} | does not fit"
+                             + (" (TP1 holds 141 GB of bf16 weights)" if name == "bf16" else "")
+                             + " | — |")
                 continue
             ratio = c["tokens_per_s_per_gpu"] / aic["tokens_per_s_per_gpu"]
             note = ""
@@ -140,7 +139,7 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         f"Plan time (8 GPUs, 960 layouts × 15 decode batches × 2 contexts + 4 prefill batches, "
         f"one `evaluate` each): {res['bf16']['wall_s']:.1f} s bf16, {res['fp8']['wall_s']:.1f} s "
-        "FP8 what-if, on the shared 2-core machine.",
+        "FP8, on the shared 2-core machine.",
         "",
         "![simcore bf16 frontier: tokens/s per GPU vs tokens/s per user]"
         "(serving_frontier_70b_h200.png)",
@@ -151,8 +150,10 @@ def markdown(res: dict[str, Any]) -> str:
     ]
     ratio = {(n, m): r for n, m, r in _ratios(res)}
     fp8 = [r for (n, _), r in ratio.items() if n.startswith("fp8")]
+    agg = res["bf16"]["best"]["agg"]
     reading = READING.format(bf16_d=ratio[("bf16", "disagg")], bf16_a=ratio[("bf16", "agg")],
-                             lo=min(fp8), hi=max(fp8))
+                             lo=min(fp8), hi=max(fp8), agg_layout=agg["layout"] if agg else "—",
+                             **res["efficiency"])
     return "\n".join(lines) + "\n" + reading + REASONS
 
 
@@ -174,15 +175,13 @@ def _ratios(res: dict[str, Any]) -> list[tuple[str, str, float]]:
 READING = """## Reading the table
 
 simcore's bf16 answer is {bf16_d:.2f}× aiconfigurator's disaggregated and {bf16_a:.2f}×
-its aggregated figure. simcore now charges kernel launches and a per-step framework floor
-(fitted: 2.5 µs per launch, 0.98 ms per step), which lowers its decode throughput; it
-still prices every weight and KV byte at 2 bytes in bf16, where aiconfigurator runs FP8.
-The FP8 what-if rows, which remove the precision difference, come out {lo:.1f}–{hi:.1f}×
-above aiconfigurator: simcore's FP8 at the data-sheet 2× rate is too optimistic, as its
-own validation shows (FP8 TensorRT-LLM points are predicted too fast). Both tools agree
-that disaggregation wins at this TTFT/TPOT point with decode on TP4; for aggregated
-serving simcore now prefers one TP8 replica over two TP4 replicas (it models the
-hierarchical all-reduce and launch costs that make TP8 cheap per token).
+its aggregated figure; its FP8 rows (`dtype="fp8"`, the precision aiconfigurator runs)
+come out {lo:.2f}–{hi:.2f}× aiconfigurator's. simcore charges kernel launches and a
+per-step framework floor (fitted: {op_latency_us:.1f} µs per launch, {step_overhead_ms:.2f} ms
+per step) and runs FP8 matmuls at the fitted `lowp_compute` = {lowp_compute:.3f} of the FP8
+peak (16-bit matmuls: `compute` = {compute:.3f} of the 16-bit peak): measured FP8 runs get
+well under the data sheet's 2× (`simcore validate`). Both tools agree that disaggregation
+wins at this TTFT/TPOT point; simcore's best aggregated bf16 deployment is {agg_layout}.
 
 """
 
@@ -194,23 +193,20 @@ REASONS = """## Why the numbers differ
   `fp8_block` GEMMs, FP8 KV cache and FP8 attention; later versions infer it from the
   HuggingFace checkpoint. The 4 × TP1 prefill workers of the reported disaggregated
   configuration only make sense with FP8 weights (70 GB): in bf16 one H200 cannot hold
-  the 141 GB of weights, so simcore's bf16 plan must use ≥ 2 GPUs per worker (the planner
-  also has `dtype="fp8"` now; the what-if below predates it). The FP8 what-if rows emulate FP8 with
-  `bytes_per_param = bytes_per_kv = 1` and the H200's dense FP8 peak (1,979 TFLOP/s) as
-  `peak_tflops_f16`; activations are then also counted at 1 byte, and the efficiency
-  factors stay those fitted on fp16/bf16 measurements.
-* **No per-step overheads.** simcore's inference kernel is a roofline per op plus
-  collectives: no kernel-launch, scheduler, sampling or framework time per step, and no
-  CUDA-graph or batch-padding effects. aiconfigurator interpolates measured per-op
-  latencies of TensorRT-LLM, which carry those costs. At small batch the gap is largest
-  (decode steps of a few ms are overhead-dominated); it makes simcore optimistic on TPOT
-  and so on the batch that fits the 30 ms limit.
+  the 141 GB of weights, so simcore's bf16 plan must use ≥ 2 GPUs per worker. The FP8 rows
+  use `plan(dtype="fp8")`: 1-byte weights, activations and KV cache, the family's FP8
+  matmul rate (`Topology.fp8_ratio`) at the fitted `lowp_compute`; attention stays at the
+  16-bit rate.
+* **Overheads.** simcore's per-step costs are two fitted constants (a launch cost per
+  kernel and a framework floor per step, a quarter of it with CUDA graphs), the same for
+  every framework; aiconfigurator interpolates measured per-op latencies of TensorRT-LLM,
+  which carry that framework's own launch, scheduler, sampling and batch-padding costs.
 * **Aggregated scheduling model.** simcore's aggregated replica runs whole-request
   prefills between decode steps (TPOT = step + batch · TTFT / (OSL − 1)), with no chunked
   prefill; aiconfigurator models TensorRT-LLM's in-flight batching with mixed
   context+generation steps (`ctx_tokens` chunks) and applies a TTFT correction factor.
   Interleaving whole 4000-token prefills stretches simcore's aggregated TPOT, so the
-  30 ms limit binds at a smaller batch (32 instead of 48).
+  30 ms limit binds at a smaller batch than with chunked prefill.
 * **Rate matching.** aiconfigurator derates prefill and decode throughput by 0.9 and
   0.92 when matching workers (v0.5.0 `inference_session.py`); simcore matches exact rates
   (prefill requests/s ≥ decode requests/s) and reports the decode-limited rate. With those
