@@ -413,6 +413,9 @@ class ServingConfig:
     max_batch: int
     decode_mem_per_gpu_gb: float
     meets_limits: bool
+    #: weights, activations and KV cache precision (``plan(dtype=)``); ``"default"``: the
+    #: model's own (16-bit for the presets)
+    dtype: str = "default"
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -717,7 +720,8 @@ def plan(
                 tokens_per_s=float(a_tps[i, j] * reps), requests_per_s=float(a_rps[i, j] * reps),
                 n_devices=reps * int(nd[j]), max_batch=int(mb[j]),
                 decode_mem_per_gpu_gb=float(mem[i, j]),
-                meets_limits=meets(float(a_ttft[i, j]), float(a_tpot[i, j]))))
+                meets_limits=meets(float(a_ttft[i, j]), float(a_tpot[i, j])),
+                dtype=prec or "default"))
 
     # -- disaggregated -------------------------------------------------------------------------
     if "disagg" in modes:
@@ -774,7 +778,7 @@ def plan(
                         tokens_per_s_per_user=1e3 / tpot, tokens_per_s=float(m["tokens_per_s"]),
                         requests_per_s=float(m["requests_per_s"]), n_devices=total,
                         max_batch=int(mb[jd]), decode_mem_per_gpu_gb=float(mem[i, jd]),
-                        meets_limits=meets(ttft, tpot)))
+                        meets_limits=meets(ttft, tpot), dtype=prec or "default"))
 
     candidates = _dedupe(candidates)
     best: list[ServingConfig] = []

@@ -338,8 +338,10 @@ def test_plan__disagg_only_on_one_gpu_needs_two_workers():
 # --- precision (dtype) --------------------------------------------------------------------------
 
 def test_plan__dtype_sets_weights_activations_and_kv_cache(small):
-    assert plan("Llama 3.1 8B", **SMALL, dtype="bf16").rows("candidates") == \
-        small.rows("candidates")  # the presets are 16-bit already
+    bf16 = plan("Llama 3.1 8B", **SMALL, dtype="bf16").rows("candidates")
+    assert {r["dtype"] for r in bf16} == {"bf16"} and {r["dtype"] for r in small.rows()} == {"default"}
+    drop = lambda rows: [{k: v for k, v in r.items() if k != "dtype"} for r in rows]  # noqa: E731
+    assert drop(bf16) == drop(small.rows("candidates"))  # the presets are 16-bit already
     fp8 = plan("Llama 3.1 8B", **SMALL, dtype="fp8")
     assert fp8.dtype == "fp8" and fp8.dataset.attrs["dtype"] == "fp8" and small.dtype == ""
     b8, b16 = fp8.best_of("agg"), small.best_of("agg")
@@ -376,6 +378,7 @@ def test_run__dtype_option_reaches_the_plan(capsys):
     want = plan("Llama 3.1 8B", family="H100-SXM", gpus=4, isl=2048, osl=256, batch=(8, 32),
                 dtype="fp8").rows()
     assert [r["tokens_per_s_per_gpu"] for r in got] == [r["tokens_per_s_per_gpu"] for r in want]
+    assert {r["dtype"] for r in got} == {"fp8"}
     with pytest.raises(SystemExit):
         _parser().parse_args([*argv[:-1], "fp4"])
 
