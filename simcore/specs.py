@@ -973,8 +973,11 @@ class Workload:
     micro_batch : int
         Training only: sequences per micro-batch per data-parallel replica; the global
         ``batch`` must be a multiple of ``micro_batch · dp``.
-    recompute : {"none", "selective", "full"}
-        Training only: activation recomputation (Korthikanti et al. 2022).
+    recompute : {"none", "selective", "full", "op"}
+        Training only: activation recomputation — Megatron's ``"selective"`` / ``"full"``
+        (Korthikanti et al. 2022), or ``"op"``: PyTorch per-operator selective
+        checkpointing as torchtitan applies it (matmul, attention and reduce-scatter
+        outputs kept except every second matmul of a layer; the rest recomputed).
     sequence_parallel : bool
         Training only: Megatron sequence parallelism for the TP group.
     zero_stage : int
@@ -1056,8 +1059,8 @@ class Workload:
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
-        _choice("Workload", "recompute", self.recompute, ("none", "selective", "full"),
-                "'none', 'selective' or 'full'")
+        _choice("Workload", "recompute", self.recompute, ("none", "selective", "full", "op"),
+                "'none', 'selective', 'full' or 'op'")
         _choice("Workload", "precision", self.precision, ("fp16", "bf16", "fp32", "fp8"),
                 "'fp16', 'bf16', 'fp32' or 'fp8'")
         object.__setattr__(self, "sequence_parallel",

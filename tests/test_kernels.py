@@ -177,7 +177,7 @@ def train_workloads(draw):
     offload = draw(st.sampled_from(
         ["none"] + (["optimizer"] if zs else []) + (["optimizer+params"] if zs == 3 else [])))
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
-                    micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full"])),
+                    micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full", "op"])),
                     sequence_parallel=draw(st.booleans()), zero_stage=zs,
                     grad_bytes=draw(st.sampled_from([2, 4])),
                     precision=draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"])),

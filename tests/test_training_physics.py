@@ -187,3 +187,40 @@ def test_training__model_flops_exclude_the_embedding_gather():
     attn = 12 * m.n_layers * 2048 * 2048 * (1 - 2047 / 4096) * m.n_heads * m.head_dim
     assert row["model_flops"] == pytest.approx(6 * matmul * 2048 + attn)
     assert np.isfinite(row["model_flops"])
+
+
+# -- recomputation: torchtitan's per-op selective checkpointing ------------------------------
+def test_training__op_sac_keeps_every_other_matmul_output():
+    """recompute="op": memory of the outputs it keeps (exact, per layer), time between
+    Megatron-selective (nothing but attention recomputed) and full recomputation."""
+    m = LLAMA31_8B
+    wl = Workload("train", batch=16, s_kv=8192, micro_batch=2, zero_stage=3, precision="bf16",
+                  recompute="op", sequence_parallel=False, framework="fsdp")
+    op = _eval(m, wl, dp=8)
+    sel = _eval(m, replace(wl, recompute="selective"), dp=8)
+    full = _eval(m, replace(wl, recompute="full"), dp=8)
+    assert sel["latency_ns"] < op["latency_ns"] < full["latency_ns"]
+    assert full["mem_bytes"] < op["mem_bytes"] < sel["mem_bytes"]
+    # per layer and token: input, Q, V, attention output, gate (d_ff) and down outputs
+    d, kvd, f = m.d_model, m.n_kv_heads * m.head_dim, m.d_ff
+    per_layer = 2 * 8192 * 2 * (4 * d + kvd + f)
+    ds = simcore.evaluate(m, wl, space=_space(dp=8), family=H100)
+    logits = 2 * 8192 * m.vocab_size * 4
+    act = float(ds.mem_act_bytes.values.ravel()[0])
+    assert act == pytest.approx(m.n_layers * per_layer + logits, rel=1e-12)
+    # the recomputed matmuls: K and O (half the attention projections) and the up
+    # projection (a third of a SwiGLU FFN) — forward FLOPs x (1 + 1/2) and x (1 + 1/3)
+    row_op, row_sel = _row(m, wl, dp=8), _row(m, replace(wl, recompute="selective"), dp=8)
+    assert row_op["f_lin"] / row_sel["f_lin"] == pytest.approx(3.5 / 3)
+    assert row_op["f_ffn"] / row_sel["f_ffn"] == pytest.approx((3 + 1 / 3) / 3)
+    # a GeLU FFN (two matrices) recomputes its second: half its forward FLOPs
+    gelu = replace(m, gated_ffn=False, name="gelu")
+    g_op, g_sel = _row(gelu, wl, dp=8), _row(gelu, replace(wl, recompute="selective"), dp=8)
+    assert g_op["f_ffn"] / g_sel["f_ffn"] == pytest.approx(3.5 / 3)
+
+
+def test_training__torchtitan_selective_is_op_sac_in_validation():
+    from simcore.validation import MEASUREMENTS
+    by_id = {p.id: p for p in MEASUREMENTS}
+    assert by_id["tt2412-8b-8gpu-fsdp"].workload.recompute == "op"
+    assert by_id["korthikanti-22b-selective"].workload.recompute == "selective"

@@ -37,7 +37,7 @@ def rows():
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.165, "train": 0.16, "prefill": 0.165, "decode": 0.200}
+RECORDED_CEILINGS = {"all": 0.16, "train": 0.145, "prefill": 0.165, "decode": 0.200}
 #: Configurations that ran but that simcore predicts not to fit (a known gap: unstated
 #: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory).
 KNOWN_NOT_FITTING = frozenset({
@@ -46,8 +46,7 @@ KNOWN_NOT_FITTING = frozenset({
     "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "mb2511-llama3-70b", "mb2511-llama3-8b",
     "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b",
     "nemo-longseq-llama2-7b-4k", "nemo2407-gpt3-175b-512", "nemo2407-gpt3-20b",
-    "nemo2407-llama3-8b", "nemo2407-nemotron-340b", "tt2412-8b-8gpu-fsdp",
-    "tt2412-8b-8gpu-fsdp-compile", "tt2412-8b-8gpu-fsdp-compile-fp8",
+    "nemo2407-llama3-8b", "nemo2407-nemotron-340b",
 })
 
 

@@ -269,8 +269,10 @@ def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
     if train:
         p.add_argument("--micro-batch", type=positive_int, default=1, metavar="N",
                        help="train: sequences per micro-batch per replica (default: 1)")
-        p.add_argument("--recompute", choices=["none", "selective", "full"], default="selective",
-                       help="train: activation recomputation (default: selective)")
+        p.add_argument("--recompute", choices=["none", "selective", "full", "op"],
+                       default="selective",
+                       help="train: activation recomputation: Megatron's selective or full, "
+                            "or op (torchtitan's per-op checkpointing) (default: selective)")
         p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0,
                        help="train: ZeRO stage for model-state memory (default: 0)")
 

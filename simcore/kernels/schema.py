@@ -167,7 +167,7 @@ LAYOUT = _LayoutCols(*range(len(_LayoutCols._fields)))
 
 # --- parameter bundles --------------------------------------------------------------------
 MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
-RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2}
+RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2, "op": 3}
 PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2, "fp8": 3}
 ATTENTION_CODES = {"flash": 0, "unfused": 1}
 FRAMEWORK_CODES = {"deepspeed": 0, "megatron": 1, "fsdp": 2}
@@ -197,6 +197,8 @@ class ModelParams(NamedTuple):
     norm_params: float
     n_active_params: float  #: parameters one token touches, whole model
     embedding_params: float  #: embedding + LM head (once if tied)
+    gated_ffn: float  #: 1.0: three FFN matrices per expert (SwiGLU), 0.0: two (GeLU)
+    ffn_width: float  #: active width of the first FFN matmul per token (top_k x d_ff for MoE)
 
 
 class WorkloadParams(NamedTuple):
@@ -282,6 +284,9 @@ def pack_model(model) -> ModelParams:
         norm_params=float(model.norm_params_per_layer),
         n_active_params=float(model.n_active_params),
         embedding_params=float(model.embedding_params),
+        gated_ffn=1.0 if model.gated_ffn else 0.0,
+        ffn_width=float(model.ffn_active_params_per_layer)
+        / ((3.0 if model.gated_ffn else 2.0) * model.d_model),
     )
 
 

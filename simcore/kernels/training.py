@@ -74,6 +74,22 @@ def activation_bytes_per_layer(s, b, d, a, t, recompute, sp):
 
 
 @jit()
+def op_sac_bytes_per_layer(s, b, d, kv_w, f_w, gated, t, sp):
+    """Per-operator selective checkpointing as torchtitan applies it (16-bit): a layer
+    keeps its input, the outputs of its matmuls except every second one (Q, V, the
+    attention output, the first FFN matmul and, gated, the down projection; K, O and the
+    gated up projection are recomputed) and, under TP, the reduce-scattered outputs.
+    ``kv_w``: local K/V width (KV heads on this rank x head_dim); ``f_w``: local width of
+    the first FFN matmul per token (top_k x d_ff for MoE)."""
+    width = d / (t if sp else 1.0) + 2.0 * d / t + kv_w + f_w
+    if gated:
+        width += d  # partial sums of the down projection: full width before the reduce
+    if t > 1.0:
+        width += 2.0 * d / t  # reduce-scatter outputs of attention and FFN
+    return 2.0 * s * b * width
+
+
+@jit()
 def _coll(acc, nbytes, g, k, tier, topo, allreduce, count):
     """Add ``count`` collectives of ``nbytes`` over g members (k per cube) spanning
     ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``)."""
@@ -153,6 +169,14 @@ def _train_row(lay, mp, wp, topo, out):
     T = mb * s / fcp  # tokens per device per micro-batch
     causal = 1.0 - (s - 1.0) / (2.0 * s)
     p_lin = 4.0 if rc == 2 else 3.0
+    p_attn = p_lin  # passes over the attention projections, the FFN, element-wise ops
+    p_ffn = p_lin
+    p_elem = p_lin
+    gated = mp.gated_ffn == 1.0
+    if rc == 3:  # per-op SAC: every second matmul of a layer is recomputed
+        p_attn = 3.5  # K and O of Q, K, V, O: half the projection FLOPs
+        p_ffn = 3.0 + (1.0 / 3.0 if gated else 0.5)  # up of gate/up/down, or fc2 of fc1/fc2
+        p_elem = 4.0  # norms, RoPE, activation, residual adds: all recomputed
     if flash:  # forward, backward at 2.5x (scores recomputed inside), + full recompute
         p_core = 4.5 if rc == 2 else 3.5
     else:
@@ -160,8 +184,8 @@ def _train_row(lay, mp, wp, topo, out):
 
     kvh_loc = kvh / ftp if ftp <= kvh else 1.0
     attn_w = mp.qo_params / ftp + mp.kv_params / min(ftp, kvh)
-    f_lin = p_lin * 2.0 * T * (mp.qo_params + mp.kv_params) / ftp
-    b_lin = p_lin * (attn_w * bw + T * d * bw * (2.0 + 2.0 / ftp))
+    f_lin = p_attn * 2.0 * T * (mp.qo_params + mp.kv_params) / ftp
+    b_lin = p_attn * (attn_w * bw + T * d * bw * (2.0 + 2.0 / ftp))
 
     kv_block = mb * (s / fcp) * kvh_loc * hd * 2.0 * bw
     qo = 2.0 * mb * (s / fcp) * (h / ftp) * hd * bw
@@ -172,8 +196,8 @@ def _train_row(lay, mp, wp, topo, out):
     shard = ftp * fcp if wide else ftp
     ffn_tokens = mb * s if wide else T
     touched = min(E, ffn_tokens * k) if E > 1.0 else 1.0
-    f_ffn = p_lin * 2.0 * ffn_tokens * mp.ffn_active_params / shard
-    b_ffn = p_lin * ((touched * mp.expert_params + mp.router_params) / shard * bw
+    f_ffn = p_ffn * 2.0 * ffn_tokens * mp.ffn_active_params / shard
+    b_ffn = p_ffn * ((touched * mp.expert_params + mp.router_params) / shard * bw
                      + 2.0 * ffn_tokens * d * bw)
 
     f_head = m * 3.0 * 2.0 * T * d * mp.vocab_size / ftp
@@ -184,13 +208,15 @@ def _train_row(lay, mp, wp, topo, out):
     # (SwiGLU reads 2 d_ff and writes d_ff, GeLU reads and writes d_ff)
     tok_res = T / ftp if sp else T
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
-    b_elem = p_lin * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
+    b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
 
     # per layer, per micro-batch communication
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
     act = T * d * bw
-    n_half = 3.0 if rc == 2 else 2.0  # collectives per sub-block (attention, FFN)
+    # collectives per sub-block (attention, FFN); per-op SAC re-gathers the sequence-
+    # parallel input of each recomputed matmul (half an all-reduce's traffic)
+    n_half = 3.0 if rc == 2 else (2.5 if rc == 3 else 2.0)
     if tp > 1:
         _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
     if wide:
@@ -250,7 +276,7 @@ def _train_row(lay, mp, wp, topo, out):
             _coll(tail, grads, g_sh, k_sh, tier_sh, topo, True, 1.0)
     hide = 0.0
     if overlap:  # bucketed: hides under the backward of the micro-batches it follows
-        back = 2.0 / p_lin
+        back = 2.0 / p_ffn
         hide = back * (m if zs >= 2 else 1.0) / slots
     opt_share = p_dev / g_sh if zs >= 1 else p_dev
     tail_mem = 0.0 if offload >= 1 else opt_share * (ADAM_BYTES_PER_PARAM + gb)
@@ -279,7 +305,11 @@ def _train_row(lay, mp, wp, topo, out):
     valid = valid and host <= topo.host_mem_gb * 1e9
 
     rc_mem = 1 if (flash and rc == 0) else rc  # flash keeps no s^2 scores
-    act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp)
+    if rc == 3:
+        act_layer = op_sac_bytes_per_layer(s / fcp, mb, d, kvh_loc * hd, mp.ffn_width / ftp,
+                                           gated, ftp, sp)
+    else:
+        act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp)
     inflight = min(fpp, m)
     if vs > 1.0 and pp > 1:  # interleaving holds more micro-batches on the first stage
         inflight = inflight * (1.0 + (fpp - 1.0) / (fpp * vs))

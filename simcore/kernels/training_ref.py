@@ -29,6 +29,22 @@ def activations_per_layer(seq: float, micro: int, d: int, heads: int, tp: int, r
     return sbh * (10 + 24 / tp + attn_scores / tp)
 
 
+def op_sac_activations_per_layer(seq: float, micro: int, model, tp: int,
+                                sequence_parallel: bool) -> float:
+    """torchtitan's per-op selective checkpointing, bytes for one layer and micro-batch:
+    the layer input, the outputs of Q, V, attention, the first FFN matmul and (gated FFN)
+    the down projection's partial sums; under TP the two reduce-scattered outputs."""
+    d, kvh, hd = model.d_model, model.n_kv_heads, model.head_dim
+    kv_heads = kvh / tp if tp <= kvh else 1
+    up = model.ffn_active_params_per_layer / ((3 if model.gated_ffn else 2) * d)
+    width = d / (tp if sequence_parallel else 1) + 2 * d / tp + kv_heads * hd + up / tp
+    if model.gated_ffn:
+        width += d
+    if tp > 1:
+        width += 2 * d / tp
+    return 2 * seq * micro * width
+
+
 def is_valid(model, workload, topology, lay: Layout) -> bool:
     if lay.cp * lay.tp * lay.pp * lay.dp > topology.n_devices:
         return False
@@ -117,6 +133,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     tokens = mb * s / cp
     causal = 1 - (s - 1) / (2 * s)
     lin_passes = 4 if rc == "full" else 3
+    attn_passes = ffn_passes = elem_passes = lin_passes
+    if rc == "op":  # every second matmul of a layer recomputed in backward
+        attn_passes = 3.5  # K and O of Q, K, V, O
+        ffn_passes = 3 + (1 / 3 if model.gated_ffn else 1 / 2)
+        elem_passes = 4  # every element-wise op recomputed
     if flash:
         core_passes = 4.5 if rc == "full" else 3.5
     else:
@@ -133,13 +154,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
 
     ops = {
-        "attn_linear": (lin_passes * 2 * tokens * model.attn_params_per_layer / tp,
-                        lin_passes * (attn_weights * wb + tokens * d * wb * (2 + 2 / tp))),
+        "attn_linear": (attn_passes * 2 * tokens * model.attn_params_per_layer / tp,
+                        attn_passes * (attn_weights * wb + tokens * d * wb * (2 + 2 / tp))),
         "attn_core": (core_passes * 4 * mb * s * s * causal * hd * h / (tp * cp),
                       core_passes * (kv_block * (1 + cp * causal)
                                      + 2 * mb * (s / cp) * (h / tp) * hd * wb)),
-        "ffn": (lin_passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-                lin_passes * ((experts * model.expert_params + router) / ffn_ranks * wb
+        "ffn": (ffn_passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
+                ffn_passes * ((experts * model.expert_params + router) / ffn_ranks * wb
                               + 2 * ffn_tokens * d * wb)),
     }
     head = (micro_batches * 3 * 2 * tokens * d * model.vocab_size / tp,
@@ -148,7 +169,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # element-wise ops per layer: norms + residual adds on the residual stream (sharded by
     # sequence parallelism), RoPE on Q and K, the FFN activation function
     residual_tokens = tokens / tp if sp else tokens
-    elem_bytes = lin_passes * wb * (
+    elem_bytes = elem_passes * wb * (
         residual_tokens * (2 * 2 * d + 2 * 3 * d)
         + tokens * 2 * (h / tp + kv_heads) * hd
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
@@ -157,7 +178,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         t_c, t_m = flops / rate, nbytes / hbm
         return (t_c, "compute") if t_c > t_m else (t_m, "memory")
 
-    per_block = 3 if rc == "full" else 2
+    per_block = 3 if rc == "full" else (2.5 if rc == "op" else 2)
     comm = 0.0
     act = tokens * d * wb
     tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
@@ -209,7 +230,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     else:
         t_grad = sharded(grads, True)
     if workload.grad_overlap:
-        backward = 2 / lin_passes
+        backward = 2 / ffn_passes
         share = (micro_batches if zs >= 2 else 1) / per_slot
         # only compute the prefetched all-gathers leave free hides the reduction (one
         # window cannot hide both; otherwise faster compute could expose more than it saves)
@@ -258,8 +279,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     in_flight = min(pp, micro_batches)
     if v > 1 and pp > 1:
         in_flight *= 1 + (pp - 1) / (pp * v)
-    act_mem = layers_per_stage * in_flight * activations_per_layer(
-        s / cp, mb, d, h, tp, act_kind, sp)
+    if rc == "op":
+        act_layer = op_sac_activations_per_layer(s / cp, mb, model, tp, sp)
+    else:
+        act_layer = activations_per_layer(s / cp, mb, d, h, tp, act_kind, sp)
+    act_mem = layers_per_stage * in_flight * act_layer
     if rc == "full":
         act_mem += activations_per_layer(s / cp, mb, d, h, tp,
                                          "selective" if flash else "none", sp)

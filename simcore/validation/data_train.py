@@ -110,11 +110,15 @@ def _skip_reason(p: dict[str, Any]) -> str | None:
     return None
 
 
-def _recompute(r: str | None) -> str:
+def _recompute(r: str | None, source: str = "") -> str:
+    """The source's recomputation as a :class:`Workload` ``recompute``; torchtitan's
+    (and Trainy's torchtitan runs') "selective" is its per-op checkpointing (``"op"``)."""
     if not r:
         return "none"
     for k in ("full", "selective", "none"):
         if r.startswith(k):
+            if k == "selective" and source.startswith(("torchtitan", "trainy")):
+                return "op"
             return k
     return "none"
 
@@ -157,7 +161,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
-                  recompute=_recompute(w.get("recompute")), sequence_parallel=tp > 1,
+                  recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v, **wl_kw)  # type: ignore[arg-type]
     by = {x["metric"]: x for x in p["measured"]}
     if "step_time" in by:

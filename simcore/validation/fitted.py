@@ -31,14 +31,17 @@ Served runs (aiconfigurator's silicon CSV, at a client concurrency) are predicte
 the steady-state step of :meth:`simcore.Workload.served`: the decode batch plus the
 prompt tokens of newly admitted requests in the same pass.
 
-Result (``simcore validate``): in-sample mean absolute error 16.4% (training 15.5%,
-prefill 16.0%, decode 19.4%), worst 85.3%; leave-one-source-out 18.9% (training 17.0%,
-prefill 17.3%, decode 25.8%). (16.1% / 18.7% before ZeRO-3's prefetched all-gathers and
-its gradient reduction were made to share one compute window; a refit after that change
-moved the mean by < 0.05 points, so the factors were kept.) Before the served-step model and ``lowp_compute``: 19.2%
+Result (``simcore validate``): in-sample mean absolute error 15.6% (training 14.1%,
+prefill 16.0%, decode 19.4%), worst 85.3%; leave-one-source-out 18.1% (training 15.6%,
+prefill 17.4%, decode 25.9%). History: 16.1% / 18.7% with these factors before ZeRO-3's
+prefetched all-gathers and its gradient reduction were made to share one compute window
+(16.4% / 18.9% after), then torchtitan's per-op selective checkpointing
+(``recompute="op"``) replaced Megatron-selective for its runs (15.6% / 18.1%; three
+torchtitan runs that ran now fit). Refits after either change moved the in-sample mean by
+< 0.05 points, so the factors were kept. Before the served-step model and ``lowp_compute``: 19.2%
 in sample, 23.7% leave-one-source-out, worst 156.6%. The largest remaining errors:
 TensorRT-LLM v0.9's large-batch FP8 throughput (Falcon-180B predicted up to 85% too
-fast), Mixtral FP8 prefill, long-sequence context-parallel training, Llama 3 405B. 18
+fast), Mixtral FP8 prefill, long-sequence context-parallel training, Llama 3 405B. 15
 configurations that ran are predicted not to fit (listed in
 ``tests/test_validation.py``). Refit whenever the cost model changes.
 """
