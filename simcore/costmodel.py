@@ -36,9 +36,13 @@ public estimate (marked *estimate*), calibrated so the totals land near them:
 ============================  ==========================  ==========================================
 term                          default                     source
 ============================  ==========================  ==========================================
-H100 SXM list price (total)   model: ~$30.8k              *public reporting*: $25k-$40k per H100
-                                                          (CNBC, "Nvidia's H100 ... $40,000",
-                                                          2023; Raymond James estimate ~$25k-30k)
+H100 SXM list price (total)   model: ~$30.8k              *public reporting*: $25k-$30k per H100
+                                                          to end customers (Raymond James
+                                                          estimate, via TechSpot 2023-08:
+                                                          techspot.com/news/99839); ~$30k per
+                                                          H100 80GB card in the US (Financial
+                                                          Times report, via Tom's Hardware
+                                                          2023-08-15)
 A100 80GB price (total)       model: ~$17.2k              *public reporting*: ~$15k-$17k list
                                                           (CNBC 2023; retail listings)
 HBM capacity                  $15 / GB                    *estimate*: HBM3 ~$10-20/GB (TrendForce
