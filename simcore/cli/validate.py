@@ -133,6 +133,20 @@ def run(args: argparse.Namespace) -> int:
                                          for k, v in per_kind.items()), file=notes)
         print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}%",
               file=notes)
+    if args.kind is None or "train" in args.kind:
+        from ..validation import validate_memory
+
+        mem_rows = validate_memory([get_measurement(r.id) for r in rows], efficiency=eff)
+        if mem_rows:
+            print("\npeak memory per GPU where the source reports it (not fitted; reported "
+                  "peaks are reserved memory, so predictions run low):", file=notes)
+            for mr in mem_rows:
+                print(f"  {mr.id:<34} {mr.layout:<18} measured {mr.measured_gib:5.1f} GiB  "
+                      f"predicted {mr.predicted_gib:5.1f} GiB  {100 * mr.error:+6.1f}%",
+                      file=notes)
+            mem_err = sum(abs(mr.error) for mr in mem_rows) / len(mem_rows)
+            print(f"  memory mean |error| {100 * mem_err:.1f}% over {len(mem_rows)} runs",
+                  file=notes)
     if gaps and not machine:
         print("\nnot covered by the cost model (not counted above):")
         emit_rows(_rows(gaps, refs, modelled=False), COLUMNS, "table")

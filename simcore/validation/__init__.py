@@ -52,6 +52,8 @@ __all__ = [
     "megatron_flops_per_step",
     "predict",
     "validate",
+    "validate_memory",
+    "MemoryRow",
 ]
 
 #: Every measurement simcore is validated against: the first 24 (``data.py``), the
@@ -88,6 +90,51 @@ class ValidationRow:
     @property
     def abs_error(self) -> float:
         return abs(self.error)
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """A run's reported peak memory per GPU next to simcore's predicted memory.
+
+    ``error`` = ``predicted / measured - 1``. Reported peaks are the framework's peak
+    *reserved* memory (caching-allocator blocks, temporaries such as fp32 logits during
+    the loss, communication buffers), so a prediction of the live model states and
+    activations is expected to come out somewhat below.
+    """
+
+    id: str
+    model: str
+    layout: str
+    measured_gib: float
+    predicted_gib: float
+    capacity_gib: float
+    error: float
+    source: str
+
+
+def validate_memory(points: Iterable[Measurement] | None = None, *,
+                    efficiency: Efficiency | None = None) -> list[MemoryRow]:
+    """Predicted memory per GPU for every measurement that reports its peak memory.
+
+    Examples
+    --------
+    >>> rows = validate_memory()
+    >>> len(rows) >= 20 and all(r.predicted_gib > 0 for r in rows)
+    True
+    """
+    from ..evaluate import evaluate
+
+    eff = FITTED_EFFICIENCY if efficiency is None else efficiency
+    out = []
+    for m in (MEASUREMENTS if points is None else points):
+        if m.measured_mem_gib is None:
+            continue
+        ds = evaluate(m.model, m.workload, space=m.space, family=m.family, efficiency=eff)
+        pred = float(ds.mem_bytes.values.ravel()[0]) / 2**30
+        out.append(MemoryRow(m.id, m.model.name, m.layout_label, m.measured_mem_gib, pred,
+                             m.family.hardware.pe_hbm_gb * 1e9 / 2**30,
+                             pred / m.measured_mem_gib - 1.0, m.ref))
+    return out
 
 
 def get_measurement(id: str) -> Measurement:

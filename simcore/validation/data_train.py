@@ -177,9 +177,16 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     citation = f"{sources[src]['citation']}; {p['where']}"
     notes = "; ".join(filter(None, ["assumed: " + ", ".join(assumed) if assumed else "",
                                     p.get("notes", "")]))
+    mem = by.get("memory_gb_per_gpu")
+    mem_gib = None
+    if mem is not None:
+        if mem.get("unit") != "GiB":  # pragma: no cover - every transcribed value is GiB
+            raise ValueError(f"{p['id']}: memory_gb_per_gpu in {mem.get('unit')!r}, not GiB")
+        mem_gib = float(mem["value"])
     return Measurement(p["id"], "train", _model(p["model"]),
                        _family(p["hardware"], p.get("hardware_variant"), int(p["n_gpus"])),
-                       layout, wl, metric, float(value), unit, citation, src, notes)
+                       layout, wl, metric, float(value), unit, citation, src, notes,
+                       measured_mem_gib=mem_gib)
 
 
 def _build() -> tuple[tuple[Measurement, ...], dict[str, str]]:

@@ -127,6 +127,9 @@ class Measurement:
         Short citation for tables (default: the source up to its first comma).
     notes : str
         Assumptions made where the source left a setting implicit.
+    measured_mem_gib : float, optional
+        Peak memory per GPU the source reports for the same run (GiB), if any; compared
+        with the predicted memory by :func:`simcore.validation.validate_memory`, not fitted.
 
     Examples
     --------
@@ -153,6 +156,7 @@ class Measurement:
     source: str
     ref: str = ""
     notes: str = ""
+    measured_mem_gib: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -194,6 +198,11 @@ class Measurement:
                              "the vendor page")
         if not self.ref:
             object.__setattr__(self, "ref", self.source.split(",")[0].strip()[:40])
+        mem = self.measured_mem_gib
+        if mem is not None and (isinstance(mem, bool) or not isinstance(mem, int | float)
+                                or not math.isfinite(mem) or mem <= 0):
+            raise ValueError(f"{where}: measured_mem_gib must be a number > 0 or None, got "
+                             f"{mem!r}")
 
     def _check_layout(self, where: str) -> None:
         if isinstance(self.layout, Mapping):
