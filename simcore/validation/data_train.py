@@ -13,6 +13,10 @@ Choices, per the sources' own notes:
   else model TFLOP/s per GPU counted with PaLM's convention (``model_tflops_per_gpu``);
 * Llama 3 405B: its FSDP does not reshard after forward (ZeRO-2-like); modelled as one
   reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped;
+* torchtitan with pipelining keeps FSDP parameters gathered through the step
+  (``reshard_after_forward = not pp_enabled`` in its ``apply_fsdp``): ``zero_stage=1``
+  traffic and memory, as for Llama 3; torchtitan's "selective" checkpointing is per-op
+  SAC (``recompute="op"``);
 * frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
   with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
   (their recipes' settings); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
@@ -156,6 +160,15 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
         assumed.append("Llama 3's FSDP as one gradient reduce-scatter and one parameter "
                        "all-gather per step (zero_stage=1 traffic), overlapped")
+    elif src.startswith("torchtitan") and pp > 1:
+        # torchtitan's apply_fsdp: reshard_after_forward = not pp_enabled ("to avoid
+        # per-microbatch all-gathers"): with pipelining the stage's parameters stay
+        # gathered from the first forward to the last backward, gradients are
+        # reduce-scattered once per step
+        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
+        assumed.append("torchtitan FSDP with PP keeps parameters gathered through the step "
+                       "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic and "
+                       "memory")
     elif (lay.get("zero_stage") or 3) == 2:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:

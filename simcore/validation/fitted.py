@@ -31,13 +31,14 @@ Served runs (aiconfigurator's silicon CSV, at a client concurrency) are predicte
 the steady-state step of :meth:`simcore.Workload.served`: the decode batch plus the
 prompt tokens of newly admitted requests in the same pass.
 
-Result (``simcore validate``): in-sample mean absolute error 15.6% (training 14.1%,
-prefill 16.0%, decode 19.4%), worst 85.3%; leave-one-source-out 18.1% (training 15.6%,
-prefill 17.4%, decode 25.9%). History: 16.1% / 18.7% with these factors before ZeRO-3's
+Result (``simcore validate``): in-sample mean absolute error 15.5% (training 14.0%,
+prefill 16.0%, decode 19.4%), worst 85.3%; leave-one-source-out 18.0% (training 15.5%,
+prefill 17.2%, decode 25.9%). History: 16.1% / 18.7% with these factors before ZeRO-3's
 prefetched all-gathers and its gradient reduction were made to share one compute window
 (16.4% / 18.9% after), then torchtitan's per-op selective checkpointing
 (``recompute="op"``) replaced Megatron-selective for its runs (15.6% / 18.1%; three
-torchtitan runs that ran now fit). Refits after either change moved the in-sample mean by
+torchtitan runs that ran now fit), then torchtitan's pipelined FSDP keeps its parameters
+gathered through the step (15.5% / 18.0%). Refits after either change moved the in-sample mean by
 < 0.05 points, so the factors were kept. Before the served-step model and ``lowp_compute``: 19.2%
 in sample, 23.7% leave-one-source-out, worst 156.6%. The largest remaining errors:
 TensorRT-LLM v0.9's large-batch FP8 throughput (Falcon-180B predicted up to 85% too
