@@ -19,8 +19,11 @@ splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per l
 per step kernel launches and the framework floor (``n_ops``, ``step_ops``,
 ``step_count``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
 all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
-activation / KV dtypes with fp8 / int8 matmul rates. ``simcore.kernels.inference_ref``
-is the plain-python twin.
+activation / KV dtypes with fp8 / int8 matmul rates. Multi-head latent attention
+(the latent cached, one head group for sharding, replicated down-projections, prefill
+decompressed, decode absorbed) and sliding-window layers (layer averages of the tokens
+cached and the pairs attended) come from per-model constants of ``ModelParams``.
+``simcore.kernels.inference_ref`` is the plain-python twin.
 """
 
 from __future__ import annotations

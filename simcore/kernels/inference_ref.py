@@ -143,7 +143,6 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     mixed = workload.prefill_tokens / dp / in_flight if decode else 0.0
     tokens_local = replica_batch * q_local + mixed
     tokens_replica = replica_batch * s_q + mixed
-    causal = 1 - (s_q - 1) / (2 * s_kv)
     qk, vd = attention_widths(model, decode)
 
     # local (sliding-window) layers cache and attend to at most `window` tokens; the

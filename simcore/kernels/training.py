@@ -19,6 +19,10 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   Z1 = (4 + 16/G)N/mp, Z2 = (2 + 18/G)N/mp, Z3 = 20N/(G·mp)) plus activations after
   Korthikanti et al. 2022 (Table 2) for the micro-batches in flight on the first stage.
 
+Multi-head latent attention trains in the decompressed form (one K/V head per query
+head; the down-projections duplicated on every TP rank); local (sliding-window) layers
+attend to at most ``window`` keys per query (layer-averaged pairs).
+
 ``kv_shard_mode`` concerns the inference KV cache: training rows are valid only with
 ``"head"`` (the others are masked).
 """

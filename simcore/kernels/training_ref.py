@@ -122,7 +122,6 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     micro_batches = B / (dp * mb)
     tokens = mb * s / cp
-    causal = 1 - (s - 1) / (2 * s)
     # (query, key) pairs per sequence, averaged over the layers: local (sliding-window)
     # layers see at most `sliding_window` keys
     n_loc = model.n_local_layers
