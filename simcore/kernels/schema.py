@@ -180,7 +180,7 @@ class ModelParams(NamedTuple):
     n_layers: float
     d_model: float
     n_heads: float
-    n_kv_heads: float
+    n_kv_heads: float  #: K/V heads of the attention (MLA: n_heads, the decompressed form)
     head_dim: float
     d_ff: float
     vocab_size: float
