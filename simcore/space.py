@@ -42,6 +42,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     # seq: every rank keeps all KV heads for 1/tp of the sequence (split-K combine);
     # head_seq: heads over n_kv_heads groups, sequence within each group
     #           (needs tp a multiple of n_kv_heads, tp > n_kv_heads).
+    # MLA caches one latent shared by all heads (one group): head keeps it whole on every
+    # TP rank, seq and head_seq (tp > 1) split it by sequence (docs/design.md).
     "kv_shard_mode": ("head", "seq", "head_seq"),
     # which group shards the FFN weights
     "ffn_shard_scope": ("TP", "TP+CP"),

@@ -161,5 +161,8 @@ def test_kernel__mla_model_has_positive_projection_weights():
 
     m = get_model("deepseek-ai/DeepSeek-V3")
     p = pack_model(m)
-    assert p.qo_params > 0 and p.kv_params == m.kv_proj_params_per_layer
-    assert p.qo_params + p.kv_params == m.attn_params_per_layer
+    # MLA: the down-projections to the query and KV latents are replicated over TP, the
+    # rest (Q/KV up-projections, O) shards by query head; no per-KV-head weights
+    assert p.rep_params == m.d_model * (m.q_lora_rank + m.kv_lora_rank + m.qk_rope_head_dim)
+    assert p.qo_params > 0 and p.kv_params == 0
+    assert p.qo_params + p.kv_params + p.rep_params == m.attn_params_per_layer

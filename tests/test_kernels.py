@@ -25,9 +25,21 @@ def models(draw):
     n_heads = n_kv * group
     head_dim = draw(st.sampled_from([16, 64, 128]))
     experts = draw(st.sampled_from([1, 1, 4, 8]))
+    attention = draw(st.sampled_from(["gqa", "gqa", "mla", "window", "mla+window"]))
+    extra = {}
+    if "mla" in attention:  # multi-head latent attention (no attention biases)
+        extra.update(kv_lora_rank=draw(st.sampled_from([8, 64, 512])),
+                     q_lora_rank=draw(st.sampled_from([0, 32, 1536])),
+                     qk_rope_head_dim=draw(st.sampled_from([0, 8, 16]).filter(
+                         lambda r: r <= head_dim)),
+                     v_head_dim=draw(st.sampled_from([0, 8, 128])))
+    n_layers = draw(st.integers(1, 96))
+    if "window" in attention:  # local / global layers
+        extra.update(sliding_window=draw(st.sampled_from([1, 128, 4096]) | st.integers(1, 300_000)),
+                     n_local_layers=draw(st.integers(1, n_layers)))
     return Model(
         "drawn",
-        n_layers=draw(st.integers(1, 96)),
+        n_layers=n_layers,
         d_model=n_heads * head_dim,
         n_heads=n_heads,
         n_kv_heads=n_kv,
@@ -39,7 +51,8 @@ def models(draw):
         tied_embeddings=draw(st.booleans()),
         bytes_per_param=draw(st.sampled_from([1, 2, 4])),
         bytes_per_kv=draw(st.sampled_from([1, 2])),
-        attn_bias=draw(st.booleans()),
+        attn_bias=draw(st.booleans()) and "mla" not in attention,
+        **extra,
     )
 
 

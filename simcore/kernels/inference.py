@@ -19,8 +19,11 @@ splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per l
 per step kernel launches and the framework floor (``n_ops``, ``step_ops``,
 ``step_count``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
 all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
-activation / KV dtypes with fp8 / int8 matmul rates. ``simcore.kernels.inference_ref``
-is the plain-python twin.
+activation / KV dtypes with fp8 / int8 matmul rates. Multi-head latent attention
+(the latent cached, one head group for sharding, replicated down-projections, prefill
+decompressed, decode absorbed) and sliding-window layers (layer averages of the tokens
+cached and the pairs attended) come from per-model constants of ``ModelParams``.
+``simcore.kernels.inference_ref`` is the plain-python twin.
 """
 
 from __future__ import annotations
@@ -98,6 +101,15 @@ _EP_CAPACITY = 1.25
 
 
 @jit()
+def window_keys(n, w):
+    """Keys the first ``n`` queries of a sequence attend to in a layer with a sliding window
+    of ``w`` tokens: ``sum(min(p, w) for p in 1..n)``."""
+    if n <= w:
+        return n * (n + 1.0) / 2.0
+    return w * (w + 1.0) / 2.0 + (n - w) * w
+
+
+@jit()
 def _coeff_row(lay, mp, wp, topo, out):
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
@@ -113,8 +125,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     L = mp.n_layers
     d = mp.d_model
     h = mp.n_heads
-    kvh = mp.n_kv_heads
-    hd = mp.head_dim
+    kvh = mp.cache_heads  # KV heads of the cache (MLA: 1, the latent all heads share)
+    cw = mp.cache_width  # cached elements per token, layer and cache head
     # precision: weights, activations / messages, KV cache; matmul rate vs the 16-bit peak
     bw = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
     ba = wp.a_bytes if wp.a_bytes > 0.0 else mp.bytes_per_param
@@ -173,6 +185,28 @@ def _coeff_row(lay, mp, wp, topo, out):
     T_lin = Bm * sq_loc + P_mix
     T_rep = Bm * s_q + P_mix
     causal = 1.0 - (s_q - 1.0) / (2.0 * s_kv)
+    # attention widths per query head: score (q·k) and value; MLA decodes in the absorbed
+    # form (against the latent), prefill and the mixed prompt tokens in the decompressed one
+    qk = mp.qk_dim_dec if decode else mp.qk_dim
+    vd = mp.v_dim_dec if decode else mp.v_dim
+    adim = 0.5 * (qk + vd)
+    mix_dim = (mp.qk_dim + mp.v_dim) / (qk + vd)  # decompressed over this mode's pair cost
+    # sliding-window layers cache and attend to at most ``window`` tokens: layer averages
+    # of the tokens cached (s_cache) and of the (query, key) pairs relative to full causal
+    # attention (pair_frac); all layers global leaves both untouched
+    s_cache = s_kv
+    pair_frac = 1.0
+    ctx_mix = wp.mix_ctx
+    if mp.n_local > 0.0:
+        W = mp.window
+        l_share = mp.n_local / L
+        g_share = (L - mp.n_local) / L
+        if s_kv > W:
+            s_cache = g_share * s_kv + l_share * W
+            local = window_keys(s_kv, W) - window_keys(s_kv - s_q, W)
+            pair_frac = g_share + l_share * local / (s_q * s_kv * causal)
+        if ctx_mix > W:
+            ctx_mix = g_share * ctx_mix + l_share * W
 
     # -- KV sharding -------------------------------------------------------------------
     if kvm == 0:
@@ -190,21 +224,28 @@ def _coeff_row(lay, mp, wp, topo, out):
         seq_frac = kvh / ftp
         qh_loc = h / kvh
         kvw_shard = kvh
-    kv_seq = (s_kv / fcp) * seq_frac * kvh_loc * hd * 2.0 * bkv  # one sequence, one layer
+    kv_seq = (s_cache / fcp) * seq_frac * kvh_loc * cw * bkv  # one sequence, one layer
     kv_layer = Bm * kv_seq  # read per layer by one (micro-)batch
     kv_mem_layer = Bd * kv_seq  # held per layer: every sequence of the replica
 
     # -- roofline ops per layer (matmul FLOPs at the activation dtype's rate) ------------
-    attn_w = mp.qo_params / ftp + mp.kv_params / kvw_shard
-    f_lin = 2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp / rate
+    # MLA's down-projections (rep_params) are replicated: every TP rank holds and applies them
+    attn_w = mp.qo_params / ftp + mp.kv_params / kvw_shard + mp.rep_params
+    f_lin = (2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp / rate
+             + 2.0 * T_lin * mp.rep_params / rate)
     b_lin = attn_w * bw + T_lin * d * ba * (2.0 + 2.0 / ftp)
 
-    f_core = (4.0 * Bm * s_q * s_kv * causal + 4.0 * P_mix * wp.mix_ctx) * hd * h / (ftp * fcp)
-    qo_traffic = T_lin * qh_loc * hd * ba * 2.0
+    f_core = ((4.0 * Bm * s_q * s_kv * causal * pair_frac + 4.0 * P_mix * ctx_mix * mix_dim)
+              * adim * h / (ftp * fcp))
+    qo_traffic = T_lin * qh_loc * adim * ba * 2.0
     if decode:  # the mixed prompt tokens also write their K and V
-        b_core = kv_layer + qo_traffic + P_mix * seq_frac * kvh_loc * hd * 2.0 * bkv
-    else:
-        b_core = kv_layer * (1.0 + fcp * causal) + qo_traffic
+        b_core = kv_layer + qo_traffic + P_mix * seq_frac * kvh_loc * cw * bkv
+    elif mp.mla == 1.0:  # the latent written; the up-projection writes K and V per query
+        # head, the core reads them for the keys each query attends to
+        kv_dec = Bm * (s_kv / fcp) * seq_frac * qh_loc * (qk + vd) * ba
+        b_core = kv_layer + kv_dec * (1.0 + fcp * causal * pair_frac) + qo_traffic
+    else:  # the cache written; the keys attended read (windowed layers read fewer)
+        b_core = kv_layer * (1.0 + fcp * causal * (pair_frac * s_kv / s_cache)) + qo_traffic
 
     wide_ffn = ffs == 1 and cp > 1
     # expert parallelism: the experts split over ep of the stage's TP x DP devices (each
@@ -288,8 +329,8 @@ def _coeff_row(lay, mp, wp, topo, out):
         g = 1.0
         tier_g = 0
     if g > 1.0:
-        q_bytes = T_lin * qh_loc * hd * ba
-        o_bytes = T_lin * qh_loc * (hd * ba + 8.0)
+        q_bytes = T_lin * qh_loc * qk * ba
+        o_bytes = T_lin * qh_loc * (vd * ba + 8.0)
         add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
                  3.0 * (g - 1.0) * _alpha(topo, tier_g))
         n_ops += 2.0
@@ -302,7 +343,7 @@ def _coeff_row(lay, mp, wp, topo, out):
         if ring == 0:  # pass KV blocks
             per_step = kv_layer
         else:  # pass Q, and O with the softmax statistics m, l
-            per_step = T_lin * qh_loc * (2.0 * hd * ba + 8.0)
+            per_step = T_lin * qh_loc * (2.0 * adim * ba + 8.0)
         ring_bytes = steps * per_step
         ring_alpha = steps * _alpha(topo, tier_cp)
 
@@ -333,12 +374,14 @@ def _coeff_row(lay, mp, wp, topo, out):
 
     tokens = B if decode else B * s_q
     # model FLOPs: the layers' matmuls per processed token (no embedding gather), the LM
-    # head for the B positions that need logits, causal attention
+    # head for the B positions that need logits, causal attention (windowed, and in the
+    # decompressed form for MLA: the model's FLOPs, not the absorbed kernel's)
     body = mp.n_active_params - mp.embedding_params - d
+    a_m = 0.5 * (mp.qk_dim + mp.v_dim)
     model_flops = (2.0 * body * B * s_q + 2.0 * d * mp.vocab_size * B
-                   + 4.0 * L * B * s_q * s_kv * causal * h * hd)
+                   + 4.0 * L * B * s_q * s_kv * causal * pair_frac * h * a_m)
     if decode:  # the mixed prompt tokens
-        model_flops += 2.0 * body * wp.mix_tokens + 4.0 * L * wp.mix_tokens * wp.mix_ctx * h * hd
+        model_flops += 2.0 * body * wp.mix_tokens + 4.0 * L * wp.mix_tokens * ctx_mix * h * a_m
 
     out.valid = 1.0 if valid else 0.0
     out.n_devices = n_dev

@@ -41,6 +41,33 @@ def _strides(lay: Layout) -> dict[str, int]:
     return strides
 
 
+def cache_heads(model) -> int:
+    """KV heads of the inference cache: MLA caches one latent that every head shares."""
+    return 1 if model.is_mla else model.n_kv_heads
+
+
+def keys_in_window(first: int, last: int, window: int) -> float:
+    """Keys the queries at positions ``first..last`` (1-based) attend to when each sees at
+    most ``window`` keys: the sum of ``min(p, window)``."""
+    if last < first:
+        return 0.0
+    total = 0.0
+    top = min(last, window)
+    if first <= top:  # queries that see their whole prefix
+        total += (first + top) * (top - first + 1) / 2
+    if last > window:  # queries that see a full window
+        total += (last - max(first - 1, window)) * window
+    return total
+
+
+def attention_widths(model, decode: bool) -> tuple[int, int]:
+    """(score, value) width per query head. MLA decode runs absorbed (DeepSeek-V2 §2.1.2,
+    FlashMLA): queries score against the latent and its RoPE key, values are the latent."""
+    if decode and model.is_mla:
+        return model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
+    return model.head_dim, model.value_head_dim
+
+
 def is_valid(model, workload, topology, lay: Layout) -> bool:
     n_dev = lay.cp * lay.tp * lay.pp * lay.dp
     if n_dev > topology.n_devices:
@@ -56,7 +83,7 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
             return False
         if lay.ffn_shard_scope == "TP+CP" and lay.cp > 1:
             return False
-    kvh = model.n_kv_heads
+    kvh = cache_heads(model)
     if lay.kv_shard_mode == "head":
         return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
     if lay.kv_shard_mode == "head_seq":
@@ -73,7 +100,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                     mem_bytes=None)
     decode = workload.mode == "decode"
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
-    d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+    d, h, kvh, hd = model.d_model, model.n_heads, cache_heads(model), model.head_dim
+    vhd = model.value_head_dim
     wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)  # weights
     ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)  # activations, messages
     kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
@@ -115,7 +143,26 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     mixed = workload.prefill_tokens / dp / in_flight if decode else 0.0
     tokens_local = replica_batch * q_local + mixed
     tokens_replica = replica_batch * s_q + mixed
-    causal = 1 - (s_q - 1) / (2 * s_kv)
+    qk, vd = attention_widths(model, decode)
+
+    # local (sliding-window) layers cache and attend to at most `window` tokens; the
+    # quantities below are averages over the layers
+    L, n_loc, window = model.n_layers, model.n_local_layers, model.sliding_window
+
+    def per_layer(global_value: float, local_value: float) -> float:
+        return ((L - n_loc) * global_value + n_loc * local_value) / L
+
+    def pairs(queries: int, context: int, local: bool) -> float:
+        """(query, key) pairs of the last `queries` tokens of a `context`-token sequence."""
+        if local:
+            return keys_in_window(context - queries + 1, context, window)
+        return queries * context - queries * (queries - 1) / 2
+
+    cached = per_layer(s_kv, min(s_kv, window)) if n_loc else s_kv
+    seq_pairs = per_layer(pairs(s_q, s_kv, False), pairs(s_q, s_kv, True)) if n_loc else (
+        pairs(s_q, s_kv, False))
+    ctx = workload.prefill_context
+    mixed_ctx = per_layer(ctx, min(ctx, window)) if n_loc else ctx
 
     # KV layout on a TP rank
     if lay.kv_shard_mode == "head":
@@ -125,25 +172,47 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         kv_heads, seq_share, q_heads, kv_weight_ranks = kvh, 1 / tp, h, tp
     else:
         kv_heads, seq_share, q_heads, kv_weight_ranks = 1, kvh / tp, h / kvh, kvh
-    kv_bytes = replica_batch * (s_kv / cp) * seq_share * kv_heads * hd * 2 * kvb
-    kv_held = seqs_replica * (s_kv / cp) * seq_share * kv_heads * hd * 2 * kvb
+    # cache bytes per token of context on this rank: K and V of its KV heads, or MLA's
+    # latent and RoPE key (kv_lora_rank + qk_rope_head_dim elements, held whole per head group)
+    if model.is_mla:
+        token_kv = seq_share * (model.kv_lora_rank + model.qk_rope_head_dim) * kvb
+    else:
+        token_kv = seq_share * kv_heads * (hd + vhd) * kvb
+    kv_bytes = replica_batch * (cached / cp) * token_kv
+    kv_held = seqs_replica * (cached / cp) * token_kv
 
-    kv_w = 2 * d * kvh * hd
-    qo_w = model.attn_params_per_layer - kv_w
-    attn_weights = qo_w / tp + kv_w / kv_weight_ranks
+    # attention weights: MLA's down-projections to the query and KV latents are replicated
+    # on every TP rank, its per-head up-projections shard with Q and O
+    if model.is_mla:
+        kv_w = 0
+        rep_w = d * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        kv_w = d * kvh * (hd + vhd)
+        rep_w = 0
+    qo_w = model.attn_params_per_layer - kv_w - rep_w
+    attn_weights = qo_w / tp + kv_w / kv_weight_ranks + rep_w
 
     ops = {}  # name -> (flops, bytes)
     ops["attn_linear"] = (
-        2 * tokens_local * model.attn_params_per_layer / tp,
+        2 * tokens_local * ((model.attn_params_per_layer - rep_w) / tp + rep_w),
         attn_weights * wb + tokens_local * d * ab * (2 + 2 / tp),
     )
-    qo_traffic = 2 * tokens_local * q_heads * hd * ab
-    kv_traffic = kv_bytes if decode else kv_bytes * (1 + cp * causal)
+    qo_traffic = tokens_local * q_heads * (qk + vd) * ab
+    if decode:  # read the cache
+        kv_traffic = kv_bytes
+    elif model.is_mla:  # write the latent; K and V decompressed per head, written and read
+        dec_token = seq_share * q_heads * (hd + vhd) * ab
+        kv_traffic = (kv_bytes + replica_batch * (s_kv / cp) * dec_token
+                      + replica_batch * dec_token * seq_pairs / s_q)
+    else:  # write the cache, read the keys each query attends to
+        kv_traffic = kv_bytes + replica_batch * token_kv * seq_pairs / s_q
     # the mixed prompt tokens write their K, V and attend to prefill_context earlier tokens
-    kv_traffic += mixed * seq_share * kv_heads * hd * 2 * kvb
-    attn_pairs = replica_batch * s_q * s_kv * causal + mixed * workload.prefill_context
-    # FlashAttention / paged decode attention, at the 16-bit rate and its own factor
-    ops["attn_core"] = (4 * attn_pairs * hd * h / (tp * cp), kv_traffic + qo_traffic)
+    kv_traffic += mixed * token_kv
+    # FlashAttention / paged decode attention, at the 16-bit rate and its own factor; the
+    # mixed prompt tokens attend in the decompressed form
+    core_flops = (replica_batch * seq_pairs * 2 * (qk + vd)
+                  + mixed * mixed_ctx * 2 * (hd + vhd)) * h / (tp * cp)
+    ops["attn_core"] = (core_flops, kv_traffic + qo_traffic)
     wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
     ffn_ranks = tp * cp if wide else tp
     ffn_tokens = tokens_replica if wide else tokens_local
@@ -211,8 +280,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
         group = tp if lay.kv_shard_mode == "seq" else tp // kvh
         g_link = link[tier(group * strides["tp"])]
-        q_b = tokens_local * q_heads * hd * ab
-        o_b = tokens_local * q_heads * (hd * ab + 8)
+        q_b = tokens_local * q_heads * qk * ab
+        o_b = tokens_local * q_heads * (vd * ab + 8)
         launches += 2 if group > 1 else 0  # a one-rank split-K combine launches nothing
         # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
         comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
@@ -222,7 +291,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if lay.cp_ring_variant == "kv":
             block = kv_bytes
         else:
-            block = tokens_local * q_heads * (2 * hd * ab + 8)
+            block = tokens_local * q_heads * ((qk + vd) * ab + 8)
         ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
@@ -264,11 +333,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     produced = B if decode else B * s_q
     # reported FLOPs: no embedding gather; LM head only where logits are needed (B rows)
     per_token = model.n_active_params - model.embedding_params - d
+    # attention in the decompressed form (the model's FLOPs, whatever the kernel computes)
+    pair_flops = 2 * (hd + vhd) * h * model.n_layers
     flops = (2 * per_token * B * s_q + 2 * d * model.vocab_size * B
-             + 4 * model.n_layers * B * s_q * s_kv * causal * h * hd)
+             + pair_flops * B * seq_pairs)
     if decode:
         flops += (2 * per_token * workload.prefill_tokens
-                  + 4 * model.n_layers * workload.prefill_tokens * workload.prefill_context * h * hd)
+                  + pair_flops * workload.prefill_tokens * mixed_ctx)
     seconds = latency / 1e9
     return dict(
         latency_ns=latency,

@@ -180,7 +180,7 @@ class ModelParams(NamedTuple):
     n_layers: float
     d_model: float
     n_heads: float
-    n_kv_heads: float
+    n_kv_heads: float  #: K/V heads of the attention (MLA: n_heads, the decompressed form)
     head_dim: float
     d_ff: float
     vocab_size: float
@@ -188,8 +188,8 @@ class ModelParams(NamedTuple):
     top_k: float
     bytes_per_param: float
     bytes_per_kv: float
-    qo_params: float  #: Q and O projections (+ biases) per layer
-    kv_params: float  #: K and V projections per layer
+    qo_params: float  #: attention weights sharded over TP by query head (Q, O, MLA up-projections)
+    kv_params: float  #: K and V projections, sharded by KV head (0 for MLA)
     ffn_params: float  #: all experts + router per layer
     expert_params: float  #: one expert
     router_params: float  #: the router (0 for a dense model)
@@ -199,6 +199,16 @@ class ModelParams(NamedTuple):
     embedding_params: float  #: embedding + LM head (once if tied)
     gated_ffn: float  #: 1.0: three FFN matrices per expert (SwiGLU), 0.0: two (GeLU)
     ffn_width: float  #: active width of the first FFN matmul per token (top_k x d_ff for MoE)
+    rep_params: float  #: attention weights every TP rank holds whole (MLA down-projections)
+    mla: float  #: 1 for multi-head latent attention
+    cache_heads: float  #: heads the KV cache shards over (n_kv_heads; MLA: 1, the shared latent)
+    cache_width: float  #: cached elements per token, layer and cache head (K + V; MLA: latent + RoPE key)
+    qk_dim: float  #: score width per query head, decompressed form (prefill, training)
+    v_dim: float  #: value width per query head, decompressed form
+    qk_dim_dec: float  #: score width per query head in decode (MLA absorbed: latent + RoPE key)
+    v_dim_dec: float  #: value width per query head in decode (MLA absorbed: the latent)
+    window: float  #: sliding-window span of a local layer, tokens (0: none)
+    n_local: float  #: local (sliding-window) layers; the others are global
 
 
 class WorkloadParams(NamedTuple):
@@ -266,18 +276,37 @@ class EfficiencyParams(NamedTuple):
 
 
 def pack_model(model) -> ModelParams:
-    """Model spec → :class:`ModelParams`."""
-    kvw = 2 * model.d_model * model.n_kv_heads * model.head_dim
-    if getattr(model, "is_mla", False):  # MLA: the latent down- and up-projections
-        kvw = model.kv_proj_params_per_layer
+    """Model spec → :class:`ModelParams`.
+
+    Attention weights split three ways by how TP shards them: by query head (``qo_params``:
+    Q, O and, for MLA, the per-head up-projections), by KV head (``kv_params``: K and V
+    of ordinary attention) and not at all (``rep_params``: MLA's down-projections to the
+    query and KV latents, which every rank computes in full, as vLLM's ``ReplicatedLinear``
+    and Megatron-Core's duplicated ``linear_*_down_proj`` do).
+    """
+    d = model.d_model
+    mla = bool(getattr(model, "is_mla", False))
+    if mla:
+        rep = d * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+        kvw = 0
+        cache_heads, cache_width = 1, model.kv_lora_rank + model.qk_rope_head_dim
+        qk_dec, v_dec = cache_width, model.kv_lora_rank
+        kv_heads = model.n_heads  # the decompressed K and V have one head per query head
+    else:
+        rep = 0
+        kvw = d * model.n_kv_heads * (model.head_dim + model.value_head_dim)  # no biases
+        cache_heads = model.n_kv_heads
+        cache_width = model.head_dim + model.value_head_dim
+        qk_dec, v_dec = model.head_dim, model.value_head_dim
+        kv_heads = model.n_kv_heads
     return ModelParams(
-        n_layers=float(model.n_layers), d_model=float(model.d_model),
-        n_heads=float(model.n_heads), n_kv_heads=float(model.n_kv_heads),
+        n_layers=float(model.n_layers), d_model=float(d),
+        n_heads=float(model.n_heads), n_kv_heads=float(kv_heads),
         head_dim=float(model.head_dim), d_ff=float(model.d_ff),
         vocab_size=float(model.vocab_size), n_experts=float(model.n_experts),
         top_k=float(model.top_k), bytes_per_param=float(model.bytes_per_param),
         bytes_per_kv=float(model.bytes_per_kv),
-        qo_params=float(model.attn_params_per_layer - kvw), kv_params=float(kvw),
+        qo_params=float(model.attn_params_per_layer - kvw - rep), kv_params=float(kvw),
         ffn_params=float(model.ffn_params_per_layer), expert_params=float(model.expert_params),
         router_params=float(model.ffn_params_per_layer - model.n_experts * model.expert_params),
         ffn_active_params=float(model.ffn_active_params_per_layer),
@@ -287,6 +316,11 @@ def pack_model(model) -> ModelParams:
         gated_ffn=1.0 if model.gated_ffn else 0.0,
         ffn_width=float(model.ffn_active_params_per_layer)
         / ((3.0 if model.gated_ffn else 2.0) * model.d_model),
+        rep_params=float(rep), mla=1.0 if mla else 0.0,
+        cache_heads=float(cache_heads), cache_width=float(cache_width),
+        qk_dim=float(model.head_dim), v_dim=float(model.value_head_dim),
+        qk_dim_dec=float(qk_dec), v_dim_dec=float(v_dec),
+        window=float(model.sliding_window), n_local=float(model.n_local_layers),
     )
 
 

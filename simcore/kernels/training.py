@@ -19,6 +19,10 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   Z1 = (4 + 16/G)N/mp, Z2 = (2 + 18/G)N/mp, Z3 = 20N/(G·mp)) plus activations after
   Korthikanti et al. 2022 (Table 2) for the micro-batches in flight on the first stage.
 
+Multi-head latent attention trains in the decompressed form (one K/V head per query
+head; the down-projections duplicated on every TP rank); local (sliding-window) layers
+attend to at most ``window`` keys per query (layer-averaged pairs).
+
 ``kv_shard_mode`` concerns the inference KV cache: training rows are valid only with
 ``"head"`` (the others are masked).
 """
@@ -31,7 +35,7 @@ import numpy as np
 
 from ._numba import jit
 from .collectives import allgather_factor, allreduce_factor, hier_factors, members_per_cube
-from .inference import _alpha, add_comm, placement
+from .inference import _alpha, add_comm, placement, window_keys
 from .schema import COEF_DTYPE, LAYOUT
 
 #: Adam step bytes per parameter besides the gradient: read+write fp32 master, m, v
@@ -121,8 +125,9 @@ def _train_row(lay, mp, wp, topo, out):
     L = mp.n_layers
     d = mp.d_model
     h = mp.n_heads
-    kvh = mp.n_kv_heads
+    kvh = mp.n_kv_heads  # MLA: the decompressed K and V, one head per query head
     hd = mp.head_dim
+    adim = 0.5 * (mp.qk_dim + mp.v_dim)  # mean of the score and value widths per head
     bw = mp.bytes_per_param
     E = mp.n_experts
     k = mp.top_k
@@ -168,6 +173,11 @@ def _train_row(lay, mp, wp, topo, out):
     m = B / (fdp * mb)  # micro-batches per replica per step
     T = mb * s / fcp  # tokens per device per micro-batch
     causal = 1.0 - (s - 1.0) / (2.0 * s)
+    pair_frac = 1.0  # attended (query, key) pairs over full causal attention, layer average
+    if mp.n_local > 0.0 and s > mp.window:  # local layers attend to the last window tokens
+        l_share = mp.n_local / L
+        pair_frac = ((1.0 - l_share)
+                     + l_share * window_keys(s, mp.window) / (s * s * causal))
     p_lin = 4.0 if rc == 2 else 3.0
     p_attn = p_lin  # passes over the attention projections, the FFN, element-wise ops
     p_ffn = p_lin
@@ -183,14 +193,16 @@ def _train_row(lay, mp, wp, topo, out):
         p_core = 3.0 if rc == 0 else 4.0
 
     kvh_loc = kvh / ftp if ftp <= kvh else 1.0
-    attn_w = mp.qo_params / ftp + mp.kv_params / min(ftp, kvh)
-    f_lin = p_attn * 2.0 * T * (mp.qo_params + mp.kv_params) / ftp
+    # MLA's down-projections (rep_params) are duplicated on every TP rank
+    attn_w = mp.qo_params / ftp + mp.kv_params / min(ftp, kvh) + mp.rep_params
+    f_lin = (p_attn * 2.0 * T * (mp.qo_params + mp.kv_params) / ftp
+             + p_attn * 2.0 * T * mp.rep_params)
     b_lin = p_attn * (attn_w * bw + T * d * bw * (2.0 + 2.0 / ftp))
 
-    kv_block = mb * (s / fcp) * kvh_loc * hd * 2.0 * bw
-    qo = 2.0 * mb * (s / fcp) * (h / ftp) * hd * bw
-    f_core = p_core * 4.0 * mb * s * s * causal * hd * h / (ftp * fcp)
-    b_core = p_core * (kv_block * (1.0 + fcp * causal) + qo)
+    kv_block = mb * (s / fcp) * kvh_loc * (mp.qk_dim + mp.v_dim) * bw
+    qo = 2.0 * mb * (s / fcp) * (h / ftp) * adim * bw
+    f_core = p_core * 4.0 * mb * s * s * causal * pair_frac * adim * h / (ftp * fcp)
+    b_core = p_core * (kv_block * (1.0 + fcp * causal * pair_frac) + qo)
 
     wide = ffs == 1 and cp > 1
     shard = ftp * fcp if wide else ftp
@@ -243,7 +255,7 @@ def _train_row(lay, mp, wp, topo, out):
         if ring == 0:
             per_step = kv_block
         else:
-            per_step = mb * (s / fcp) * (h / ftp) * (2.0 * hd * bw + 8.0)
+            per_step = mb * (s / fcp) * (h / ftp) * (2.0 * adim * bw + 8.0)
         ring_bytes = n_ring * (fcp - 1.0) * per_step
         ring_alpha = n_ring * (fcp - 1.0) * _alpha(topo, tier_cp)
 
@@ -323,7 +335,8 @@ def _train_row(lay, mp, wp, topo, out):
     # 6 N tokens over the matmul weights (the embedding gather is no matmul; a tied
     # embedding still is the LM head) + causal attention
     mm_params = mp.n_active_params - mp.embedding_params + mp.vocab_size * d
-    model_flops = 6.0 * mm_params * tokens + 12.0 * L * B * s * s * causal * h * hd
+    model_flops = (6.0 * mm_params * tokens
+                   + 12.0 * L * B * s * s * causal * pair_frac * h * adim)
 
     out.valid = 1.0 if valid else 0.0
     out.n_devices = n_dev

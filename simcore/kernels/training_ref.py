@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from . import collectives_ref as coll
-from .inference_ref import Layout, _strides
+from .inference_ref import Layout, _strides, keys_in_window
 
 ADAM_BYTES_PER_PARAM = 26.0
 #: DeepSpeed's model-state bytes per parameter: (fp16 formula, bf16/fp32 formula)
@@ -34,7 +34,7 @@ def op_sac_activations_per_layer(seq: float, micro: int, model, tp: int,
     """torchtitan's per-op selective checkpointing, bytes for one layer and micro-batch:
     the layer input, the outputs of Q, V, attention, the first FFN matmul and (gated FFN)
     the down projection's partial sums; under TP the two reduce-scattered outputs."""
-    d, kvh, hd = model.d_model, model.n_kv_heads, model.head_dim
+    d, kvh, hd = model.d_model, _kv_heads(model), model.head_dim
     kv_heads = kvh / tp if tp <= kvh else 1
     up = model.ffn_active_params_per_layer / ((3 if model.gated_ffn else 2) * d)
     width = d / (tp if sequence_parallel else 1) + 2 * d / tp + kv_heads * hd + up / tp
@@ -43,6 +43,12 @@ def op_sac_activations_per_layer(seq: float, micro: int, model, tp: int,
     if tp > 1:
         width += 2 * d / tp
     return 2 * seq * micro * width
+
+
+def _kv_heads(model) -> int:
+    """K/V heads of training attention: MLA trains in the decompressed form, one K and V
+    head per query head (the latent is an activation, not a cache)."""
+    return model.n_heads if model.is_mla else model.n_kv_heads
 
 
 def is_valid(model, workload, topology, lay: Layout) -> bool:
@@ -54,7 +60,7 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
         return False
     if lay.kv_shard_mode != "head" or workload.batch % (lay.dp * workload.micro_batch):
         return False
-    kvh = model.n_kv_heads
+    kvh = _kv_heads(model)
     return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
 
 
@@ -67,7 +73,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if not is_valid(model, workload, topology, lay):
         return invalid
     cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
-    d, h, kvh, hd = model.d_model, model.n_heads, model.n_kv_heads, model.head_dim
+    d, h, kvh, hd = model.d_model, model.n_heads, _kv_heads(model), model.head_dim
+    vhd = model.value_head_dim
     wb = model.bytes_per_param
     B, s, mb = workload.batch, workload.s_kv, workload.micro_batch
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
@@ -131,7 +138,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     micro_batches = B / (dp * mb)
     tokens = mb * s / cp
-    causal = 1 - (s - 1) / (2 * s)
+    # (query, key) pairs per sequence, averaged over the layers: local (sliding-window)
+    # layers see at most `sliding_window` keys
+    n_loc = model.n_local_layers
+    pairs = s * (s + 1) / 2
+    if n_loc:
+        pairs = ((model.n_layers - n_loc) * pairs
+                 + n_loc * keys_in_window(1, s, model.sliding_window)) / model.n_layers
     lin_passes = 4 if rc == "full" else 3
     attn_passes = ffn_passes = elem_passes = lin_passes
     if rc == "op":  # every second matmul of a layer recomputed in backward
@@ -143,10 +156,17 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     else:
         core_passes = 3 if rc == "none" else 4
 
-    kv_w = 2 * d * kvh * hd
-    attn_weights = (model.attn_params_per_layer - kv_w) / tp + kv_w / min(tp, kvh)
+    # MLA: the down-projections to the query and KV latents are duplicated on every TP rank
+    # (Megatron-Core), the per-head up-projections shard with Q and O
+    if model.is_mla:
+        kv_w = 0
+        rep_w = d * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        kv_w, rep_w = d * kvh * (hd + vhd), 0
+    attn_weights = ((model.attn_params_per_layer - kv_w - rep_w) / tp + kv_w / min(tp, kvh)
+                    + rep_w)
     kv_heads = kvh / tp if tp <= kvh else 1
-    kv_block = mb * (s / cp) * kv_heads * hd * 2 * wb
+    kv_block = mb * (s / cp) * kv_heads * (hd + vhd) * wb
     wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
     ffn_ranks = tp * cp if wide else tp
     ffn_tokens = mb * s if wide else tokens
@@ -154,11 +174,14 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
 
     ops = {
-        "attn_linear": (attn_passes * 2 * tokens * model.attn_params_per_layer / tp,
+        "attn_linear": (attn_passes * 2 * tokens * ((model.attn_params_per_layer - rep_w) / tp
+                                                   + rep_w),
                         attn_passes * (attn_weights * wb + tokens * d * wb * (2 + 2 / tp))),
-        "attn_core": (core_passes * 4 * mb * s * s * causal * hd * h / (tp * cp),
-                      core_passes * (kv_block * (1 + cp * causal)
-                                     + 2 * mb * (s / cp) * (h / tp) * hd * wb)),
+        # scores (head_dim) and values (v_head_dim) per pair and head; K and V read for the
+        # keys each query attends to
+        "attn_core": (core_passes * 2 * mb * pairs * (hd + vhd) * h / (tp * cp),
+                      core_passes * (kv_block + mb * kv_heads * (hd + vhd) * wb * pairs / s
+                                     + mb * (s / cp) * (h / tp) * (hd + vhd) * wb)),
         "ffn": (ffn_passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
                 ffn_passes * ((experts * model.expert_params + router) / ffn_ranks * wb
                               + 2 * ffn_tokens * d * wb)),
@@ -200,7 +223,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if lay.cp_ring_variant == "kv":
             block = kv_block
         else:
-            block = mb * (s / cp) * (h / tp) * (2 * hd * wb + 8)
+            block = mb * (s / cp) * (h / tp) * ((hd + vhd) * wb + 8)
         ring_passes = 4 if (rc == "full" or (rc == "selective" and not flash)) else 3
         ring = ring_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
@@ -292,7 +315,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     n_tokens = B * s
     matmul_params = model.n_active_params - model.embedding_params + model.vocab_size * d
-    flops = 6 * matmul_params * n_tokens + 12 * model.n_layers * B * s * s * causal * h * hd
+    flops = 6 * matmul_params * n_tokens + 6 * model.n_layers * B * pairs * (hd + vhd) * h
     seconds = latency / 1e9
     return dict(
         latency_ns=latency, throughput_tok_s=n_tokens / seconds,
