@@ -146,7 +146,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         pairs = ((model.n_layers - n_loc) * pairs
                  + n_loc * keys_in_window(1, s, model.sliding_window)) / model.n_layers
     lin_passes = 4 if rc == "full" else 3
-    attn_passes = ffn_passes = elem_passes = lin_passes
+    attn_passes: float = float(lin_passes)
+    ffn_passes: float = attn_passes
+    elem_passes: float = attn_passes
     if rc == "op":  # every second matmul of a layer recomputed in backward
         attn_passes = 3.5  # K and O of Q, K, V, O
         ffn_passes = 3 + (1 / 3 if model.gated_ffn else 1 / 2)
