@@ -152,6 +152,73 @@ def test_tune__higher_stages_not_tried_after_a_stage_fails_to_improve():
     assert result.best.stage == 0
 
 
+def test_tune__stage_early_stop_says_how_to_try_every_stage():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 1.0}}
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), TableRunner(table)).tune()
+    assert "DeepSpeed's early stop" in result.skipped[2]
+    assert "stage_early_stop=False" in result.skipped[3]
+
+
+def test_tune__stage_early_stop_off_tries_every_stage():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 1.0},
+             (3, 1): {"latency": 2.0}}
+    runner = TableRunner(table)
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), runner,
+                       stage_early_stop=False).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert (result.best.stage, result.value) == (2, 1.0)
+    assert not result.skipped
+    stopped = [n for n in result.notes if "DeepSpeed's autotuner stops" in n]
+    assert len(stopped) == 1 and "stage 1 (6) did not improve on stage 0 (4)" in stopped[0]
+    assert "never tries stage 2, 3 (stage_early_stop=False)" in stopped[0]
+    assert any("would have missed" in n and "stage 2" in n for n in result.notes)
+
+
+def test_tune__free_runner_tries_every_stage_by_default():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 9.0}}
+
+    class FreeRunner(TableRunner):
+        costly = False
+
+    runner = FreeRunner(table)
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), runner).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert result.best.stage == 0
+    assert any("cost nothing" in n for n in result.notes)
+    assert not any("would have missed" in n for n in result.notes)  # stage 0 won anyway
+    forced = FreeRunner(table)  # DeepSpeed's rule when asked for
+    Autotuner(_cfg("latency", stage="all", max_mbs=1), forced, stage_early_stop=True).tune()
+    assert {e.stage for e in forced.calls} == {0, 1}
+
+
+def test_tune__stage_early_stop_never_cuts_an_explicit_list():
+    table = {(s, 1): {"latency": v} for s, v in ((0, 4.0), (1, 6.0), (2, 1.0), (3, 2.0))}
+    runner = TableRunner(table)
+    result = Autotuner(_cfg("latency", stage=[0, 1, 2, 3], max_mbs=1), runner,
+                       stage_early_stop=True).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert result.best.stage == 2 and not result.notes
+
+
+def test_autotuner__stage_early_stop_must_be_a_bool():
+    with pytest.raises(AutotuneConfigError, match="stage_early_stop must be True, False"):
+        Autotuner(_cfg(), TableRunner({}), stage_early_stop="yes")
+
+
+def test_tune__simulated_all_stages_finds_zero3_for_latency():
+    # the ZeRO notebook's case: ZeRO-1 and ZeRO-2 tie at micro-batch 1, so DeepSpeed's early
+    # stop never tries ZeRO-3, the simulator's fastest stage (prefetched gathers)
+    runner = SimulatorRunner(LLAMA7B, family="A100-80G", n_gpus=8, seq_len=1024)
+    cfg = _cfg("latency", stage="all", max_mbs=4)
+    every = Autotuner(cfg, runner).tune()
+    assert {t.stage for t in every.trials} == {1, 2, 3}  # ZeRO-0 does not fit
+    assert every.best.stage == 3 and 3 not in every.skipped
+    assert any("would have missed" in n for n in every.notes)
+    deepspeed = Autotuner(cfg, runner, stage_early_stop=True).tune()
+    assert "not tried" in deepspeed.skipped[3] and deepspeed.best.stage in (1, 2)
+    assert every.value < deepspeed.value
+
+
 def test_tune__failing_experiment_never_becomes_optimal():
     # mbs 2 "ran" with a stellar latency but crashed: it must not win
     runner = TableRunner({(1, 1): {"latency": 30.0}, (1, 2): ("failed", {"latency": 0.001})})
@@ -601,6 +668,20 @@ def test_main__tune_llama2_7b_on_8x80gb_prints_stage_and_micro_batch(tmp_path, c
     assert f"ZeRO stage {best['zero_optimization']['stage']}, micro-batch " \
            f"{best['train_micro_batch_size_per_gpu']}" in line
     assert "deepspeed --num_gpus 8 train.py" in (out / "cmd_optimal.txt").read_text()
+
+
+def test_main__tune_stage_early_stop_flag(capsys):
+    argv = ["tune", "--model", "Llama 2 7B", "--gpus", "8", "--s-kv", "1024",
+            "--metric", "latency", "--stages", "all", "--max-micro-batch", "2"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert 'stages "all" (every stage)' in text and "ZeRO stage 3" in text
+    assert "DeepSpeed's autotuner stops" in text
+    assert main([*argv, "--stage-early-stop", "on"]) == 0
+    text = capsys.readouterr().out
+    assert 'stages "all" (early stop on, as DeepSpeed)' in text
+    assert "stage 3: no result - not tried" in text and "ZeRO stage 3" not in text
+    assert main([*argv, "--stage-early-stop", "maybe"]) == 2
 
 
 def test_main__tune_with_checkpointing_uses_bigger_micro_batches(capsys):

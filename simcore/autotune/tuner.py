@@ -147,6 +147,13 @@ class Autotuner:
         The DeepSpeed launch (:func:`simcore.autotune.deepspeed.parse_launcher_args`) and
         its resources: ``cmd_optimal.txt`` keeps the user's launcher options and script
         arguments, and ``"auto"`` values are resolved from those arguments.
+    stage_early_stop : bool, optional
+        With ``"stage": "all"``: stop at the first stage that does not improve on the
+        best lower one, as DeepSpeed's autotuner does (True), or try every stage
+        (False). Default: DeepSpeed's early stop when experiments are costly (real
+        runs: any runner without ``costly = False``), every stage when they are free
+        (:class:`SimulatorRunner`, :class:`ResultsFolderRunner`). Explicit stage lists
+        are always tried in full.
 
     Notes
     -----
@@ -155,9 +162,13 @@ class Autotuner:
     (probe runs, bounded by the estimate when there is one); then search
     ``num_tuning_micro_batch_sizes`` micro-batches up to it (× the stage's ZeRO knobs
     when ``fast`` is false) with the tuner, at most ``tuner_num_trials`` trials, stopping
-    after ``tuner_early_stopping`` trials without improvement. With ``stage: "all"``,
-    higher stages are not tried once a stage fails to improve on the best lower one
-    (a stage without result never counts as a measurement). A runner with
+    after ``tuner_early_stopping`` trials without improvement. With ``stage: "all"`` and
+    the stage early stop on, higher stages are not tried once a stage fails to improve on
+    the best lower one (a stage without result never counts as a measurement), which
+    saves real runs but can miss the best stage: higher stages do not only add
+    communication (ZeRO-3's prefetched gathers overlap compute, its smaller states allow
+    larger micro-batches). With it off, the result notes where DeepSpeed would have
+    stopped and whether that would have missed the best. A runner with
     ``prefetch(experiments)`` (the simulator) first receives every experiment the stages
     plan, so it can evaluate them in one batch.
     """
@@ -172,6 +183,7 @@ class Autotuner:
         command: Sequence[str] | None = None,
         launch: ds.LaunchSpec | None = None,
         resources: ds.Resources | None = None,
+        stage_early_stop: bool | None = None,
     ) -> None:
         self.launch = launch if launch is not None else getattr(runner, "launch", None)
         self.resources = (resources if resources is not None
@@ -208,6 +220,10 @@ class Autotuner:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise AutotuneConfigError(f"seed must be an integer, got {seed!r}")
         self.seed = seed
+        if stage_early_stop is not None and not isinstance(stage_early_stop, bool):
+            raise AutotuneConfigError(f"stage_early_stop must be True, False or None, got "
+                                      f"{stage_early_stop!r}")
+        self._stage_early_stop = stage_early_stop
         cmd = command if command is not None else getattr(self.runner, "command", ())
         self.command = tuple(cmd or ())
         self._trials: list[Trial] = []
@@ -217,6 +233,15 @@ class Autotuner:
     @property
     def metric(self) -> str:
         return self.config.metric
+
+    @property
+    def stage_early_stop(self) -> bool:
+        """Whether ``"stage": "all"`` stops at the first stage that does not improve
+        (DeepSpeed's rule): the ``stage_early_stop`` passed, else True unless the
+        runner says its experiments cost nothing (``costly = False``)."""
+        if self._stage_early_stop is not None:
+            return self._stage_early_stop
+        return bool(getattr(self.runner, "costly", True))
 
     def __repr__(self) -> str:
         c = self.config
@@ -439,6 +464,11 @@ class Autotuner:
             return None, f"no successful trial reported {metric!r}"
         return value, ""
 
+    def _why_no_early_stop(self) -> str:
+        if self._stage_early_stop is False:
+            return "stage_early_stop=False"
+        return f"{type(self.runner).__name__}'s experiments cost nothing to run"
+
     # -- the loop -------------------------------------------------------------------------
     def tune(self) -> TuneResult:
         """Run the search; always returns a :class:`TuneResult` (``best`` may be None).
@@ -463,6 +493,8 @@ class Autotuner:
         skipped: dict[int, str] = {}
         leader: tuple[int, float] | None = None
         stop = ""
+        early_stop = self.config.stage_is_all and self.stage_early_stop
+        deepspeed_stop: tuple[int, str] | None = None  # where DeepSpeed would have stopped
         prefetch = getattr(self.runner, "prefetch", None)
         if callable(prefetch):  # e.g. the simulator: every planned experiment in one batch
             prefetch([e for spec in ZERO_STAGES if spec.stage in self.config.stages
@@ -481,10 +513,27 @@ class Autotuner:
                 continue
             if leader is None or metric_is_better(metric, value, leader[1]):
                 leader = (spec.stage, value)
-            elif self.config.stage_is_all:
-                stop = (f"not tried: stage {spec.stage} ({value:.6g}) did not improve on "
-                        f"stage {leader[0]} ({leader[1]:.6g}); higher stages only add "
-                        "communication")
+            elif self.config.stage_is_all and deepspeed_stop is None:
+                why = (f"stage {spec.stage} ({value:.6g}) did not improve on stage "
+                       f"{leader[0]} ({leader[1]:.6g})")
+                deepspeed_stop = (spec.stage, why)
+                if early_stop:
+                    stop = (f"not tried: {why}; DeepSpeed's early stop for \"stage\": "
+                            "\"all\" (pass stage_early_stop=False, or --stage-early-stop "
+                            "off, to try every stage)")
+        if deepspeed_stop is not None and not early_stop:
+            after = [s.stage for s in ZERO_STAGES
+                     if s.stage > deepspeed_stop[0] and s.stage in self.config.stages]
+            if after:
+                self._notes.append(
+                    f"\"stage\": \"all\" tried every stage: {deepspeed_stop[1]}, where "
+                    f"DeepSpeed's autotuner stops and never tries stage "
+                    f"{', '.join(map(str, after))} ({self._why_no_early_stop()})")
+                top, _ = select_best(self._trials, metric, value=lambda t: t.value(metric))
+                if top is not None and top.stage in after:
+                    self._notes.append(
+                        f"the best, {top.name} (stage {top.stage}), is one DeepSpeed's early "
+                        "stop would have missed")
         return TuneResult.from_trials(
             self._trials, metric=metric, stage_values=stage_values, skipped=skipped,
             base_config=self.config.ds_config, n_gpus=self.n_gpus, mp=self.config.mp_size,
