@@ -228,6 +228,7 @@ class Autotuner:
         self.command = tuple(cmd or ())
         self._trials: list[Trial] = []
         self._cache: dict[str, Trial] = {}
+        self._ran: dict[str, bool] = {}
         self._notes: list[str] = []
 
     @property
@@ -300,6 +301,8 @@ class Autotuner:
                 f"{type(self.runner).__name__}.run returned {type(trial).__name__}; it must "
                 "return a simcore.autotune.Trial (status 'failed' for a failed run)"
             )
+        self._ran[exp.name] = trial.ok  # it ran (fits memory), whatever it reported
+        trial = trial.judged(self.metric)  # but without a usable value it is a failed run
         self._cache[exp.name] = trial
         self._trials.append(trial)
         return trial
@@ -313,26 +316,32 @@ class Autotuner:
                   bounded: bool) -> tuple[int | None, str]:
         """Index of the largest runnable pair (probe runs), or (None, reason)."""
 
-        def ok(i: int) -> Trial:
+        def probe(i: int) -> tuple[bool, Trial]:
+            """(whether the micro-batch runs, its trial): a run without a value still ran."""
             m, g = pairs[i]
-            return self._run(self._experiment(spec, m, g, {}, phase="probe"))
+            exp = self._experiment(spec, m, g, {}, phase="probe")
+            trial = self._run(exp)
+            return self._ran[exp.name], trial
 
-        first = ok(0)
-        if not first.ok:
+        def ok(i: int) -> bool:
+            return probe(i)[0]
+
+        ran, first = probe(0)
+        if not ran:
             return None, f"the smallest micro-batch {pairs[0][0]} failed: {first.error}"
         last = len(pairs) - 1
         if last == 0:
             return 0, ""
         lo, hi = 0, None
         if bounded:  # the estimate bounds the range: try its top first
-            if ok(last).ok:
+            if ok(last):
                 return last, ""
             hi = last
         else:  # doubling: indices 1, 3, 7, ... (micro-batches 2, 4, 8, ... from 1)
             i = 1
             while True:
                 i = min(i, last)
-                if ok(i).ok:
+                if ok(i):
                     lo = i
                     if i == last:
                         return last, ""
@@ -342,7 +351,7 @@ class Autotuner:
                     break
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if ok(mid).ok:
+            if ok(mid):
                 lo = mid
             else:
                 hi = mid
@@ -484,7 +493,7 @@ class Autotuner:
         import time
 
         t0 = time.monotonic()
-        self._trials, self._cache, self._notes = [], {}, []
+        self._trials, self._cache, self._ran, self._notes = [], {}, {}, []
         if self.config.stage_defaulted:
             self._notes.append('no zero_optimization.stage: tuning ZeRO stage 0 only, as '
                                'DeepSpeed does; set "stage": "all" (or a list) to try more')
@@ -584,7 +593,7 @@ def rank(
     if metric is None:
         metric = runner.metric or "throughput"
     get_metric(metric)
-    trials = runner.trials
+    trials = [t.judged(metric) for t in runner.trials]  # no usable value: failed
     best, _ = select_best(trials, metric, value=lambda t: t.value(metric))
     stage_values: dict[int, float | None] = {}
     skipped: dict[int, str] = {}
