@@ -198,13 +198,43 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _folder_mutex(folder: str) -> Iterator[None]:
+    """Runs on this host take a store's lock one at a time (``flock`` on the store folder,
+    held for the few system calls of :class:`_StoreLock`): no run reads a lock another is
+    still writing (and takes it for a half-written, stale one), and no two runs take over
+    the same stale lock. Without ``flock`` (or where the file system refuses it) the lock
+    file alone decides, as before."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - the folder was just created or opened
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):  # e.g. a network file system without locks
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
 class _StoreLock:
     """``<store>/.lock``, created with ``O_CREAT | O_EXCL`` and holding the owner's pid and
-    host. A lock whose process is gone (on this host) is stale and taken over."""
+    host. A lock whose process is gone (on this host) is stale and taken over. Runs on one
+    host go through the protocol one at a time (:func:`_folder_mutex`)."""
 
     def __init__(self, folder: str) -> None:
         self.path = os.path.join(folder, ".lock")
         self.held = False
+        with _folder_mutex(folder):
+            self._take(folder)
+
+    def _take(self, folder: str) -> None:
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
         for _ in range(3):
             try:

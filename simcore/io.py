@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ import xarray as xr
 
 from .errors import SimcoreInputError
 
-__all__ = ["check_room", "load_dataset", "save_dataset", "storable", "write_bytes_atomic"]
+__all__ = ["check_room", "load_dataset", "save_dataset", "storable", "write_bytes_atomic",
+           "write_files_atomic"]
 
 _FORMATS = {".nc": "netcdf", ".nc4": "netcdf", ".h5": "netcdf", ".zarr": "zarr"}
 
@@ -75,23 +78,77 @@ def _new_file_mode(path: Path) -> int:
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> Path:
     """Write ``data`` to ``path`` via a temporary file in the same folder, fsync and
     ``os.replace``: readers see the old file or the new one, never a part; on any failure
-    (a full disk) the old file is untouched and the temporary file removed."""
-    path = Path(path)
-    mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    (a full disk) the old file is untouched and the temporary file removed. A new file
+    gets the usual mode (``0o666`` less the umask), a replaced one keeps its mode."""
+    return write_files_atomic({path: data})[0]
+
+
+def write_files_atomic(
+    files: Mapping[str | os.PathLike[str], bytes | memoryview],
+) -> list[Path]:
+    """Write several files all or nothing (as :func:`write_bytes_atomic` writes one).
+
+    Every temporary file is written and fsynced before any target changes, so a full
+    disk or any other write error leaves every target as it was. Then each is renamed
+    over its target; if a rename fails, the targets already replaced get their old
+    contents back (hard-linked aside beforehand) and new ones are removed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     a, b = write_files_atomic({Path(d, "a.json"): b"{}", Path(d, "b.txt"): b"hi"})
+    ...     a.read_bytes(), b.read_bytes(), oct(a.stat().st_mode & 0o777) != "0o600"
+    (b'{}', b'hi', True)
+    """
+    staged: list[tuple[str, Path]] = []  # (temporary file, target)
+    backups: list[tuple[str, Path]] = []  # (hard link of an old target, target)
+    new: set[Path] = set()  # targets that did not exist: undone by removing them
+    replaced: list[Path] = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        for p, data in files.items():
+            path = Path(p)
+            mode = _new_file_mode(path)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+        if len(staged) > 1:  # keep the old versions until every rename is done
+            for _, path in staged:
+                if not (path.exists() or path.is_symlink()):
+                    new.add(path)
+                elif path.is_file():
+                    old = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.old")
+                    with contextlib.suppress(OSError):  # no hard links here: no undo
+                        os.link(path, old)
+                        backups.append((old, path))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+            replaced.append(path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        kept = {path: old for old, path in backups}
+        for path in replaced:
+            with contextlib.suppress(OSError):
+                if path in kept:
+                    os.replace(kept.pop(path), path)
+                elif path in new:
+                    os.unlink(path)
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        for old in kept.values():
+            with contextlib.suppress(OSError):
+                os.unlink(old)
         raise
-    _fsync_dir(path.parent)
-    return path
+    for old, _ in backups:
+        with contextlib.suppress(OSError):
+            os.unlink(old)
+    for folder in {path.parent for _, path in staged}:
+        _fsync_dir(folder)
+    return [path for _, path in staged]
 
 
 def check_room(path: str | os.PathLike[str], need_bytes: float) -> str | None:

@@ -32,6 +32,7 @@ __all__ = [
     "register_metric",
     "get_metric",
     "metric_is_better",
+    "metric_key",
     "metric_value",
     "select_best",
     "best",
@@ -213,13 +214,28 @@ def metric_value(results: Mapping[str, Any] | None, metric: str | Metric) -> flo
     >>> metric_value({"latency": None}, "latency") is None
     True
     """
+    key = metric_key(results, metric)
+    return None if key is None or results is None else _as_number(results[key])
+
+
+def metric_key(results: Mapping[str, Any] | None, metric: str | Metric) -> str | None:
+    """The key of ``results`` that :func:`metric_value` reads for ``metric`` (the exact
+    name first, then the canonical name and aliases), or None when none is present.
+
+    Examples
+    --------
+    >>> metric_key({"FLOPS_per_gpu": 2.0, "latency": 1.0}, "flops")
+    'FLOPS_per_gpu'
+    >>> metric_key({}, "latency") is None
+    True
+    """
     m = get_metric(metric)
     if not results:
         return None
     requested = metric.name if isinstance(metric, Metric) else metric
     for key in (requested, *m.names):
         if key in results:
-            return _as_number(results[key])
+            return key
     return None
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
+import stat
 import sys
 
 import pytest
@@ -150,6 +152,73 @@ def test_tune__higher_stages_not_tried_after_a_stage_fails_to_improve():
     assert {e.stage for e in runner.calls} == {0, 1}
     assert result.stage_values[2] is None and "did not improve" in result.skipped[2]
     assert result.best.stage == 0
+
+
+def test_tune__stage_early_stop_says_how_to_try_every_stage():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 1.0}}
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), TableRunner(table)).tune()
+    assert "DeepSpeed's early stop" in result.skipped[2]
+    assert "stage_early_stop=False" in result.skipped[3]
+
+
+def test_tune__stage_early_stop_off_tries_every_stage():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 1.0},
+             (3, 1): {"latency": 2.0}}
+    runner = TableRunner(table)
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), runner,
+                       stage_early_stop=False).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert (result.best.stage, result.value) == (2, 1.0)
+    assert not result.skipped
+    stopped = [n for n in result.notes if "DeepSpeed's autotuner stops" in n]
+    assert len(stopped) == 1 and "stage 1 (6) did not improve on stage 0 (4)" in stopped[0]
+    assert "never tries stage 2, 3 (stage_early_stop=False)" in stopped[0]
+    assert any("would have missed" in n and "stage 2" in n for n in result.notes)
+
+
+def test_tune__free_runner_tries_every_stage_by_default():
+    table = {(0, 1): {"latency": 4.0}, (1, 1): {"latency": 6.0}, (2, 1): {"latency": 9.0}}
+
+    class FreeRunner(TableRunner):
+        costly = False
+
+    runner = FreeRunner(table)
+    result = Autotuner(_cfg("latency", stage="all", max_mbs=1), runner).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert result.best.stage == 0
+    assert any("cost nothing" in n for n in result.notes)
+    assert not any("would have missed" in n for n in result.notes)  # stage 0 won anyway
+    forced = FreeRunner(table)  # DeepSpeed's rule when asked for
+    Autotuner(_cfg("latency", stage="all", max_mbs=1), forced, stage_early_stop=True).tune()
+    assert {e.stage for e in forced.calls} == {0, 1}
+
+
+def test_tune__stage_early_stop_never_cuts_an_explicit_list():
+    table = {(s, 1): {"latency": v} for s, v in ((0, 4.0), (1, 6.0), (2, 1.0), (3, 2.0))}
+    runner = TableRunner(table)
+    result = Autotuner(_cfg("latency", stage=[0, 1, 2, 3], max_mbs=1), runner,
+                       stage_early_stop=True).tune()
+    assert {e.stage for e in runner.calls} == {0, 1, 2, 3}
+    assert result.best.stage == 2 and not result.notes
+
+
+def test_autotuner__stage_early_stop_must_be_a_bool():
+    with pytest.raises(AutotuneConfigError, match="stage_early_stop must be True, False"):
+        Autotuner(_cfg(), TableRunner({}), stage_early_stop="yes")
+
+
+def test_tune__simulated_all_stages_finds_zero3_for_latency():
+    # the ZeRO notebook's case: ZeRO-1 and ZeRO-2 tie at micro-batch 1, so DeepSpeed's early
+    # stop never tries ZeRO-3, the simulator's fastest stage (prefetched gathers)
+    runner = SimulatorRunner(LLAMA7B, family="A100-80G", n_gpus=8, seq_len=1024)
+    cfg = _cfg("latency", stage="all", max_mbs=4)
+    every = Autotuner(cfg, runner).tune()
+    assert {t.stage for t in every.trials} == {1, 2, 3}  # ZeRO-0 does not fit
+    assert every.best.stage == 3 and 3 not in every.skipped
+    assert any("would have missed" in n for n in every.notes)
+    deepspeed = Autotuner(cfg, runner, stage_early_stop=True).tune()
+    assert "not tried" in deepspeed.skipped[3] and deepspeed.best.stage in (1, 2)
+    assert every.value < deepspeed.value
 
 
 def test_tune__failing_experiment_never_becomes_optimal():
@@ -603,6 +672,20 @@ def test_main__tune_llama2_7b_on_8x80gb_prints_stage_and_micro_batch(tmp_path, c
     assert "deepspeed --num_gpus 8 train.py" in (out / "cmd_optimal.txt").read_text()
 
 
+def test_main__tune_stage_early_stop_flag(capsys):
+    argv = ["tune", "--model", "Llama 2 7B", "--gpus", "8", "--s-kv", "1024",
+            "--metric", "latency", "--stages", "all", "--max-micro-batch", "2"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert 'stages "all" (every stage)' in text and "ZeRO stage 3" in text
+    assert "DeepSpeed's autotuner stops" in text
+    assert main([*argv, "--stage-early-stop", "on"]) == 0
+    text = capsys.readouterr().out
+    assert 'stages "all" (early stop on, as DeepSpeed)' in text
+    assert "stage 3: no result - not tried" in text and "ZeRO stage 3" not in text
+    assert main([*argv, "--stage-early-stop", "maybe"]) == 2
+
+
 def test_main__tune_with_checkpointing_uses_bigger_micro_batches(capsys):
     def best(*extra):
         rc = main(["tune", "--model", "Llama 2 7B", "--gpus", "8", "--metric", "FLOPS",
@@ -728,3 +811,135 @@ def test_tune_result__summary_lists_stages_and_choice():
     assert "* " in [ln for ln in text.splitlines() if "tmbspg2" in ln][0]
     assert "CUDA out of memory" in text
     assert text.splitlines()[-1].startswith("best: ZeRO stage 1, micro-batch 2")
+
+
+# -- rank: impossible metrics never win, atomic all-or-nothing outputs (issue 12) ------------
+_GOOD = {"latency": 30.0, "throughput": 266.0, "FLOPS_per_gpu": 1e14}
+
+
+def _with(**bad):
+    return {**_GOOD, **bad}
+
+
+@pytest.mark.parametrize(("metric", "bad"), [
+    ("latency", -5.0), ("latency", 0.0), ("latency", float("nan")), ("latency", float("inf")),
+    ("latency", True), ("latency", "fast"),
+    ("throughput", -1.0), ("throughput", float("nan")), ("throughput", float("inf")),
+    ("throughput", 0.0),
+    ("FLOPS", -1e14), ("FLOPS", float("nan")), ("FLOPS", float("inf")),
+    ("FLOPS", float("-inf")),
+])
+def test_rank__impossible_metric_never_wins_and_counts_as_failed(tmp_path, metric, bad):
+    key = "FLOPS_per_gpu" if metric == "FLOPS" else metric
+    folder = _ds_folder(tmp_path / "run", {
+        "z1_gas1_tmbspg1": (1, 1, dict(_GOOD)),
+        "z2_gas1_tmbspg2": (2, 2, _with(**{key: bad})),  # json writes NaN / Infinity
+    })
+    result = rank(folder, metric=metric)
+    assert result.best.name == "z1_gas1_tmbspg1"
+    broken = {t.name: t for t in result.trials}["z2_gas1_tmbspg2"]
+    assert broken.status == "failed" and "no usable metric" in broken.error
+    assert result.describe().endswith("of 1 successful trials)")
+    assert result.stage_values[2] is None and "no successful experiment" in result.skipped[2]
+
+
+def test_rank__folder_without_usable_values_finds_nothing(tmp_path, capsys):
+    folder = _ds_folder(tmp_path / "run", {
+        "z1_gas1_tmbspg1": (1, 1, _with(latency=-1.0)),
+        "z2_gas1_tmbspg1": (2, 1, _with(latency=0.0)),
+        "z3_gas1_tmbspg1": (3, 1, {"throughput": 5.0}),  # no latency at all
+    })
+    result = rank(folder, metric="latency")
+    assert result.best is None and not result.found
+    assert all(t.status == "failed" for t in result.trials)
+    assert "no 'latency' in its metrics" in {t.name: t for t in result.trials}[
+        "z3_gas1_tmbspg1"].error
+    assert main(["rank", str(folder), "--metric", "latency"]) == 1
+    text = capsys.readouterr().out
+    assert "latency -1.0 is not positive" in text and "no successful trial" in text
+    assert not (folder / "autotuning_results" / "ds_config_optimal.json").exists()
+
+
+def test_tune__impossible_values_from_a_runner_are_failed_runs():
+    runner = TableRunner({(1, 1): {"latency": 30.0}, (1, 2): {"latency": -8.0},
+                          (1, 3): {"latency": 0.0}, (1, 4): {"latency": float("inf")}})
+    result = Autotuner(_cfg("latency", max_mbs=4, num_tuning_micro_batch_sizes=4),
+                       runner).tune()
+    assert (result.best.micro_batch, result.value) == (1, 30.0)
+    assert [t.micro_batch for t in result.trials if t.ok] == [1]
+    # a run that reports no usable value still ran: the probe found micro-batch 4 runs
+    assert max(t.micro_batch for t in result.trials) == 4
+
+
+def _old_outputs(out):
+    out.mkdir(parents=True, exist_ok=True)
+    old = {"ds_config_optimal.json": '{"old": true}\n', "cmd_optimal.txt": "old command\n",
+           "summary.txt": "old summary\n"}
+    for name, text in old.items():
+        (out / name).write_text(text)
+    return old
+
+
+def test_rank__outputs_have_a_normal_file_mode_under_the_umask(tmp_path):
+    folder = _three_runs(tmp_path)
+    previous = os.umask(0o027)
+    try:
+        rank(folder, metric="latency", out_dir=tmp_path / "o27")
+        os.umask(0o022)
+        rank(folder, metric="latency", out_dir=tmp_path / "o22")
+    finally:
+        os.umask(previous)
+    for name in ("ds_config_optimal.json", "cmd_optimal.txt", "summary.txt"):
+        assert stat.S_IMODE((tmp_path / "o27" / name).stat().st_mode) == 0o640
+        assert stat.S_IMODE((tmp_path / "o22" / name).stat().st_mode) == 0o644
+
+
+def test_rank__outputs_replace_the_old_files_by_rename(tmp_path):
+    folder = _three_runs(tmp_path)
+    out = tmp_path / "out"
+    _old_outputs(out)
+    before = {n: (out / n).stat().st_ino for n in ("ds_config_optimal.json", "cmd_optimal.txt")}
+    with open(out / "ds_config_optimal.json", encoding="utf-8") as reader:
+        rank(folder, metric="latency", out_dir=out)
+        assert reader.read() == '{"old": true}\n'  # a reader of the old file is undisturbed
+    for name, ino in before.items():
+        assert (out / name).stat().st_ino != ino  # a new file renamed in, not rewritten
+    assert json.loads((out / "ds_config_optimal.json").read_text())[
+        "train_micro_batch_size_per_gpu"] == 2
+    assert sorted(p.name for p in out.iterdir()) == [
+        "cmd_optimal.txt", "ds_config_optimal.json", "summary.txt"]
+
+
+@pytest.mark.parametrize("phase", ["write", "rename"])
+def test_rank__failed_second_file_leaves_the_first_untouched(tmp_path, monkeypatch, capsys,
+                                                             phase):
+    import errno
+
+    import simcore.io as sio
+
+    folder = _three_runs(tmp_path)
+    out = tmp_path / "out"
+    old = _old_outputs(out)
+    if phase == "write":  # the disk fills up while cmd_optimal.txt's temp file is written
+        real_fdopen = os.fdopen
+
+        def fdopen(fd, *a, **kw):
+            fh = real_fdopen(fd, *a, **kw)
+            if ".cmd_optimal.txt." in os.readlink(f"/proc/self/fd/{fd}"):
+                fh.close()
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return fh
+
+        monkeypatch.setattr(sio.os, "fdopen", fdopen)
+    else:  # renaming cmd_optimal.txt into place fails after ds_config_optimal.json's
+        real_replace = os.replace
+
+        def replace(src, dst, *a, **kw):
+            if str(dst).endswith("cmd_optimal.txt") and ".tmp" in str(src):
+                raise OSError(errno.EIO, "Input/output error")
+            return real_replace(src, dst, *a, **kw)
+
+        monkeypatch.setattr(sio.os, "replace", replace)
+    assert main(["rank", str(folder), "--metric", "latency", "--out", str(out)]) == 1
+    assert "cannot write to" in capsys.readouterr().err
+    assert {p.name: p.read_text() for p in out.iterdir()} == old  # no temp files either

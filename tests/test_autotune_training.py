@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import simcore
 from simcore.autotune import Autotuner, Experiment, SimulatorRunner
+from simcore.autotune import deepspeed as ds
 from simcore.autotune.training import (
     TrainingEngine,
     TrainingRun,
@@ -17,7 +18,6 @@ from simcore.autotune.training import (
     simulate_runs,
     with_memory,
 )
-from simcore.kernels.training import zero_states_per_param
 from simcore.presets import HARDWARE_FAMILIES, PRESETS
 from simcore.specs import Efficiency
 
@@ -122,20 +122,35 @@ def test_estimate_training__gpu_memory_override_changes_only_the_fit():
 # -- memory: DeepSpeed's states formula, Korthikanti activations -----------------------------
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "fp32"])
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
-def test_estimate_training__model_states_follow_deepspeeds_formula(stage, precision):
-    est = estimate_training(LLAMA7B, n_gpus=8, stage=stage, micro_batch=1,
-                            precision=precision)
-    per_param = {"fp16": (20, 4 + 16 / 8, 2 + 18 / 8, 20 / 8),
-                 "bf16": (16, 8 + 8 / 8, 4 + 12 / 8, 16 / 8)}
-    expected = per_param["fp16" if precision == "fp16" else "bf16"][stage]
-    assert zero_states_per_param(stage, 8.0, precision == "fp16") == pytest.approx(expected)
-    # the engine counts the parameters on the device (the final norm aside); ZeRO-3 also
-    # holds the fully gathered largest layer, 16-bit parameters and gradients
-    # (DeepSpeed's estimate_zero3_model_states_mem_needs: 4 x largest_layer_params)
-    largest = max(LLAMA7B.params_per_layer, LLAMA7B.vocab_size * LLAMA7B.d_model)
-    gathered = 4 * largest if stage == 3 else 0
-    assert est.model_states_bytes == pytest.approx(expected * LLAMA7B.n_params + gathered,
-                                                   rel=1e-5)
+@pytest.mark.parametrize("n_gpus", [8, 128])
+def test_estimate_training__model_states_are_deepspeeds_estimators(stage, precision, n_gpus):
+    model = PRESETS["Llama 3.1 8B"].model
+    est = estimate_training(model, family="H100-SXM", n_gpus=n_gpus, stage=stage,
+                            micro_batch=1, precision=precision)
+    # the engine counts the parameters on the device (the final norm aside); its largest
+    # layer is the embedding (DeepSpeed gathers it whole at ZeRO-3)
+    n = model.n_params - model.d_model
+    layer = model.vocab_size * model.d_model
+    nodes, per_node = n_gpus // 8, 8
+    if precision != "fp32" and stage == 2:
+        expected = ds.estimate_zero2_model_states_mem_needs(
+            n, per_node, nodes, cpu_offload=False)[1]
+    elif precision != "fp32" and stage == 3:
+        expected = ds.estimate_zero3_model_states_mem_needs(
+            n, layer, per_node, nodes, cpu_offload=False, cpu_offload_params=False)[1]
+    else:  # DeepSpeed has no estimator for ZeRO 0-1 nor an fp32 one: its counting
+        expected = ds.zero_model_states_bytes(stage, precision=precision, total_params=n,
+                                              largest_layer_params=layer, n_gpus=n_gpus)
+    assert est.model_states_bytes == pytest.approx(expected, rel=1e-9)
+
+
+def test_estimate_training__bf16_states_are_fp16s_not_fp32s():
+    kw = dict(family="H100-SXM", n_gpus=8, stage=2, micro_batch=1)
+    z = {p: estimate_training(LLAMA7B, precision=p, **kw).model_states_bytes
+         for p in ("fp16", "bf16", "fp32")}
+    assert z["bf16"] == z["fp16"] < z["fp32"]
+    n = LLAMA7B.n_params
+    assert z["bf16"] == pytest.approx((2 + 18 / 8) * n, rel=1e-5)
 
 
 @settings(max_examples=20, deadline=None)

@@ -445,6 +445,103 @@ def test_main__store_in_use_by_another_run_exit_75(tmp_path, capsys):
     assert (store / ".lock").exists()  # not ours: left alone
 
 
+def _race_for_the_lock(folder, *, pause):
+    """Two runs (threads) take ``folder``'s store lock at once; ``pause(first)`` is called
+    by the first run inside the lock protocol. Returns each run's lock or error."""
+    import threading
+
+    got: dict[str, object] = {}
+
+    def run(name):
+        try:
+            got[name] = chunks_mod._StoreLock(str(folder))
+        except SimcoreRetryError as exc:
+            got[name] = exc
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    pause.wait_until_paused()
+    second = threading.Thread(target=run, args=("second",))
+    second.start()
+    second.join(0.5)  # with the fix it waits for the first run's lock to be complete
+    pause.go()
+    first.join(10)
+    second.join(10)
+    return got
+
+
+class _Pause:
+    """A gate for one thread: the first caller stops until :meth:`go`."""
+
+    def __init__(self):
+        import threading
+
+        self._paused, self._go, self._first = threading.Event(), threading.Event(), None
+
+    def __call__(self):
+        import threading
+
+        if self._first is None:
+            self._first = threading.get_ident()
+        if self._first == threading.get_ident():
+            self._paused.set()
+            self._go.wait(5)
+
+    def wait_until_paused(self):
+        assert self._paused.wait(5)
+
+    def go(self):
+        self._go.set()
+
+
+def _one_holder(got):
+    held = [k for k, v in got.items() if isinstance(v, chunks_mod._StoreLock) and v.held]
+    refused = [v for v in got.values() if isinstance(v, SimcoreRetryError)]
+    for v in got.values():
+        if isinstance(v, chunks_mod._StoreLock):
+            v.release()
+    return held, refused
+
+
+def test_store_lock__a_lock_being_written_is_not_stale(tmp_path, monkeypatch, capsys):
+    # two runs start on one new store: the second must not read the first's lock between
+    # its creation and its content, judge it "half-written, stale" and take it over
+    pause = _Pause()
+    real_write = os.write
+
+    def slow_write(fd, data):
+        if data.startswith(b'{"pid"'):
+            pause()
+        return real_write(fd, data)
+
+    monkeypatch.setattr(chunks_mod.os, "write", slow_write)
+    got = _race_for_the_lock(tmp_path, pause=pause)
+    monkeypatch.undo()
+    held, refused = _one_holder(got)
+    assert held == ["first"] and len(refused) == 1
+    assert "in use by another simcore run" in str(refused[0])
+    assert "took over" not in capsys.readouterr().err
+
+
+def test_store_lock__two_runs_never_both_take_over_a_stale_lock(tmp_path, monkeypatch, capsys):
+    (tmp_path / ".lock").write_text(json.dumps({"pid": 2**22 + 12345,
+                                                "host": socket.gethostname(), "started": 0}))
+    pause = _Pause()
+    real_stale = chunks_mod._StoreLock._stale
+
+    def stale(owner):
+        verdict = real_stale(owner)
+        pause()  # the first run has judged the old lock stale, not yet replaced it
+        return verdict
+
+    monkeypatch.setattr(chunks_mod._StoreLock, "_stale", staticmethod(stale))
+    got = _race_for_the_lock(tmp_path, pause=pause)
+    monkeypatch.undo()
+    held, refused = _one_holder(got)
+    assert held == ["first"] and len(refused) == 1
+    assert capsys.readouterr().err.count("took over the stale lock") == 1
+
+
 def test_main__store_of_another_sweep_exit_2(tmp_path, capsys):
     assert main([*EXPLORE, "--resume", "s.zarr"]) == 0
     capsys.readouterr()

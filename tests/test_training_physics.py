@@ -131,6 +131,26 @@ def test_training__megatron_states_and_distributed_optimizer():
         Workload("train", framework="megatron", zero_stage=3)
 
 
+def test_training__fsdp_states_keep_no_16_bit_copy():
+    # FSDP's sharded fp32 parameters are the master (cast to 16 bits when gathered):
+    # 16 N/G at full sharding plus the gathered largest layer's 16-bit params and grads,
+    # where DeepSpeed's 16-bit formula counts 18 N/G; fp16, bf16 and fp8 alike
+    model = LLAMA31_8B
+    n = model.n_params - model.d_model  # the final norm is not counted
+    layer = model.vocab_size * model.d_model
+    for precision in ("fp16", "bf16", "fp8"):
+        wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=3,
+                      precision=precision, framework="fsdp")
+        assert _row(model, wl, dp=8)["mem_weights_bytes"] == pytest.approx(
+            4 * layer + 16 * n / 8, rel=1e-9)
+        ds = _row(model, replace(wl, framework="deepspeed"), dp=8)["mem_weights_bytes"]
+        assert ds == pytest.approx(4 * layer + 18 * n / 8, rel=1e-9)
+    fp32 = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=3,
+                    precision="fp32", framework="fsdp")
+    assert _row(model, fp32, dp=8)["mem_weights_bytes"] == pytest.approx(
+        8 * layer + 16 * n / 8, rel=1e-9)
+
+
 def test_training__fp8_gemms_and_error_without_fp8():
     wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, zero_stage=3, precision="bf16")
     bf16 = _row(LLAMA2_7B, wl, dp=8)

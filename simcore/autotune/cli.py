@@ -160,6 +160,10 @@ def add_tune_parsers(subparsers: Any) -> None:
                    help=f"simulate: hardware family: {', '.join(HARDWARE_FAMILIES)} (default A100-80G)")
     t.add_argument("--stages", metavar="all|S|S,S",
                    help="ZeRO stages to try (default: the config's, else 0 as in DeepSpeed)")
+    t.add_argument("--stage-early-stop", choices=("on", "off"), default=None,
+                   help='with "stage": "all": stop at the first ZeRO stage that does not '
+                        "improve, as DeepSpeed does (default: on for real runs, off when "
+                        "simulated, where every stage costs nothing)")
     t.add_argument("--s-kv", "--seq-len", dest="seq_len", default="2048", metavar="TOKENS",
                    help="simulate: tokens per sample, the sequence length (default 2048; "
                         "--seq-len is the old spelling)")
@@ -296,6 +300,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
         seed = int(seed)
     except ValueError:
         raise _BadOption(f"--seed must be an integer, got {args.seed!r}") from None
+    early = {"on": True, "off": False, None: None}[args.stage_early_stop]
     if args.autotuning == "run" and script is None:
         raise _BadOption("--autotuning run launches your training script after tuning; pass "
                          "it (after the launcher options) with its --deepspeed_config")
@@ -312,7 +317,8 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
             cmd = ["deepspeed", *ds.gpu_args(runner.n_gpus, per_node=per_node), args.script,
                    "--deepspeed_config", "{ds_config}"]
         tuner = Autotuner(cfg, runner, seed=seed, command=cmd,
-                          launch=spec if script is not None else None, resources=resources)
+                          launch=spec if script is not None else None, resources=resources,
+                          stage_early_stop=early)
         return tuner, out
     assert resources is not None
     try:
@@ -321,7 +327,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
             timeout_s=_pos_float("--exp-timeout", args.exp_timeout) or 3600.0)
     except FileNotFoundError as exc:
         raise _BadOption(f"{exc} (DeepSpeed's launcher runs each experiment)") from None
-    tuner = Autotuner(cfg, command, seed=seed)
+    tuner = Autotuner(cfg, command, seed=seed, stage_early_stop=early)
     if checked.overwrite:  # DeepSpeed's default: a fresh run (folders checked above)
         ds.clear_folders(checked.results_dir, checked.exps_dir)
     return tuner, out
@@ -373,8 +379,12 @@ def _describe(tuner: Autotuner) -> str:
         job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""
         where = f" ({tuner.resources.include()})" if tuner.resources else ""
         what = f"{job} on {r.n_gpus} GPUs{where}"
+    stages = f"stages {list(c.stages)}"
+    if c.stage_is_all:
+        how = "early stop on, as DeepSpeed" if tuner.stage_early_stop else "every stage"
+        stages = f'stages "all" ({how})'
     return (f"{what}, {c.precision}, tuner {c.tuner_type} ({'fast' if c.fast else 'full'}), "
-            f"stages {list(c.stages)}, metric {c.metric}")
+            f"{stages}, metric {c.metric}")
 
 
 def tune_command(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ import argparse
 import base64
 import copy
 import json
+import math
 import os
 import re
 import shlex
@@ -72,6 +73,7 @@ __all__ = [
     "launch_spec_from_namespace",
     "load_resources",
     "log_failure",
+    "metric_reading_problem",
     "names_resources",
     "optimal_ds_config",
     "parse_hostfile",
@@ -103,6 +105,37 @@ DEFAULT_MASTER_PORT = 29500
 #: Keys DeepSpeed's engine writes to ``metrics.json`` (``latency`` per global step,
 #: ``throughput`` = train_batch_size * 1e6 / latency, ``FLOPS_per_gpu``).
 METRIC_KEYS = ("latency", "throughput", "FLOPS_per_gpu")
+
+
+def metric_reading_problem(metric: str, value: Any) -> str | None:
+    """Why ``value`` cannot be a real reading of ``metric`` (a canonical metric name), or
+    None when it can.
+
+    Every metric must be a finite number (not a bool); DeepSpeed's ``METRIC_KEYS`` are
+    also positive: a step takes time, and samples and FLOPs per second are more than
+    zero. A zero, negative, NaN or infinite latency, throughput or FLOPS is a broken run
+    or metrics file, not a result.
+
+    Examples
+    --------
+    >>> metric_reading_problem("latency", 8.0) is None
+    True
+    >>> metric_reading_problem("latency", 0)
+    'latency 0 is not positive'
+    >>> metric_reading_problem("throughput", float("inf"))
+    'throughput inf is not a finite number'
+    """
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        v = float(value)
+    except (TypeError, ValueError):
+        return f"{metric} {value!r} is not a number"
+    if not math.isfinite(v):
+        return f"{metric} {value!r} is not a finite number"
+    if metric in METRIC_KEYS and v <= 0:
+        return f"{metric} {value!r} is not positive"
+    return None
 
 # -- the ``autotuning`` section ----------------------------------------------------------
 #: Every documented ``autotuning`` key with DeepSpeed's default (``enabled``: simcore

@@ -21,13 +21,13 @@ import json
 import math
 import os
 import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ..metrics import get_metric, metric_is_better, metric_value, select_best
+from ..io import write_files_atomic
+from ..metrics import get_metric, metric_is_better, metric_key, metric_value, select_best
 from . import deepspeed as ds
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "Trial",
     "TuneResult",
     "atomic_write_text",
+    "atomic_write_texts",
     "experiment_name",
     "optimal_ds_config",
     "render_command",
@@ -149,8 +150,46 @@ class Trial:
 
     def value(self, metric: str) -> float | None:
         """``metric`` from this trial's metrics (exact key first, then aliases); ``None``
-        if the trial failed or has no such value."""
-        return metric_value(self.metrics, metric) if self.ok else None
+        if the trial failed or has no usable such value (:meth:`value_problem`).
+
+        Examples
+        --------
+        >>> t = Trial("a", stage=1, micro_batch=1, grad_accum=1, status="ok",
+        ...           metrics={"latency": -3.0, "throughput": 5.0})
+        >>> t.value("latency") is None, t.value("throughput")
+        (True, 5.0)
+        """
+        if not self.ok or self.value_problem(metric) is not None:
+            return None
+        return metric_value(self.metrics, metric)
+
+    def value_problem(self, metric: str) -> str | None:
+        """Why this trial's metrics hold no usable ``metric`` reading, or None: the key is
+        missing, or its value is not a finite number, or (DeepSpeed's latency,
+        throughput, FLOPS) not positive
+        (:func:`simcore.autotune.deepspeed.metric_reading_problem`)."""
+        key = metric_key(self.metrics, metric)
+        if key is None or self.metrics is None:
+            return f"no {metric!r} in its metrics"
+        return ds.metric_reading_problem(get_metric(metric).name, self.metrics[key])
+
+    def judged(self, metric: str) -> Trial:
+        """This trial, or a failed copy of it when it succeeded without a usable ``metric``
+        value: a run that reports an impossible or no value is a failed run.
+
+        Examples
+        --------
+        >>> t = Trial("a", stage=1, micro_batch=1, grad_accum=1, status="ok",
+        ...           metrics={"latency": float("nan")})
+        >>> j = t.judged("latency")
+        >>> j.status, j.error
+        ('failed', 'no usable metric: latency nan is not a finite number')
+        """
+        if not self.ok:
+            return self
+        why = self.value_problem(metric)
+        return self if why is None else replace(self, status="failed",
+                                                error=f"no usable metric: {why}")
 
     def experiment_config(self) -> dict[str, Any]:
         """The DeepSpeed config this trial ran (stage, knobs and batch keys set)."""
@@ -196,7 +235,9 @@ def optimal_ds_config(
 
 
 def atomic_write_text(text: str, *, path: str | os.PathLike[str]) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace).
+    """Write ``text`` to ``path`` atomically (temp file in the same folder + os.replace,
+    :func:`simcore.io.write_bytes_atomic`), creating its folder; a new file gets the
+    usual mode (``0o666`` less the umask).
 
     Readers see the old file or the new one, never a partial write.
 
@@ -208,22 +249,16 @@ def atomic_write_text(text: str, *, path: str | os.PathLike[str]) -> Path:
     ...     p.read_text()
     'hi\\n'
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return target
+    return atomic_write_texts({path: text})[0]
+
+
+def atomic_write_texts(texts: Mapping[str | os.PathLike[str], str]) -> list[Path]:
+    """Write several UTF-8 text files all or nothing (:func:`simcore.io.write_files_atomic`:
+    every temporary file is complete before any target is replaced), creating their
+    folders."""
+    for p in texts:
+        Path(p).parent.mkdir(parents=True, exist_ok=True)
+    return write_files_atomic({p: t.encode("utf-8") for p, t in texts.items()})
 
 
 def _num(v: float | None, unit_scale: float = 1.0) -> str:
@@ -463,11 +498,14 @@ class TuneResult:
                 "search (stages, micro-batch range) or check the failed trials' errors"
             )
         out = Path(out_dir)
-        cfg_path = atomic_write_text(json.dumps(cfg, indent=2) + "\n",
-                                     path=out / ds.OPTIMAL_CONFIG)
-        cmd_path = atomic_write_text(self.optimal_command(cfg_path.resolve()) + "\n",
-                                     path=out / ds.OPTIMAL_CMD)
-        summary = atomic_write_text(self.summary_txt(), path=out / ds.SUMMARY_TXT)
+        cfg_path, cmd_path, summary = out / ds.OPTIMAL_CONFIG, out / ds.OPTIMAL_CMD, \
+            out / ds.SUMMARY_TXT
+        # all or nothing: a failed write leaves the three files of the last run as they were
+        atomic_write_texts({
+            cfg_path: json.dumps(cfg, indent=2) + "\n",
+            cmd_path: self.optimal_command(cfg_path.resolve()) + "\n",
+            summary: self.summary_txt(),
+        })
         return {"ds_config": cfg_path, "cmd": cmd_path, "summary": summary}
 
 

@@ -4,7 +4,10 @@
 A runner is any object with ``n_gpus`` and ``run(experiment) -> Trial``; it may also
 offer ``estimate(experiment) -> MemoryEstimate | None`` so the tuner can skip stages
 whose model states cannot fit and bound the micro-batch search, and
-``prefetch(experiments)`` to evaluate the experiments the tuner plans in one batch.
+``prefetch(experiments)`` to evaluate the experiments the tuner plans in one batch,
+and ``costly = False`` when its experiments cost nothing to run (then ``"stage":
+"all"`` tries every stage by default instead of DeepSpeed's early stop; a runner
+without the attribute counts as costly).
 ``run`` never raises for a failed experiment: it returns a trial with
 ``status="failed"`` and the reason.
 
@@ -139,6 +142,9 @@ class SimulatorRunner:
     >>> r.n_gpus, r.hardware.pe_hbm_gb
     (8, 85.9)
     """
+
+    #: simulated experiments cost nothing: ``"stage": "all"`` tries every stage
+    costly = False
 
     def __init__(
         self,
@@ -346,6 +352,9 @@ class CommandRunner:
     >>> r.n_gpus
     8
     """
+
+    #: each experiment is a real training job: DeepSpeed's stage early stop by default
+    costly = True
 
     def __init__(
         self,
@@ -672,6 +681,9 @@ class ResultsFolderRunner:
         (``profile_model_info/ds_config.json``, less DeepSpeed's own overrides: the
         ZeRO stage, micro-batch, ``memory_breakdown`` and the ``autotuning`` section).
     """
+
+    #: the experiments already ran: reading them costs nothing
+    costly = False
 
     def __init__(
         self,

@@ -61,7 +61,7 @@ __all__ = [
     "with_memory",
 ]
 
-#: Accepted training precisions (bf16 and fp32 use DeepSpeed's non-fp16 memory branch).
+#: Accepted training precisions (fp16 and bf16: DeepSpeed's 16-bit model-state formula).
 PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "fp32")
 
 #: Bytes per gradient element of DeepSpeed's ``communication_data_type`` values.
@@ -268,8 +268,8 @@ class TrainingEngine:
     >>> eng = TrainingEngine(get_model("Llama 2 7B"), family=fam, hardware=fam.hardware,
     ...                      efficiency=Efficiency())
     >>> states, per_sample = eng.memory(TrainingRun(stage=3, micro_batch=1, n_gpus=8))
-    >>> round(states / 1e9, 2), round(per_sample / 1e9, 1)  # 20N/8 + gathered layer; flash
-    (17.66, 9.4)
+    >>> round(states / 1e9, 2), round(per_sample / 1e9, 1)  # 4L + 18N/8 (DeepSpeed); flash
+    (15.97, 9.4)
     """
 
     def __init__(self, model: Model, *, family: HardwareFamily, hardware: Hardware,

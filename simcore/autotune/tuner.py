@@ -147,6 +147,13 @@ class Autotuner:
         The DeepSpeed launch (:func:`simcore.autotune.deepspeed.parse_launcher_args`) and
         its resources: ``cmd_optimal.txt`` keeps the user's launcher options and script
         arguments, and ``"auto"`` values are resolved from those arguments.
+    stage_early_stop : bool, optional
+        With ``"stage": "all"``: stop at the first stage that does not improve on the
+        best lower one, as DeepSpeed's autotuner does (True), or try every stage
+        (False). Default: DeepSpeed's early stop when experiments are costly (real
+        runs: any runner without ``costly = False``), every stage when they are free
+        (:class:`SimulatorRunner`, :class:`ResultsFolderRunner`). Explicit stage lists
+        are always tried in full.
 
     Notes
     -----
@@ -155,9 +162,13 @@ class Autotuner:
     (probe runs, bounded by the estimate when there is one); then search
     ``num_tuning_micro_batch_sizes`` micro-batches up to it (× the stage's ZeRO knobs
     when ``fast`` is false) with the tuner, at most ``tuner_num_trials`` trials, stopping
-    after ``tuner_early_stopping`` trials without improvement. With ``stage: "all"``,
-    higher stages are not tried once a stage fails to improve on the best lower one
-    (a stage without result never counts as a measurement). A runner with
+    after ``tuner_early_stopping`` trials without improvement. With ``stage: "all"`` and
+    the stage early stop on, higher stages are not tried once a stage fails to improve on
+    the best lower one (a stage without result never counts as a measurement), which
+    saves real runs but can miss the best stage: higher stages do not only add
+    communication (ZeRO-3's prefetched gathers overlap compute, its smaller states allow
+    larger micro-batches). With it off, the result notes where DeepSpeed would have
+    stopped and whether that would have missed the best. A runner with
     ``prefetch(experiments)`` (the simulator) first receives every experiment the stages
     plan, so it can evaluate them in one batch.
     """
@@ -172,6 +183,7 @@ class Autotuner:
         command: Sequence[str] | None = None,
         launch: ds.LaunchSpec | None = None,
         resources: ds.Resources | None = None,
+        stage_early_stop: bool | None = None,
     ) -> None:
         self.launch = launch if launch is not None else getattr(runner, "launch", None)
         self.resources = (resources if resources is not None
@@ -208,15 +220,29 @@ class Autotuner:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise AutotuneConfigError(f"seed must be an integer, got {seed!r}")
         self.seed = seed
+        if stage_early_stop is not None and not isinstance(stage_early_stop, bool):
+            raise AutotuneConfigError(f"stage_early_stop must be True, False or None, got "
+                                      f"{stage_early_stop!r}")
+        self._stage_early_stop = stage_early_stop
         cmd = command if command is not None else getattr(self.runner, "command", ())
         self.command = tuple(cmd or ())
         self._trials: list[Trial] = []
         self._cache: dict[str, Trial] = {}
+        self._ran: dict[str, bool] = {}
         self._notes: list[str] = []
 
     @property
     def metric(self) -> str:
         return self.config.metric
+
+    @property
+    def stage_early_stop(self) -> bool:
+        """Whether ``"stage": "all"`` stops at the first stage that does not improve
+        (DeepSpeed's rule): the ``stage_early_stop`` passed, else True unless the
+        runner says its experiments cost nothing (``costly = False``)."""
+        if self._stage_early_stop is not None:
+            return self._stage_early_stop
+        return bool(getattr(self.runner, "costly", True))
 
     def __repr__(self) -> str:
         c = self.config
@@ -275,6 +301,8 @@ class Autotuner:
                 f"{type(self.runner).__name__}.run returned {type(trial).__name__}; it must "
                 "return a simcore.autotune.Trial (status 'failed' for a failed run)"
             )
+        self._ran[exp.name] = trial.ok  # it ran (fits memory), whatever it reported
+        trial = trial.judged(self.metric)  # but without a usable value it is a failed run
         self._cache[exp.name] = trial
         self._trials.append(trial)
         return trial
@@ -288,26 +316,32 @@ class Autotuner:
                   bounded: bool) -> tuple[int | None, str]:
         """Index of the largest runnable pair (probe runs), or (None, reason)."""
 
-        def ok(i: int) -> Trial:
+        def probe(i: int) -> tuple[bool, Trial]:
+            """(whether the micro-batch runs, its trial): a run without a value still ran."""
             m, g = pairs[i]
-            return self._run(self._experiment(spec, m, g, {}, phase="probe"))
+            exp = self._experiment(spec, m, g, {}, phase="probe")
+            trial = self._run(exp)
+            return self._ran[exp.name], trial
 
-        first = ok(0)
-        if not first.ok:
+        def ok(i: int) -> bool:
+            return probe(i)[0]
+
+        ran, first = probe(0)
+        if not ran:
             return None, f"the smallest micro-batch {pairs[0][0]} failed: {first.error}"
         last = len(pairs) - 1
         if last == 0:
             return 0, ""
         lo, hi = 0, None
         if bounded:  # the estimate bounds the range: try its top first
-            if ok(last).ok:
+            if ok(last):
                 return last, ""
             hi = last
         else:  # doubling: indices 1, 3, 7, ... (micro-batches 2, 4, 8, ... from 1)
             i = 1
             while True:
                 i = min(i, last)
-                if ok(i).ok:
+                if ok(i):
                     lo = i
                     if i == last:
                         return last, ""
@@ -317,7 +351,7 @@ class Autotuner:
                     break
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if ok(mid).ok:
+            if ok(mid):
                 lo = mid
             else:
                 hi = mid
@@ -439,6 +473,11 @@ class Autotuner:
             return None, f"no successful trial reported {metric!r}"
         return value, ""
 
+    def _why_no_early_stop(self) -> str:
+        if self._stage_early_stop is False:
+            return "stage_early_stop=False"
+        return f"{type(self.runner).__name__}'s experiments cost nothing to run"
+
     # -- the loop -------------------------------------------------------------------------
     def tune(self) -> TuneResult:
         """Run the search; always returns a :class:`TuneResult` (``best`` may be None).
@@ -454,7 +493,7 @@ class Autotuner:
         import time
 
         t0 = time.monotonic()
-        self._trials, self._cache, self._notes = [], {}, []
+        self._trials, self._cache, self._ran, self._notes = [], {}, {}, []
         if self.config.stage_defaulted:
             self._notes.append('no zero_optimization.stage: tuning ZeRO stage 0 only, as '
                                'DeepSpeed does; set "stage": "all" (or a list) to try more')
@@ -463,6 +502,8 @@ class Autotuner:
         skipped: dict[int, str] = {}
         leader: tuple[int, float] | None = None
         stop = ""
+        early_stop = self.config.stage_is_all and self.stage_early_stop
+        deepspeed_stop: tuple[int, str] | None = None  # where DeepSpeed would have stopped
         prefetch = getattr(self.runner, "prefetch", None)
         if callable(prefetch):  # e.g. the simulator: every planned experiment in one batch
             prefetch([e for spec in ZERO_STAGES if spec.stage in self.config.stages
@@ -481,10 +522,27 @@ class Autotuner:
                 continue
             if leader is None or metric_is_better(metric, value, leader[1]):
                 leader = (spec.stage, value)
-            elif self.config.stage_is_all:
-                stop = (f"not tried: stage {spec.stage} ({value:.6g}) did not improve on "
-                        f"stage {leader[0]} ({leader[1]:.6g}); higher stages only add "
-                        "communication")
+            elif self.config.stage_is_all and deepspeed_stop is None:
+                why = (f"stage {spec.stage} ({value:.6g}) did not improve on stage "
+                       f"{leader[0]} ({leader[1]:.6g})")
+                deepspeed_stop = (spec.stage, why)
+                if early_stop:
+                    stop = (f"not tried: {why}; DeepSpeed's early stop for \"stage\": "
+                            "\"all\" (pass stage_early_stop=False, or --stage-early-stop "
+                            "off, to try every stage)")
+        if deepspeed_stop is not None and not early_stop:
+            after = [s.stage for s in ZERO_STAGES
+                     if s.stage > deepspeed_stop[0] and s.stage in self.config.stages]
+            if after:
+                self._notes.append(
+                    f"\"stage\": \"all\" tried every stage: {deepspeed_stop[1]}, where "
+                    f"DeepSpeed's autotuner stops and never tries stage "
+                    f"{', '.join(map(str, after))} ({self._why_no_early_stop()})")
+                top, _ = select_best(self._trials, metric, value=lambda t: t.value(metric))
+                if top is not None and top.stage in after:
+                    self._notes.append(
+                        f"the best, {top.name} (stage {top.stage}), is one DeepSpeed's early "
+                        "stop would have missed")
         return TuneResult.from_trials(
             self._trials, metric=metric, stage_values=stage_values, skipped=skipped,
             base_config=self.config.ds_config, n_gpus=self.n_gpus, mp=self.config.mp_size,
@@ -535,7 +593,7 @@ def rank(
     if metric is None:
         metric = runner.metric or "throughput"
     get_metric(metric)
-    trials = runner.trials
+    trials = [t.judged(metric) for t in runner.trials]  # no usable value: failed
     best, _ = select_best(trials, metric, value=lambda t: t.value(metric))
     stage_values: dict[int, float | None] = {}
     skipped: dict[int, str] = {}

@@ -15,9 +15,12 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   reduce-scatter after every micro-batch for ZeRO 2–3 (partitioned gradients, as
   DeepSpeed does), plus one all-gather of the updated parameters for ZeRO 2 (ZeRO 3
   all-gathers parameters per layer instead); then the HBM-bound Adam step;
-* memory per device: ZeRO model states (DeepSpeed's fp16 formula: Z0 = 20N/mp,
-  Z1 = (4 + 16/G)N/mp, Z2 = (2 + 18/G)N/mp, Z3 = 20N/(G·mp)) plus activations after
-  Korthikanti et al. 2022 (Table 2) for the micro-batches in flight on the first stage.
+* memory per device: ZeRO model states (DeepSpeed's 16-bit formula for fp16, bf16 and
+  fp8: Z0 = 20N, Z1 = 4N + 16N/G, Z2 = 2N + 18N/G, Z3 = 4L + 18N/G with N the
+  parameters on the device and L its largest layer; fp32: 16N, 8N + 8N/G, 4N + 12N/G,
+  8L + 16N/G; FSDP: the fp32 counting, its gathered layer at 16 bits; see
+  :func:`zero_state_bytes`) plus activations after Korthikanti et al.
+  2022 (Table 2) for the micro-batches in flight on the first stage.
 
 Multi-head latent attention trains in the decompressed form (one K/V head per query
 head; the down-projections duplicated on every TP rank); local (sliding-window) layers
@@ -44,23 +47,35 @@ ADAM_BYTES_PER_PARAM = 26.0
 
 
 @jit()
-def zero_states_per_param(stage, G, fp16):
-    """Bytes of model states per (model-parallel-sharded) parameter (DeepSpeed's formula).
+def zero_state_bytes(stage, sixteen_bit, fsdp):
+    """Model-state bytes per (model-parallel-sharded) parameter:
+    ``(kept whole, partitioned over the data-parallel ranks)``.
 
-    fp16: 2-byte parameters and gradients, 16 bytes of optimizer state (20 at ZeRO-0);
-    otherwise (bf16, fp32) 4 + 4 + 8 (16 at ZeRO-0). Stage 1 shards the optimizer
-    state over G data-parallel ranks, stage 2 also the gradients, stage 3 also the
-    parameters.
+    Total states = ``whole · N + partitioned · N / G``, except at ZeRO-3, where the
+    whole part applies to the largest layer (gathered in full: its parameters and
+    gradients) instead of ``N``. DeepSpeed, 16-bit mixed precision (fp16, bf16, fp8
+    with 16-bit weights), its estimators' formula (``estimate_zero2/3_model_states_
+    mem_needs``): Z0 (20, 0), Z1 (4, 16), Z2 (2, 18), Z3 (4, 18). fp32 (no 16-bit copy;
+    the same counting with 4-byte parameters and gradients, 8 bytes of Adam states):
+    Z0 (16, 0), Z1 (8, 8), Z2 (4, 12), Z3 (8, 16). FSDP keeps no 16-bit copy at any
+    precision (its sharded fp32 parameters are the master, cast when gathered): the
+    fp32 counting, with the gathered layer at 16 bits (Z3 (4, 16)) in mixed precision.
     """
-    p = 2.0 if fp16 else 4.0
-    opt = 16.0 if fp16 else 8.0
+    if sixteen_bit and not fsdp:
+        if stage == 0:
+            return 20.0, 0.0
+        if stage == 1:
+            return 4.0, 16.0
+        if stage == 2:
+            return 2.0, 18.0
+        return 4.0, 18.0
     if stage == 0:
-        return p + p + opt
+        return 16.0, 0.0
     if stage == 1:
-        return p + p + opt / G
+        return 8.0, 8.0
     if stage == 2:
-        return p + (p + opt) / G
-    return (p + p + opt) / G
+        return 4.0, 12.0
+    return (4.0 if sixteen_bit else 8.0), 16.0
 
 
 @jit()
@@ -299,9 +314,9 @@ def _train_row(lay, mp, wp, topo, out):
     if fw == 1:  # Megatron: 16-bit weights, fp32 main grads, fp32 Adam (distributed: /d)
         states = (18.0 if zs == 0 else 6.0 + 12.0 / G) * p_dev
     else:
-        states = zero_states_per_param(zs, G, prec == 0) * p_dev
-        if zs == 3:  # the fully gathered largest layer (16-bit parameters + gradients)
-            states += 4.0 * largest
+        whole, part = zero_state_bytes(zs, prec != 2, fw == 2)
+        # ZeRO-3 holds the fully gathered largest layer (its parameters + gradients)
+        states = whole * (largest if zs == 3 else p_dev) + part * p_dev / G
     host = 0.0
     fixed = 0.0
     if offload >= 1:  # ZeRO-Offload: fp32 master, m, v and the 16-bit gradients on host

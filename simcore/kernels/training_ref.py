@@ -8,11 +8,12 @@ from . import collectives_ref as coll
 from .inference_ref import Layout, _strides, keys_in_window
 
 ADAM_BYTES_PER_PARAM = 26.0
-#: DeepSpeed's model-state bytes per parameter: (fp16 formula, bf16/fp32 formula)
-ZERO_BYTES = {0: (lambda G: 20.0, lambda G: 16.0),
-              1: (lambda G: 4 + 16 / G, lambda G: 8 + 8 / G),
-              2: (lambda G: 2 + 18 / G, lambda G: 4 + 12 / G),
-              3: (lambda G: 20 / G, lambda G: 16 / G)}
+#: DeepSpeed's model-state bytes per parameter, ``{width: {stage: (kept whole,
+#: partitioned over G)}}``; at ZeRO-3 the whole part is the gathered largest layer's.
+#: 16-bit (fp16, bf16, fp8) is DeepSpeed's estimators' formula; fp32 the same counting
+#: (FSDP's at every precision: no 16-bit copy, the gathered layer at compute width).
+ZERO_BYTES = {"16-bit": {0: (20, 0), 1: (4, 16), 2: (2, 18), 3: (4, 18)},
+              "fp32": {0: (16, 0), 1: (8, 8), 2: (4, 12), 3: (8, 16)}}
 
 
 def activations_per_layer(seq: float, micro: int, d: int, heads: int, tp: int, recompute: str,
@@ -268,9 +269,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if workload.framework == "megatron":
         states = (18 if zs == 0 else 6 + 12 / g_sh) * params
     else:
-        states = ZERO_BYTES[zs][0 if workload.precision == "fp16" else 1](g_sh) * params
-        if zs == 3:
-            states += 4 * largest  # DeepSpeed: the fully gathered largest layer
+        fp32 = workload.precision == "fp32"
+        whole, part = ZERO_BYTES["fp32" if fp32 or workload.framework == "fsdp" else "16-bit"][zs]
+        if zs == 3 and workload.framework == "fsdp" and not fp32:
+            whole = 4  # FSDP gathers the layer's 16-bit parameters and gradients
+        # DeepSpeed: ZeRO-3 keeps only the fully gathered largest layer whole
+        states = whole * (largest if zs == 3 else params) + part * params / g_sh
     host_bytes, t_host = 0.0, 0.0
     if workload.offload != "none":
         on_gpu = params / g_sh if zs == 3 else params
