@@ -803,9 +803,10 @@ def plot_tuning(result: Any, path: str | os.PathLike[str] | None = None, *,
                                         mec="0.3")
     fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=8,
                ncols=min(len(seen), 4), frameon=False)
-    what = "every micro-batch that fits" if sweep is not None else "the tuner's trials"
+    what = ("lines: every micro-batch that fits; circles: the tuner's trials"
+            if sweep is not None else "lines and circles: the tuner's trials")
     none = sorted(set(result.skipped) | {s for s, v in result.stage_values.items() if v is None})
-    fig.suptitle(f"{result.metric} tuning — lines: {what}; circles: the tuner's trials"
+    fig.suptitle(f"{result.metric} tuning — {what}"
                  + (f"; no result for {', '.join(f'ZeRO-{s}' for s in none)}" if none else ""),
                  fontsize=11)
     return _finish(fig, path)

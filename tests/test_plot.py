@@ -210,7 +210,8 @@ def test_plot_tuning__lines_through_trials_best_per_micro_batch():
     assert fig.axes[1].get_lines()[0].get_ydata()[0] == pytest.approx(100.0)  # 1e5 us -> ms
     usable = [ln for ln in fig.axes[2].get_lines() if ln.get_label() == "usable HBM per GPU"]
     assert usable and usable[0].get_ydata()[0] == pytest.approx(40)
-    assert "no result for ZeRO-0" in fig._suptitle.get_text()
+    assert fig._suptitle.get_text() == ("throughput tuning — lines and circles: the tuner's "
+                                        "trials; no result for ZeRO-0")
     (legend,) = fig.legends
     assert "the tuner's trials" in [t.get_text() for t in legend.get_texts()]
     assert _legend_outside(fig, legend)
