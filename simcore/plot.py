@@ -48,7 +48,8 @@ def layout_label(layout: dict[str, Any]) -> str:
 def plot_pareto(result: Any, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
                 max_labels: int = 10) -> Any:
     """Latency vs cost of every fitting hardware candidate, coloured by its best layout;
-    the Pareto frontier drawn as a step line. Returns the figure."""
+    the Pareto frontier drawn as a step line, the legend to the right of the axes.
+    Returns the figure."""
     plt = _plt()
     fig = None
     if ax is None:
@@ -82,7 +83,7 @@ def plot_pareto(result: Any, path: str | os.PathLike[str] | None = None, *, ax: 
         lats = [s.latency_ns for s in scores]
         if max(lats) > 20 * min(lats):
             ax.set_yscale("log")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     w = result.workload
     ax.set_xlabel("cost_score (Σ knob / default; 6 = default hardware)")
     ax.set_ylabel("latency (ms)" + (" per output token" if w.mode == "decode" else ", TTFT"))
@@ -112,6 +113,8 @@ def plot_sensitivity(result: Any, path: str | os.PathLike[str] | None = None, *,
         for b, v in zip(bars, vals, strict=True):
             ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {v:.2f}%", va="center",
                     fontsize=8)
+        # room for the value after the longest bar (and for a bar that slows things down)
+        ax.set_xlim(min(0.0, 1.18 * min(vals)), 1.18 * max(max(vals), 1e-9))
         base = fmt_ns(rows[0].baseline_latency_ns)
         ax.set_xlabel(f"speed-up from doubling the knob (%), baseline {base}")
     else:
@@ -490,14 +493,23 @@ def _flat(*arrays: Any) -> list[Any]:
     return [a.transpose(*dims).values.ravel() for a in arrays]
 
 
-def _log_if_wide(ax: Any, axis: str, values: Any) -> None:
-    """Log scale where the positive values span more than 20x."""
+def _log_if_wide(ax: Any, axis: str, values: Any, ratio: float = 20.0) -> None:
+    """Log scale where the positive values span more than ``ratio`` times."""
     import numpy as np
+    from matplotlib.ticker import FuncFormatter
 
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v) & (v > 0)]
-    if v.size and v.max() > 20 * v.min():
+    if v.size and v.max() > ratio * v.min():
         (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        if v.max() < 100 * v.min():  # under two decades: plain numbers, minor 2s and 5s too
+            def minor(x: float, _: Any) -> str:
+                lead = round(x / 10 ** np.floor(np.log10(x)))
+                return f"{x:g}" if lead in (2, 5) else ""
+
+            which = ax.xaxis if axis == "x" else ax.yaxis
+            which.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+            which.set_minor_formatter(FuncFormatter(minor))
 
 
 def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = None, *,
@@ -511,7 +523,7 @@ def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = N
     and the layout with the most tokens/s per GPU as a square (both from
     :func:`simcore.metrics.top_points`, so they are the points the tables name). Later
     sweeps get smaller markers, so optima that coincide stay visible. Tokens/s per GPU
-    is ``throughput_tok_s / n_devices``. Axes that span more than 20x are logarithmic;
+    is ``throughput_tok_s / n_devices``. Axes that span more than 10x are logarithmic;
     the legend sits to the right of the axes.
 
     Parameters
@@ -591,8 +603,8 @@ def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = N
         ax.axhline(slo_ms, color="k", ls="--", lw=1)
         handles.append(Line2D([], [], color="k", ls="--", lw=1, label=f"SLO {slo_ms:g} ms"))
         ys_all.append(slo_ms)
-    _log_if_wide(ax, "x", xs_all)
-    _log_if_wide(ax, "y", ys_all)
+    _log_if_wide(ax, "x", xs_all, 10.0)
+    _log_if_wide(ax, "y", ys_all, 10.0)
     ax.set_xlabel(_PER_GPU_LABEL.get(mode, "tokens/s per GPU"))
     ax.set_ylabel(_LATENCY_LABEL.get(mode, "latency (ms)"))
     ax.grid(True, which="major", alpha=0.3)

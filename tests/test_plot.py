@@ -231,3 +231,42 @@ def test_plot_tuning__sweep_draws_the_lines(tmp_path):
 def test_plot_tuning__unknown_panel_says_what_to_pass():
     with pytest.raises(SimcoreInputError, match="pass some of .*'throughput'"):
         plot_tuning(_result(), metrics=("energy_per_token",))
+
+
+# ---- plot_pareto, plot_sensitivity: legend and labels stay clear of the data --------------
+
+def _explore_result():
+    scores = [SimpleNamespace(latency_ns=lat * 1e6, cost_score=cost, layout=_layout(tp))
+              for lat, cost, tp in ((7.2, 6, 32), (7.2, 7, 8), (5.9, 7, 32), (5.9, 8, 32),
+                                    (5.8, 9, 8))]
+    return SimpleNamespace(
+        all_scores=scores, pareto_scores=[scores[0], scores[2], scores[4]], message="",
+        workload=SimpleNamespace(mode="decode", s_kv=8192), model="M", n_hardware=5,
+        n_layouts=2,
+        sensitivity=[SimpleNamespace(knob="bw_hbm_gbs", rel_speedup=0.14,
+                                     baseline_latency_ns=5.8e6),
+                     SimpleNamespace(knob="pe_hbm_gb", rel_speedup=0.0,
+                                     baseline_latency_ns=5.8e6)])
+
+
+def test_plot_pareto__legend_outside_the_points():
+    from simcore.plot import plot_pareto
+
+    fig = plot_pareto(_explore_result())
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "latency (ms) per output token"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels[-1] == "Pareto frontier (3)"
+    assert _legend_outside(fig, ax.get_legend())
+
+
+def test_plot_sensitivity__value_labels_inside_the_axes():
+    from simcore.plot import plot_sensitivity
+
+    fig = plot_sensitivity(_explore_result())
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    assert [t.get_text() for t in ax.texts] == [" 0.00%", " 14.00%"]
+    assert all(t.get_window_extent().x1 <= frame.x1 for t in ax.texts)
+    assert "(%)" in ax.get_xlabel()
