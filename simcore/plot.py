@@ -1,5 +1,7 @@
-"""matplotlib figures: the Pareto frontier, the sensitivity ranking, the latency
-breakdown of one point and the validation parity plot (shared by the CLI and the app)."""
+"""matplotlib figures shared by the CLI ``--plot``, the app and the notebooks: the Pareto
+frontier, the sensitivity ranking, the latency breakdown of one point or of several, the
+latency vs tokens/s-per-GPU map of layout sweeps, ZeRO memory per stage, autotuning curves
+and the validation parity plot. Each returns its Figure; ``path=`` saves it atomically."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 from .report import fmt_ns
 
 __all__ = ["plot_pareto", "plot_sensitivity", "layout_label", "plot_objectives", "plot_compare",
-           "plot_breakdown", "plot_parity"]
+           "plot_breakdown", "plot_parity", "plot_latency_throughput", "plot_zero_memory",
+           "plot_tuning"]
 
 
 def _save(fig: Any, path: str | os.PathLike[str]) -> None:
@@ -45,7 +48,8 @@ def layout_label(layout: dict[str, Any]) -> str:
 def plot_pareto(result: Any, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
                 max_labels: int = 10) -> Any:
     """Latency vs cost of every fitting hardware candidate, coloured by its best layout;
-    the Pareto frontier drawn as a step line. Returns the figure."""
+    the Pareto frontier drawn as a step line, the legend to the right of the axes.
+    Returns the figure."""
     plt = _plt()
     fig = None
     if ax is None:
@@ -79,7 +83,7 @@ def plot_pareto(result: Any, path: str | os.PathLike[str] | None = None, *, ax: 
         lats = [s.latency_ns for s in scores]
         if max(lats) > 20 * min(lats):
             ax.set_yscale("log")
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     w = result.workload
     ax.set_xlabel("cost_score (Σ knob / default; 6 = default hardware)")
     ax.set_ylabel("latency (ms)" + (" per output token" if w.mode == "decode" else ", TTFT"))
@@ -109,6 +113,8 @@ def plot_sensitivity(result: Any, path: str | os.PathLike[str] | None = None, *,
         for b, v in zip(bars, vals, strict=True):
             ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {v:.2f}%", va="center",
                     fontsize=8)
+        # room for the value after the longest bar (and for a bar that slows things down)
+        ax.set_xlim(min(0.0, 1.18 * min(vals)), 1.18 * max(max(vals), 1e-9))
         base = fmt_ns(rows[0].baseline_latency_ns)
         ax.set_xlabel(f"speed-up from doubling the knob (%), baseline {base}")
     else:
@@ -290,21 +296,83 @@ def _finish(fig: Any, path: str | os.PathLike[str] | None) -> Any:
     return fig
 
 
+#: The latency terms of a point, declared once for both breakdown charts:
+#: (attribute, label, colour). What the latency holds beyond them is drawn as ``_OTHER``.
+_BREAKDOWN_TERMS = (("compute_ns", "FLOP time (compute-bound ops)", "C0"),
+                    ("memory_ns", "byte time (memory-bound ops)", "C1"),
+                    ("comm_ns", "communication (exposed)", "C2"))
+_OTHER = ("other (launch and per-step overheads)", "0.6")
+
+
+def _breakdown_terms(score: Any) -> list[tuple[str, float, str]]:
+    """(label, ns, colour) of each latency term of ``score``, the rest ("other") last."""
+    terms = [(label, float(getattr(score, key)), colour)
+             for key, label, colour in _BREAKDOWN_TERMS]
+    other = max(score.latency_ns - sum(v for _, v, _ in terms), 0.0)
+    return [*terms, (_OTHER[0], other, _OTHER[1])]
+
+
 def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
                    ax: Any = None, title: str | None = None) -> Any:
-    """Horizontal bars of one point's latency terms: FLOP time (``compute_ns``), byte
-    time (``memory_ns``), communication (``comm_ns``), the rest and the total
-    (``latency_ns``). Where no op is compute-bound the FLOP bar says so, with the time
-    the point's FLOPs take at the 16-bit peak, instead of "0 ns"."""
+    """Where the latency goes: one point's terms, or the best layouts of several studies.
+
+    Given one score, horizontal bars of its latency terms: FLOP time (``compute_ns``),
+    byte time (``memory_ns``), exposed communication (``comm_ns``), the rest and the
+    total (``latency_ns``). Where no op is compute-bound the FLOP bar says so, with the
+    time the point's FLOPs take at the 16-bit peak, instead of "0 ns".
+
+    Given a mapping ``{label: score}`` (or a sequence of scores), two panels of stacked
+    bars, one bar per score labelled with its layout: the terms in ms (total on top) and
+    their share of the latency in %; the legend sits below the panels.
+
+    Parameters
+    ----------
+    score : JointScore, or mapping of str to JointScore, or sequence of JointScore
+        Anything with ``latency_ns``, ``compute_ns``, ``memory_ns``, ``comm_ns`` and
+        ``layout`` (e.g. ``result.best`` of :func:`~simcore.codesign.joint_explore`).
+    path : str or path-like, optional
+        Save the figure there (format from the suffix), atomically, and close it.
+    ax : matplotlib Axes, optional
+        Draw one score's bars into it; several scores make their own two-panel figure.
+    title : str, optional
+        Title of the chart (one score) or of the figure (several).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from simcore.codesign import joint_explore
+    >>> studies = {mode: joint_explore("Llama 3.1 8B", s_kv=8192, mode=mode,
+    ...                                depth="two_stage").best
+    ...            for mode in ("decode", "prefill")}
+    >>> fig = plot_breakdown(studies)
+    >>> [ax.get_ylabel() for ax in fig.axes]
+    ['latency (ms)', 'share of the latency (%)']
+    >>> len(plot_breakdown(studies["decode"]).axes[0].patches)  # one bar per term + total
+    5
+    """
+    from collections.abc import Mapping, Sequence
+
+    if isinstance(score, Mapping | Sequence):
+        if ax is not None:
+            from .errors import SimcoreInputError
+
+            raise SimcoreInputError("plot_breakdown: ax= draws one score; several scores "
+                                    "make their own two-panel figure (drop ax=)")
+        scores = (dict(score) if isinstance(score, Mapping)
+                  else {layout_label(s.layout): s for s in score})
+        return _plot_breakdowns(scores, path, title=title)
     plt = _plt()
     if ax is None:
         fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     else:
         fig = ax.figure
-    names = ["FLOP time (compute-bound ops)", "byte time (memory-bound ops)",
-             "communication", "other (overheads, bubbles)", "total latency"]
-    other = max(score.latency_ns - score.compute_ns - score.memory_ns - score.comm_ns, 0.0)
-    vals = [score.compute_ns, score.memory_ns, score.comm_ns, other, score.latency_ns]
+    terms = _breakdown_terms(score)
+    names = [label for label, _, _ in terms] + ["total latency"]
+    vals = [v for _, v, _ in terms] + [score.latency_ns]
+    colours = [c for _, _, c in terms] + ["k"]
     ms = [v / 1e6 for v in vals][::-1]
     texts = [f" {fmt_ns(v)}" for v in vals]
     peak = getattr(getattr(score, "hardware", None), "peak_tflops_f16", None)
@@ -312,13 +380,62 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
         # no op is compute-bound: say what the FLOPs would take rather than "0 ns"
         flop_ns = score.flops_per_device * score.latency_ns / (peak * 1e12)
         texts[0] = f" no op compute-bound (FLOPs at 16-bit peak: {fmt_ns(flop_ns)})"
-    bars = ax.barh(names[::-1], ms, color=["k", "0.6", "C2", "C1", "C0"])
+    bars = ax.barh(names[::-1], ms, color=colours[::-1])
     for b, t in zip(bars, texts[::-1], strict=True):
         ax.text(b.get_width(), b.get_y() + b.get_height() / 2, t, va="center", fontsize=8)
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, max(ms) * 1.25 if max(ms) > 0 else 1)
     ax.set_title(title or f"latency breakdown: {layout_label(score.layout)}, "
                  f"cost {score.cost_score:.2f}", fontsize=10)
+    return _finish(fig, path)
+
+
+def _plot_breakdowns(scores: dict[str, Any], path: str | os.PathLike[str] | None, *,
+                     title: str | None) -> Any:
+    """Stacked bars (ms and % share) of the latency terms of each score."""
+    plt = _plt()
+    n = len(scores)
+    fig, (ax_ms, ax_pct) = plt.subplots(1, 2, figsize=(max(9.0, 3.0 + 2.4 * n), 4.6),
+                                        layout="constrained")
+    if not scores:
+        ax_ms.text(0.5, 0.5, "no scores to break down", ha="center", va="center",
+                   transform=ax_ms.transAxes)
+        return _finish(fig, path)
+    x = list(range(n))
+    terms = [_breakdown_terms(s) for s in scores.values()]
+    lat = [s.latency_ns for s in scores.values()]
+    bottom_ms, bottom_pct = [0.0] * n, [0.0] * n
+    for j, (label, _, colour) in enumerate(terms[0]):
+        ns = [t[j][1] for t in terms]
+        if j == len(terms[0]) - 1 and all(v <= 1e-9 * max(lat) for v in ns):
+            continue  # the terms add up to the latency: no "other" bar
+        ms = [v / 1e6 for v in ns]
+        pct = [100 * v / total if total > 0 else 0.0 for v, total in zip(ns, lat, strict=True)]
+        ax_ms.bar(x, ms, bottom=bottom_ms, color=colour, label=label, width=0.6)
+        ax_pct.bar(x, pct, bottom=bottom_pct, color=colour, width=0.6)
+        for i, p in enumerate(pct):
+            if p >= 6:  # a label only where the segment has room for it
+                ax_pct.text(i, bottom_pct[i] + p / 2, f"{p:.0f}%", ha="center", va="center",
+                            fontsize=8, color="w")
+        bottom_ms = [b + v for b, v in zip(bottom_ms, ms, strict=True)]
+        bottom_pct = [b + v for b, v in zip(bottom_pct, pct, strict=True)]
+    for i, total in enumerate(lat):
+        ax_ms.text(i, bottom_ms[i], fmt_ns(total), ha="center", va="bottom", fontsize=8)
+    ticks = ["\n".join([name, *layout_label(s.layout).split(" ", 1)])
+             for name, s in scores.items()]
+    for ax in (ax_ms, ax_pct):
+        ax.set_xticks(x, ticks, fontsize=8)
+        ax.set_xlim(-0.6, n - 0.4)
+    ax_ms.set_ylim(0, 1.12 * max(bottom_ms) if max(bottom_ms) > 0 else 1)
+    ax_ms.set_ylabel("latency (ms)")
+    ax_ms.set_title("time per term (decode: per output token; prefill: TTFT)", fontsize=10)
+    ax_pct.set_ylim(0, 100)
+    ax_pct.set_ylabel("share of the latency (%)")
+    ax_pct.set_title("share of the latency", fontsize=10)
+    handles, labels = ax_ms.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8,
+               frameon=False)
+    fig.suptitle(title or f"latency breakdown of {n} points")
     return _finish(fig, path)
 
 
@@ -356,4 +473,352 @@ def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
     ax.set_ylabel("predicted by simcore (same unit)")
     ax.set_title(f"validation: {len(rows)} measurements, predicted vs measured")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, path)
+
+
+#: y-axis label of a latency in ms, per workload mode.
+_LATENCY_LABEL = {"decode": "time per output token (ms)", "prefill": "time to first token (ms)",
+                  "train": "step time (ms)"}
+#: x-axis label of tokens/s per device, per workload mode.
+_PER_GPU_LABEL = {"decode": "output tokens/s per GPU", "prefill": "prompt tokens/s per GPU",
+                  "train": "training tokens/s per GPU"}
+
+
+def _flat(*arrays: Any) -> list[Any]:
+    """The DataArrays broadcast against each other and flattened in one dim order."""
+    import xarray as xr
+
+    arrays = xr.broadcast(*arrays)
+    dims = arrays[0].dims
+    return [a.transpose(*dims).values.ravel() for a in arrays]
+
+
+def _log_if_wide(ax: Any, axis: str, values: Any, ratio: float = 20.0) -> None:
+    """Log scale where the positive values span more than ``ratio`` times."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    if v.size and v.max() > ratio * v.min():
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        if v.max() < 100 * v.min():  # under two decades: plain numbers, minor 2s and 5s too
+            def minor(x: float, _: Any) -> str:
+                lead = round(x / 10 ** np.floor(np.log10(x)))
+                return f"{x:g}" if lead in (2, 5) else ""
+
+            which = ax.xaxis if axis == "x" else ax.yaxis
+            which.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+            which.set_minor_formatter(FuncFormatter(minor))
+
+
+def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = None, *,
+                            ax: Any = None, slo_ms: float | None = None,
+                            feasible: str = "fits", title: str | None = None) -> Any:
+    """Latency vs tokens/s per GPU of every fitting layout of one or more sweeps.
+
+    Each sweep (a Dataset from :func:`simcore.evaluate`, e.g. one per batch size) is
+    drawn in its own colour: every feasible layout as a faint dot, the Pareto frontier
+    of (latency ↓, tokens/s per GPU ↑) as a line, the lowest-latency layout as a star
+    and the layout with the most tokens/s per GPU as a square (both from
+    :func:`simcore.metrics.top_points`, so they are the points the tables name). Later
+    sweeps get smaller markers, so optima that coincide stay visible. Tokens/s per GPU
+    is ``throughput_tok_s / n_devices``. Axes that span more than 10x are logarithmic;
+    the legend sits to the right of the axes.
+
+    Parameters
+    ----------
+    sweeps : Dataset, or mapping of str to Dataset
+        Sweeps of one mode; a mapping's keys label them (default ``"batch <b>"``).
+    path : str or path-like, optional
+        Save the figure there (format from the suffix), atomically, and close it.
+    ax : matplotlib Axes, optional
+        Draw into it (e.g. one panel of a grid of contexts).
+    slo_ms : float, optional
+        A latency limit, drawn as a dashed horizontal line.
+    feasible : str
+        The boolean variable that marks the layouts to draw (``"fits"``).
+    title : str, optional
+        Default: model, mode and context of the first sweep.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import simcore
+    >>> sweeps = {f"batch {b}": simcore.evaluate("Llama 3.1 8B",
+    ...                                          simcore.Workload("decode", batch=b, s_kv=8192),
+    ...                                          family="H100-SXM") for b in (1, 8)}
+    >>> fig = plot_latency_throughput(sweeps, slo_ms=20)
+    >>> fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()
+    ('output tokens/s per GPU', 'time per output token (ms)')
+    """
+    from collections.abc import Mapping
+
+    import xarray as xr
+    from matplotlib.lines import Line2D
+
+    from .metrics import top_points
+    from .pareto import pareto
+
+    plt = _plt()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8.5, 5), layout="constrained")
+    else:
+        fig = ax.figure
+    if isinstance(sweeps, xr.Dataset) or not isinstance(sweeps, Mapping):  # a Dataset is a Mapping
+        sweeps = {f"batch {sweeps.attrs.get('batch', '?')}": sweeps}
+    first = next(iter(sweeps.values()), None)
+    mode = first.attrs.get("mode", "decode") if first is not None else "decode"
+    xs_all, ys_all = [], []
+    for i, (label, ds) in enumerate(sweeps.items()):
+        colour, size = f"C{i % 10}", max(500 * 0.45 ** i, 40)
+        ds = ds.assign(tokens_per_s_per_gpu=ds.throughput_tok_s / ds.n_devices)
+        front = pareto(ds, objectives={"latency_ns": "min", "tokens_per_s_per_gpu": "max"},
+                       feasible=feasible)
+        lat, tpg, ok, on = _flat(ds.latency_ns / 1e6, ds.tokens_per_s_per_gpu, ds[feasible],
+                                 front)
+        ok, on = ok.astype(bool), on.astype(bool)
+        if not ok.any():
+            ax.plot([], [], color=colour, label=f"{label}: nothing fits")
+            continue
+        xs_all.extend(tpg[ok])
+        ys_all.extend(lat[ok])
+        ax.scatter(tpg[ok], lat[ok], s=6, color=colour, alpha=0.25, linewidths=0)
+        order = tpg[on].argsort()
+        ax.plot(tpg[on][order], lat[on][order], color=colour, lw=1.5,
+                label=f"{label}: frontier of {int(ok.sum())} fitting layouts")
+        for metric, marker, s in (("latency", "*", size), ("tokens_per_s_per_gpu", "s",
+                                                           size / 2.5)):
+            best = top_points(ds, metric, n=1, feasible=feasible)[0]
+            ax.scatter([best["tokens_per_s_per_gpu"]], [best["latency_ns"] / 1e6], marker=marker,
+                       s=s, color=colour, edgecolors="k", linewidths=0.7, zorder=3)
+    handles = [Line2D([], [], ls="none", marker="*", ms=13, color="0.6", mec="k",
+                      label="lowest latency"),
+               Line2D([], [], ls="none", marker="s", ms=7, color="0.6", mec="k",
+                      label="most tokens/s per GPU")]
+    if slo_ms is not None:
+        ax.axhline(slo_ms, color="k", ls="--", lw=1)
+        handles.append(Line2D([], [], color="k", ls="--", lw=1, label=f"SLO {slo_ms:g} ms"))
+        ys_all.append(slo_ms)
+    _log_if_wide(ax, "x", xs_all, 10.0)
+    _log_if_wide(ax, "y", ys_all, 10.0)
+    ax.set_xlabel(_PER_GPU_LABEL.get(mode, "tokens/s per GPU"))
+    ax.set_ylabel(_LATENCY_LABEL.get(mode, "latency (ms)"))
+    ax.grid(True, which="major", alpha=0.3)
+    own, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=own + handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              borderaxespad=0)
+    if first is not None:
+        ax.set_title(title or f"{first.attrs.get('model', '')} {mode}, "
+                     f"s_kv={int(first.attrs.get('s_kv', 0)):,}", fontsize=10)
+    return _finish(fig, path)
+
+
+def plot_zero_memory(estimates: Any, path: str | os.PathLike[str] | None = None, *,
+                     ax: Any = None, title: str | None = None) -> Any:
+    """Per-GPU memory of each ZeRO stage against the usable HBM.
+
+    One stacked bar per stage: the model states, then the activations of the largest
+    micro-batch that fits; the usable HBM per GPU as a dashed line over each bar, and
+    above each bar its states in GB and the micro-batch cap (or "does not fit"). The
+    legend sits to the right of the axes.
+
+    Parameters
+    ----------
+    estimates : mapping of int to MemoryEstimate
+        ZeRO stage -> :class:`~simcore.autotune.MemoryEstimate` (e.g. from
+        :meth:`SimulatorRunner.estimate <simcore.autotune.SimulatorRunner.estimate>`);
+        ``None`` values (a runner without estimates) are skipped.
+    path : str or path-like, optional
+        Save the figure there (format from the suffix), atomically, and close it.
+    ax : matplotlib Axes, optional
+        Draw into it.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from simcore.autotune import Experiment, SimulatorRunner
+    >>> runner = SimulatorRunner("Llama 2 7B", family="A100-80G", n_gpus=8, seq_len=1024)
+    >>> est = {s: runner.estimate(Experiment(f"z{s}", stage=s, micro_batch=1, grad_accum=1,
+    ...                                      ds_config={"fp16": {"enabled": True}}, n_gpus=8))
+    ...        for s in range(4)}
+    >>> fig = plot_zero_memory(est)
+    >>> [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    ['ZeRO-0', 'ZeRO-1', 'ZeRO-2', 'ZeRO-3']
+    """
+    plt = _plt()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8.5, 4.2), layout="constrained")
+    else:
+        fig = ax.figure
+    est = {int(s): e for s, e in estimates.items() if e is not None}
+    if not est:
+        ax.text(0.5, 0.5, "no memory estimates", ha="center", va="center",
+                transform=ax.transAxes)
+        return _finish(fig, path)
+    stages = sorted(est)
+    states = [est[s].model_states_bytes / 1e9 for s in stages]
+    caps = [est[s].max_micro_batch for s in stages]
+    acts = [c * est[s].activation_bytes_per_sample / 1e9 for s, c in zip(stages, caps,
+                                                                           strict=True)]
+    usable = [est[s].usable_bytes / 1e9 for s in stages]
+    ax.bar(stages, states, width=0.6, color="C0", label="model states")
+    ax.bar(stages, acts, width=0.6, bottom=states, color="C1",
+           label="activations at the largest micro-batch that fits")
+    ax.hlines(usable, [s - 0.5 for s in stages], [s + 0.5 for s in stages], colors="k",
+              linestyles="--", lw=1.2, label="usable HBM per GPU")
+    top = max(max(a + b for a, b in zip(states, acts, strict=True)), max(usable))
+    for s, st, act, u, cap, e in zip(stages, states, acts, usable, caps,
+                                     (est[s] for s in stages), strict=True):
+        if not cap:
+            note = "does not fit"
+        elif e.activation_bytes_per_sample <= 0:
+            note = "no activations"
+        else:
+            note = f"micro-batch ≤ {cap}"
+        ax.text(s, max(st + act, u) + 0.02 * top, f"states {st:.1f} GB\n{note}", ha="center",
+                va="bottom", fontsize=8)
+    ax.set_ylim(0, 1.22 * top)
+    ax.set_xlim(min(stages) - 0.6, max(stages) + 0.6)
+    ax.set_xticks(stages, [f"ZeRO-{s}" for s in stages])
+    ax.set_ylabel("memory per GPU (GB)")
+    ax.set_title(title or "ZeRO model states + activations per GPU", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    return _finish(fig, path)
+
+
+#: Trial metric -> (scale, axis label with unit, panel title) for :func:`plot_tuning`.
+_TUNING_AXES = {"throughput": (1.0, "throughput (samples/s)", "throughput: larger is better"),
+                "latency": (1e-3, "step time (ms)", "step time: smaller is better"),
+                "FLOPS_per_gpu": (1e-12, "model TFLOP/s per GPU", "FLOP/s: larger is better"),
+                "mem_bytes": (1e-9, "memory per GPU (GB)", "memory: the cap on the micro-batch")}
+#: ZeRO stage -> (marker, line style, marker size): overlapping stages stay visible.
+_STAGE_STYLE = {0: ("D", ":", 10), 1: ("s", "--", 9), 2: ("o", "-", 5), 3: ("^", "-.", 4)}
+
+
+def plot_tuning(result: Any, path: str | os.PathLike[str] | None = None, *,
+                sweep: Any = None, metrics: Any = ("throughput", "latency", "mem_bytes"),
+                usable_bytes: float | None = None) -> Any:
+    """Tuning curves: each metric against the micro-batch per GPU, one line per ZeRO stage.
+
+    One panel per metric. The lines run through ``sweep`` (every successful trial of an
+    exhaustive sweep, e.g. :meth:`SimulatorRunner.run
+    <simcore.autotune.SimulatorRunner.run>` over every stage and micro-batch) or, without
+    one, through the tuner's own trials; where several trials share a stage and
+    micro-batch (other accumulation steps or knobs) the line takes the one best by the
+    tuner's metric. Circles mark every successful trial of the tuner, a gold star the
+    chosen one, a dashed line on the memory panel ``usable_bytes``. The legend sits
+    below the panels; the title names the stages without a result.
+
+    Parameters
+    ----------
+    result : TuneResult
+        From :meth:`Autotuner.tune <simcore.autotune.Autotuner.tune>`.
+    path : str or path-like, optional
+        Save the figure there (format from the suffix), atomically, and close it.
+    sweep : sequence of Trial, optional
+        The trials to draw the lines through (failed ones are skipped).
+    metrics : sequence of str
+        Panels, from ``throughput`` (samples/s), ``latency`` (step time, ms),
+        ``FLOPS_per_gpu`` (TFLOP/s) and ``mem_bytes`` (GB), or their aliases.
+    usable_bytes : float, optional
+        Usable HBM per GPU, drawn on the ``mem_bytes`` panel.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from simcore.autotune import Autotuner, SimulatorRunner
+    >>> runner = SimulatorRunner("Llama 2 7B", family="A100-80G", n_gpus=8, seq_len=1024)
+    >>> result = Autotuner({"fp16": {"enabled": True}, "zero_optimization": {"stage": [1, 3]},
+    ...                     "autotuning": {"metric": "throughput",
+    ...                                    "num_tuning_micro_batch_sizes": 3}}, runner).tune()
+    >>> fig = plot_tuning(result, metrics=("throughput", "latency"))
+    >>> [ax.get_ylabel() for ax in fig.axes]
+    ['throughput (samples/s)', 'step time (ms)']
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    from .errors import SimcoreInputError
+    from .metrics import UnknownMetricError, get_metric, metric_value
+
+    names = []
+    for m in metrics:
+        try:
+            name = get_metric(m).name
+        except UnknownMetricError:
+            name = m
+        if name not in _TUNING_AXES:
+            raise SimcoreInputError(f"plot_tuning: no panel for metric {m!r}; pass some of "
+                                    f"{list(_TUNING_AXES)}")
+        names.append(name)
+    sign = get_metric(result.metric).sign  # +1: smaller is better
+    tried = [t for t in result.trials if t.ok and t.metrics]
+
+    def rank(t: Any) -> float:  # smaller is better; a trial without the metric ranks last
+        v = metric_value(t.metrics, result.metric)
+        return sign * v if v is not None else float("inf")
+
+    lines: dict[int, dict[int, Any]] = {}
+    for t in [t for t in (sweep if sweep is not None else tried) if t.ok and t.metrics]:
+        kept = lines.setdefault(t.stage, {}).get(t.micro_batch)
+        if kept is None or rank(t) < rank(kept):
+            lines[t.stage][t.micro_batch] = t
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(names), figsize=(5.2 * len(names), 4.4),
+                             layout="constrained", squeeze=False)
+    axes = list(axes[0])
+    best = result.best
+    def point(t: Any, name: str, scale: float) -> list[tuple[int, float]]:
+        """[(micro-batch, scaled value)] of trial ``t``, or [] without the metric."""
+        v = metric_value(t.metrics, name)
+        return [] if v is None else [(t.micro_batch, v * scale)]
+
+    for ax, name in zip(axes, names, strict=True):
+        scale, label, panel = _TUNING_AXES[name]
+        for stage in sorted(lines):
+            marker, ls, ms = _STAGE_STYLE.get(stage, ("v", "-", 5))
+            xy = [p for _, t in sorted(lines[stage].items()) for p in point(t, name, scale)]
+            ax.plot([x for x, _ in xy], [y for _, y in xy], marker=marker, ls=ls, ms=ms,
+                    color=f"C{stage}", label=f"ZeRO-{stage}")
+            xy = [p for t in tried if t.stage == stage for p in point(t, name, scale)]
+            ax.scatter([x for x, _ in xy], [y for _, y in xy], s=90, facecolors="none",
+                       edgecolors=f"C{stage}", zorder=2)
+        for x, y in point(best, name, scale) if best is not None else []:
+            ax.scatter([x], [y], marker="*", s=300, color="gold", edgecolors="k", zorder=3,
+                       label=f"chosen by the tuner ({result.metric}): ZeRO-{best.stage}, "
+                             f"micro-batch {best.micro_batch}")
+        if name == "mem_bytes" and usable_bytes is not None:
+            ax.axhline(usable_bytes * scale, color="k", ls="--", lw=1,
+                       label="usable HBM per GPU")
+            ax.set_ylim(top=max(ax.get_ylim()[1], 1.06 * usable_bytes * scale))
+        ax.set_xlabel("micro-batch per GPU")
+        ax.set_ylabel(label)
+        ax.set_title(panel, fontsize=10)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(True, alpha=0.3)
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(lab, h)
+    seen["the tuner's trials"] = Line2D([], [], ls="none", marker="o", ms=9, mfc="none",
+                                        mec="0.3")
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", fontsize=8,
+               ncols=min(len(seen), 4), frameon=False)
+    what = ("lines: every micro-batch that fits; circles: the tuner's trials"
+            if sweep is not None else "lines and circles: the tuner's trials")
+    none = sorted(set(result.skipped) | {s for s, v in result.stage_values.items() if v is None})
+    fig.suptitle(f"{result.metric} tuning — {what}"
+                 + (f"; no result for {', '.join(f'ZeRO-{s}' for s in none)}" if none else ""),
+                 fontsize=11)
     return _finish(fig, path)

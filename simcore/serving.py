@@ -876,7 +876,8 @@ _MODE_STYLE = {"agg": ("C0", "o", "aggregated"), "disagg": ("C1", "s", "disaggre
 
 def plot_frontier(result: ServingPlan, path: str | os.PathLike[str] | None = None) -> Any:
     """Tokens/s per GPU vs tokens/s per user: every candidate, each mode's Pareto frontier,
-    the best configuration of each mode and the TPOT limit. Saved atomically to ``path``
+    the best configuration of each mode and the TPOT limit; the legend sits below the
+    axes. Saved atomically to ``path``
     (format from the suffix) with the Agg backend; returns the matplotlib Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -911,7 +912,8 @@ def plot_frontier(result: ServingPlan, path: str | os.PathLike[str] | None = Non
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2,
+              frameon=False)  # below the axes: never over a candidate
     if path is not None:
         path = Path(path)
         fmt = path.suffix.lstrip(".").lower() or "png"

@@ -189,6 +189,7 @@ def test_app_explore__demo_sweep_renders_chart_and_table():
     assert not at.error
     assert any(s.value.startswith("Pareto frontier") for s in at.subheader)
     assert at.get("vega_lite_chart") and at.get("image") and at.dataframe
+    assert any(s.value == "where the time goes along the Pareto frontier" for s in at.subheader)
 
 
 def test_app_explore__button_runs_sweep():
@@ -253,6 +254,8 @@ def test_app_pages__demo_serving_and_autotune():
     at = _app(page="autotune", demo="1").run()
     assert not at.exception and not at.error
     assert any(c.language == "json" for c in at.code)
+    assert any(s.value == "metric vs micro-batch per ZeRO stage" for s in at.subheader)
+    assert at.get("image")  # the tuning curves
 
 
 # ---- CLI -----------------------------------------------------------------------------

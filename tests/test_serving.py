@@ -464,6 +464,8 @@ def test_plot_frontier__both_modes_labelled(small, tmp_path):
     assert any("aggregated frontier" in t for t in labels)
     assert any("disaggregated frontier" in t for t in labels)
     assert (tmp_path / "f.png").stat().st_size > 20_000
+    fig.canvas.draw()  # the legend covers no candidate: it is outside the axes
+    assert not ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())
 
 
 def test_layout_label__drops_choices_that_cannot_matter():

@@ -24,7 +24,7 @@ __all__ = [
     "breakdown_table", "load_deepspeed_config", "run_autotune", "trials_table",
     "FRONTIER_PALETTE", "OFF_FRONTIER_COLOUR", "explore_chart", "DESIGN_EXAMPLES",
     "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
-    "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS",
+    "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS", "MAX_BREAKDOWN_BARS",
 ]
 
 #: The app's pages (tabs), in order; ``?page=<name in lower case>`` opens one.
@@ -55,6 +55,9 @@ OFF_FRONTIER_COLOUR = "#c8c8c8"
 #: Designs with knob overrides offered next to the families on the Compare page.
 DESIGN_EXAMPLES = ("H100-SXM:bw_hbm_gbs=6700", "H100-SXM:peak_tflops_f16=1978",
                    "H100-SXM:pe_hbm_gb=150.8,bw_hbm_gbs=4800")
+
+#: The Explore page breaks down at most this many frontier points (the cheapest).
+MAX_BREAKDOWN_BARS = 8
 
 #: Above this many (design x point) evaluations the Compare page refuses.
 MAX_COMPARE_POINTS = 400

@@ -121,6 +121,11 @@ def page_explore(demo: bool) -> None:
                         format_func=lambda i: labels[i], key="explore_point")
     b1, _ = st.columns([3, 2])
     _show(plot_breakdown(r.all_scores[int(pick)]), b1)
+    front = sorted(r.pareto_scores, key=lambda s: s.cost_score)[:L.MAX_BREAKDOWN_BARS]
+    if len(front) > 1:
+        st.subheader("where the time goes along the Pareto frontier")
+        _show(plot_breakdown({f"cost {s.cost_score:.2f}": s for s in front},
+                             title=f"the {len(front)} cheapest frontier points"))
     st.dataframe(df, hide_index=True)
     d1, d2 = st.columns(2)
     d1.download_button("download CSV", L.table_csv(rows), "explore.csv", "text/csv",
@@ -286,6 +291,11 @@ def page_autotune(demo: bool = False) -> None:
     st.dataframe(L.trials_table(res), hide_index=True, column_config={
         res.metric: st.column_config.NumberColumn(f"{res.metric} ({unit})" if unit
                                                   else res.metric, format="%.4g")})
+    if any(t.ok for t in res.trials):
+        from simcore.plot import plot_tuning
+
+        st.subheader("metric vs micro-batch per ZeRO stage")
+        _show(plot_tuning(res))
     st.subheader("chosen config")
     if res.best_config is None:
         st.warning("no trial succeeded")
