@@ -15,7 +15,7 @@ Choices, per the sources' own notes:
   reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped;
 * torchtitan with pipelining keeps FSDP parameters gathered through the step
   (``reshard_after_forward = not pp_enabled`` in its ``apply_fsdp``): ``zero_stage=1``
-  traffic and memory, as for Llama 3; torchtitan's "selective" checkpointing is per-op
+  traffic and 6 + 12/d bytes of model states per parameter; torchtitan's "selective" checkpointing is per-op
   SAC (``recompute="op"``);
 * frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
   with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
@@ -164,11 +164,14 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         # torchtitan's apply_fsdp: reshard_after_forward = not pp_enabled ("to avoid
         # per-microbatch all-gathers"): with pipelining the stage's parameters stay
         # gathered from the first forward to the last backward, gradients are
-        # reduce-scattered once per step
-        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
+        # reduce-scattered once per step. Memory: 16-bit parameters and fp32 gradients
+        # (FSDP2 accumulates unsharded gradients in its reduce dtype) whole, fp32 master
+        # weights and Adam sharded: 6 + 12/d bytes per parameter, the formula simcore
+        # keeps under framework="megatron" (distributed optimizer)
+        wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
         assumed.append("torchtitan FSDP with PP keeps parameters gathered through the step "
-                       "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic and "
-                       "memory")
+                       "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic, "
+                       "6 + 12/d bytes of model states per parameter")
     elif (lay.get("zero_stage") or 3) == 2:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:
