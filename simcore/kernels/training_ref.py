@@ -299,7 +299,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             block = kv_block
         else:
             block = mb * (s / cp) * (h / tp) * ((hd + vhd) * wb + 8)
-        ring_passes = 4 if (rc == "full" or (rc == "selective" and not flash)) else 3
+        # the ring reruns with the attention core: full recompute, or an unfused core that
+        # selective or per-op checkpointing recomputes (core_passes 4)
+        ring_passes = 4 if (rc == "full" or (rc != "none" and not flash)) else 3
         ring = ring_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     rates = {"attn_core": attn_peak, "attn_linear": gemm_peak, "ffn": gemm_peak}
