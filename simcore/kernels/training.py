@@ -15,6 +15,11 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   reduce-scatter after every micro-batch for ZeRO 2–3 (partitioned gradients, as
   DeepSpeed does), plus one all-gather of the updated parameters for ZeRO 2 (ZeRO 3
   all-gathers parameters per layer instead); then the HBM-bound Adam step;
+* expert parallelism (MoE, ``ep`` > 1): routed experts whole on ep of the stage's
+  TP x CP x DP devices; dispatch and combine all-to-all per MoE layer (2 forward,
+  2 backward, +2 with full recompute) over the EP group's tiers; expert states and
+  gradients over the expert-data-parallel group (tp·cp·dp/ep), dense ones over DP x CP;
+  balanced routing;
 * memory per device: ZeRO model states (DeepSpeed's fp16 formula: Z0 = 20N/mp,
   Z1 = (4 + 16/G)N/mp, Z2 = (2 + 18/G)N/mp, Z3 = 20N/(G·mp)) plus activations after
   Korthikanti et al. 2022 (Table 2) for the micro-batches in flight on the first stage.
@@ -34,8 +39,14 @@ import math
 import numpy as np
 
 from ._numba import jit
-from .collectives import (allgather_factor, allreduce_factor, alltoall_factors, hier_factors,
-                          members_per_cube, tier_of)
+from .collectives import (
+    allgather_factor,
+    allreduce_factor,
+    alltoall_factors,
+    hier_factors,
+    members_per_cube,
+    tier_of,
+)
 from .inference import _alpha, add_comm, placement, window_keys
 from .schema import COEF_DTYPE, LAYOUT
 

@@ -195,7 +195,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if n_loc:
         pairs = ((model.n_layers - n_loc) * pairs
                  + n_loc * keys_in_window(1, s, model.sliding_window)) / model.n_layers
-    lin_passes = 4 if rc == "full" else 3
+    lin_passes = 4.0 if rc == "full" else 3.0
     attn_passes = ffn_passes = elem_passes = lin_passes
     if rc == "op":  # every second matmul of a layer recomputed in backward
         attn_passes = 3.5  # K and O of Q, K, V, O
