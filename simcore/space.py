@@ -115,7 +115,8 @@ def reduced_space(
     """CP×TP×PP×DP×kv_shard_mode (1,920 points); other knobs at latency-friendly defaults.
 
     ``ep`` (expert parallelism, MoE only) defaults to 1: experts split over the TP×DP
-    devices of a stage with all-to-all dispatch and combine; pass e.g. ``ep=(1, 2, 4, 8)``.
+    devices of a stage (training: TP×CP×DP, each expert whole on its rank) with all-to-all
+    dispatch and combine; pass e.g. ``ep=(1, 2, 4, 8)``.
     """
     d: dict[str, tuple[Any, ...]] = {
         "cp": tuple(cp), "tp": tuple(tp), "pp": tuple(pp), "dp": tuple(dp),

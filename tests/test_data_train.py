@@ -44,3 +44,19 @@ def test_measurement__mfu_hfu_and_tokens_per_gpu_agree():
     tok = replace(m, metric="tokens_per_s_per_gpu", unit="tokens/s/GPU",
                   measured=1.0).from_latency_ns(lat)
     assert tok == pytest.approx(m.workload.batch * m.workload.s_kv / 2.0 / m.n_devices)
+
+
+def test_train_measurements__moe_runs_with_expert_parallelism_are_kept():
+    """The six EP runs: their EP degree from the source, the models' stated sizes."""
+    by_id = {m.id: m for m in TRAIN_MEASUREMENTS}
+    stated = {"mb2511-qwen3-30b-a3b": (8, 30.5, 3.3), "am-qwen3-30b-a3b-8": (8, 30.5, 3.3),
+              "mb2511-qwen3-235b-a22b": (32, 235, 22), "mb260401-qwen3-235b-a22b": (32, 235, 22),
+              "am-deepseek-v3-256": (64, 671, 37), "am-deepseek-v3-1024": (64, 671, 37)}
+    for pid, (ep, total_b, active_b) in stated.items():
+        m = by_id[pid]
+        assert m.layout_dict["ep"] == ep and m.model.n_experts > 1
+        assert m.model.n_params / 1e9 == pytest.approx(total_b, rel=0.02), pid
+        assert m.model.n_active_params / 1e9 == pytest.approx(active_b, rel=0.05), pid
+        assert "balanced routing" in m.notes
+    assert by_id["am-deepseek-v3-256"].model.is_mla
+    assert not any("expert parallelism" in why for why in TRAIN_SKIPPED.values())

@@ -1,6 +1,7 @@
 """numba kernels against their plain-python twins, on hypothesis-drawn inputs."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -215,8 +216,48 @@ train_topologies = st.builds(
 )
 
 
-@given(models(), train_workloads(), hardware, train_topologies, efficiencies, layouts)
+@st.composite
+def train_models(draw):
+    """Drawn models; MoE ones often with shared experts, leading dense layers and their
+    own expert width (expert parallelism treats those parts differently)."""
+    model = draw(models())
+    if model.n_experts == 1 and draw(st.booleans()):
+        model = replace(model, n_experts=8, top_k=draw(st.integers(1, 8)))
+    if model.n_experts > 1 and draw(st.booleans()):
+        model = replace(model, n_shared_experts=draw(st.integers(0, 2)),
+                        n_dense_layers=draw(st.integers(0, min(3, model.n_layers - 1))),
+                        moe_d_ff=draw(st.sampled_from([0, 64, 2048])))
+    return model
+
+
+#: training layouts: expert parallelism drawn often (valid for MoE models with ep | experts)
+train_layouts = st.builds(
+    ref.Layout,
+    cp=pow2, tp=pow2, pp=st.sampled_from([1, 2, 3, 4, 8]), dp=st.sampled_from([1, 2, 3, 4, 8]),
+    ep=st.sampled_from([1, 2, 4, 8, 16]),
+    **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
+)
+
+
+@given(train_models(), train_workloads(), hardware, train_topologies, efficiencies,
+       train_layouts)
 def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay):
+    _check_training(model, workload, hw, topo, eff, lay)
+
+
+@given(train_models().filter(lambda m: m.n_experts > 1), train_workloads(), hardware,
+       train_topologies, efficiencies, train_layouts.filter(lambda lay: lay.ep > 1),
+       st.booleans())
+def test_training_kernel__matches_reference_with_ep(model, workload, hw, topo, eff, lay, sp):
+    # MoE models with expert parallelism, mostly in its valid region (SP, TP-only FFN)
+    workload = replace(workload, sequence_parallel=sp or lay.tp == 1,
+                       batch=workload.batch * lay.dp)
+    lay = replace(lay, ffn_shard_scope="TP", kv_shard_mode="head",
+                  ep=min(lay.ep, model.n_experts))
+    _check_training(model, workload, hw, topo, eff, lay)
+
+
+def _check_training(model, workload, hw, topo, eff, lay):
     from simcore.kernels import training as kt
     from simcore.kernels import training_ref as tref
 
@@ -267,3 +308,17 @@ def test_hierarchical_collectives__match_reference(nbytes, g, k, cube, nics, bw0
     want = kr.hier_collective_ns(nbytes, g, k, cube, nics, (bw0, a0), (bw1, a1), allreduce)
     assert got == pytest.approx(want, rel=REL, abs=1e-9)
     assert kc.members_per_cube(float(g), 1.0, float(cube)) == min(g, cube)
+
+
+@given(st.floats(0, 1e12), st.integers(1, 512), st.integers(1, 16), st.integers(1, 16),
+       st.integers(1, 16), st.floats(0.1, 1e4), st.floats(0.1, 1e4), st.floats(0, 1e5),
+       st.floats(0, 1e5))
+def test_alltoall__matches_reference(nbytes, g, k, cube, nics, bw0, bw1, a0, a1):
+    k = min(k, cube, g)
+    f0, f1, h0, h1 = kc.alltoall_factors(float(g), float(k), float(nics), float(cube))
+    got = f0 * nbytes / bw0 + f1 * nbytes / bw1 + h0 * a0 + h1 * a1
+    want = kr.alltoall_ns(nbytes, g, k, cube, nics, (bw0, a0), (bw1, a1))
+    assert got == pytest.approx(want, rel=REL, abs=1e-9)
+    # one cube, one NIC per device: (g - 1)/g of the message leaves each member
+    if k == g:
+        assert f1 == 0.0 and f0 * g == pytest.approx(g - 1.0)

@@ -244,3 +244,101 @@ def test_training__torchtitan_selective_is_op_sac_in_validation():
     by_id = {p.id: p for p in MEASUREMENTS}
     assert by_id["tt2412-8b-8gpu-fsdp"].workload.recompute == "op"
     assert by_id["korthikanti-22b-selective"].workload.recompute == "selective"
+
+
+# -- expert parallelism -----------------------------------------------------------------------
+QWEN3_30B = simcore.presets.catalogue()["Qwen/Qwen3-30B-A3B"].model()
+DEEPSEEK_V3 = simcore.presets.catalogue()["deepseek-ai/DeepSeek-V3"].model()
+
+
+def _ep_space(tp=1, pp=1, dp=1, cp=1, ep=1):
+    return {**_space(tp=tp, pp=pp, dp=dp, cp=cp), "ep": (ep,)}
+
+
+def _ep_row(model, wl, family=H100, **layout):
+    return prepare(model, wl, space=_ep_space(**layout), family=family).coeffs[0]
+
+
+EP_WL = Workload("train", batch=64, s_kv=4096, micro_batch=1, zero_stage=1,
+                 precision="bf16", framework="megatron", overlap_grad_reduce=True)
+
+
+def test_training_ep__alltoall_volume_is_tokens_topk_dmodel_bytes():
+    """Dispatch + combine, forward and backward: 4 all-to-alls per MoE layer of each rank's
+    tokens x top_k x d_model x bytes, (ep - 1)/ep of which leaves the rank, one link
+    latency per peer; 6 with full recompute."""
+    m = QWEN3_30B
+    wl = replace(EP_WL, zero_stage=0)  # no post-step all-gather riding on the layer terms
+    msg = 4096 * m.top_k * m.d_model * 2  # one micro-batch of 4096 tokens, bf16
+    row = _ep_row(m, wl, dp=8, ep=8)  # the EP group is one NVLink node
+    assert row["comm0_bytes"] == pytest.approx(4 * msg * 7 / 8, rel=1e-12)
+    assert row["comm1_bytes"] == row["comm2_bytes"] == 0.0
+    assert row["comm_alpha_ns"] == pytest.approx(4 * 7 * H100.topology.alpha_intra_ns)
+    full = _ep_row(m, replace(wl, recompute="full"), dp=8, ep=8)
+    assert full["comm0_bytes"] == pytest.approx(6 * msg * 7 / 8, rel=1e-12)
+    # across two nodes (8 per node, a NIC per GPU): 7/16 to node peers, 8/16 over InfiniBand
+    two = _ep_row(m, replace(wl, batch=128), dp=16, ep=16)
+    assert two["comm0_bytes"] == pytest.approx(4 * msg * 7 / 16, rel=1e-12)
+    assert two["comm1_bytes"] == pytest.approx(4 * msg * 8 / 16, rel=1e-12)
+    assert two["comm_alpha_ns"] == pytest.approx(
+        4 * (7 * H100.topology.alpha_intra_ns + 8 * H100.topology.alpha_inter_ns))
+    # leading dense layers have no all-to-all: DeepSeek-V3's 58 MoE layers of 61
+    ds = _ep_row(DEEPSEEK_V3, wl, dp=8, ep=8)
+    ds_msg = 4096 * 8 * DEEPSEEK_V3.d_model * 2
+    assert ds["comm0_bytes"] == pytest.approx(4 * ds_msg * 7 / 8 * 58 / 61, rel=1e-12)
+    # with TP (and sequence parallelism) each rank dispatches its 1/tp of the tokens and
+    # the routed experts need no TP collective; attention keeps its four
+    tp2 = _ep_row(m, replace(wl, sequence_parallel=True), tp=2, dp=4, ep=8)
+    attn_tp = 2 * 2 * (1 / 2) * 4096 * m.d_model * 2  # all-reduce volume x 2 passes
+    assert tp2["comm0_bytes"] == pytest.approx(4 * msg / 2 * 7 / 8 + attn_tp, rel=1e-12)
+
+
+def test_training_ep__divides_expert_states_over_ep():
+    """Expert weights, gradients and optimizer states split over EP; dense and attention
+    states as before; the expert-data-parallel group (tp·cp·dp/ep) shards what is left."""
+    m = QWEN3_30B
+    experts = m.n_moe_layers * m.n_experts * m.routed_expert_params
+    wl0 = replace(EP_WL, zero_stage=0)  # Megatron without the distributed optimizer: 18 B
+    one = _ep_row(m, wl0, dp=8)["mem_weights_bytes"]
+    eight = _ep_row(m, wl0, dp=8, ep=8)["mem_weights_bytes"]
+    assert one - eight == pytest.approx(18 * experts * (1 - 1 / 8), rel=1e-9)
+    # distributed optimizer: dense states over DP 16, expert states over EDP = 16/8 = 2
+    dense = one / 18 - experts
+    row = _ep_row(m, replace(EP_WL, batch=128), dp=16, ep=8)
+    assert row["mem_weights_bytes"] == pytest.approx(
+        (6 + 12 / 16) * dense + (6 + 12 / 2) * experts / 8, rel=1e-9)
+    # expert gradients reduce over EDP only: with ep = dp nothing but the dense ones move
+    ep8 = _ep_row(m, replace(EP_WL, zero_stage=0), dp=8, ep=8)
+    assert ep8["tail0_bytes"] == pytest.approx(2 * 7 / 8 * dense * 4, rel=1e-9)
+    # the expert FLOPs per device do not change (balanced routing: same total over EP)
+    assert ep8["f_ffn"] == _ep_row(m, wl0, dp=8)["f_ffn"]
+
+
+def test_training_ep__invalid_for_dense_models_and_bad_splits():
+    wl = replace(EP_WL, sequence_parallel=True)
+    assert _ep_row(LLAMA2_7B, wl, dp=8, ep=2)["valid"] == 0.0  # dense: no experts
+    assert _ep_row(QWEN3_30B, wl, dp=8, ep=8)["valid"] == 1.0
+    assert _ep_row(QWEN3_30B, wl, dp=6, ep=3)["valid"] == 0.0  # 3 does not divide 128
+    assert _ep_row(QWEN3_30B, wl, dp=4, ep=8)["valid"] == 0.0  # more than TP x CP x DP
+    assert _ep_row(QWEN3_30B, wl, tp=2, dp=4, ep=8)["valid"] == 1.0  # folded over TP too
+    # Megatron requires sequence parallelism for MoE with TP
+    no_sp = replace(EP_WL, sequence_parallel=False)
+    assert _ep_row(QWEN3_30B, no_sp, tp=2, dp=4, ep=8)["valid"] == 0.0
+
+
+@pytest.mark.parametrize("knob", ["bw_intra_gbs", "bw_inter_gbs", "bw_intersip_gbs"])
+def test_training_ep__doubling_the_ep_link_never_slows_a_step(knob):
+    wl = replace(EP_WL, batch=128, sequence_parallel=True)
+    base = H100.hardware.as_dict()[knob]
+    space = {**_space(), "tp": (1, 2), "pp": (1, 2), "dp": (8, 16, 32), "ep": (1, 2, 8, 16, 32)}
+    ds = simcore.evaluate(QWEN3_30B, wl, space=space, family=H100,
+                          hardware={knob: [base, 2 * base]})
+    lat = ds.latency_ns.squeeze([k for k in ds.latency_ns.dims if ds.sizes[k] == 1])
+    slow, fast = lat.isel({knob: 0}).values, lat.isel({knob: 1}).values
+    ok = ~np.isnan(slow)
+    ep = np.broadcast_to(ds.ep.values.reshape([-1 if d == "ep" else 1 for d in lat.dims
+                                               if d != knob]), slow.shape)
+    assert (ok & (ep > 1)).sum() >= 10
+    assert (fast[ok] <= slow[ok] * (1 + 1e-12)).all()
+    if knob != "bw_intersip_gbs":  # these EP groups all-to-all over this tier: strictly faster
+        assert (fast[ok & (ep > 1)] < slow[ok & (ep > 1)]).any()

@@ -32,15 +32,17 @@ def rows():
 
 # --- accuracy -----------------------------------------------------------------------------
 # The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not met on the
-# 152-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
+# 158-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
 # errors measured when the factors were fitted, so a change that makes any of them worse
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.16, "train": 0.145, "prefill": 0.165, "decode": 0.200}
+RECORDED_CEILINGS = {"all": 0.16, "train": 0.149, "prefill": 0.165, "decode": 0.200}
 #: Configurations that ran but that simcore predicts not to fit (a known gap: unstated
-#: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory).
+#: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory; Automodel's
+#: MoE runs: unstated recomputation, and MoE activations follow the dense formula).
 KNOWN_NOT_FITTING = frozenset({
+    "am-deepseek-v3-256", "am-deepseek-v3-1024", "am-qwen3-30b-a3b-8",
     "falcon180b-blog-h200-llama70b-tp1-b192-128-2048:thr",
     "falcon180b-blog-h200-llama70b-tp1-b96-128-4096:thr", "llama3-405b-16k",
     "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "mb2511-llama3-70b", "mb2511-llama3-8b",

@@ -134,3 +134,23 @@ def hier_factors(g: float, k: float, nics: float, cube: float, allreduce: bool):
     f1 = m * (n - 1.0) / n / lanes
     h1 = m * math.ceil(math.log2(n)) if n > 1.0 else 0.0
     return f0, f1, m * (k - 1.0), h1
+
+
+@jit()
+def alltoall_factors(g: float, k: float, nics: float, cube: float):
+    """(intra factor, top-tier factor, intra latencies, top-tier latencies) of an all-to-all
+    of a message of N bytes per member over g members, k of them per cube.
+
+    Every member keeps 1/g of its message and sends 1/g to each peer, one link latency per
+    peer (pairwise exchange): (k - 1)/g of N to its cube peers, (g - k)/g of N over the
+    top tier, where the cube's k members share min(k, NICs) NICs (one NIC carries
+    cube/NICs devices' worth of the tier's per-device bandwidth, as in ``hier_factors``).
+    Within one cube (k = g) it is (g - 1)/g of N and g - 1 latencies on the intra tier.
+    """
+    if g <= 1.0:
+        return 0.0, 0.0, 0.0, 0.0
+    nics = min(nics, cube)
+    lanes = min(k, nics) * cube / nics
+    f0 = (k - 1.0) / g
+    f1 = k * (g - k) / g / lanes
+    return f0, f1, k - 1.0, g - k

@@ -77,3 +77,21 @@ def hier_collective_ns(nbytes: float, g: int, k: int, cube: int, nics: int,
     if nodes > 1:
         t += phases * math.ceil(math.log2(nodes)) * top[1]
     return t
+
+
+# --- all-to-all (expert parallelism) ---------------------------------------------------------
+def alltoall_ns(nbytes: float, g: int, k: int, cube: int, nics: int,
+                intra: tuple[float, float], top: tuple[float, float]) -> float:
+    """Pairwise-exchange all-to-all: each of g members (k per cube) holds ``nbytes`` and
+    sends a 1/g slice to every peer, paying one link latency per peer; the k members of a
+    cube share min(k, NICs) NICs for the slices leaving the cube. ``intra``/``top`` are
+    (GB/s, alpha ns)."""
+    if g <= 1:
+        return 0.0
+    piece = nbytes / g
+    inside = (k - 1) * piece  # to the k - 1 peers in the same cube
+    leaving = (g - k) * piece  # to the g - k peers elsewhere, per member
+    nics = min(nics, cube)
+    cube_bw = min(k, nics) * top[0] * cube / nics  # the cube's NICs together
+    return (inside / intra[0] + (k - 1) * intra[1]
+            + k * leaving / cube_bw + (g - k) * top[1])

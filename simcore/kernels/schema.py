@@ -209,6 +209,8 @@ class ModelParams(NamedTuple):
     v_dim_dec: float  #: value width per query head in decode (MLA absorbed: the latent)
     window: float  #: sliding-window span of a local layer, tokens (0: none)
     n_local: float  #: local (sliding-window) layers; the others are global
+    moe_layers: float  #: layers with routed experts (0 for a dense model)
+    shared_experts: float  #: always-active (shared) experts per MoE layer
 
 
 class WorkloadParams(NamedTuple):
@@ -321,6 +323,8 @@ def pack_model(model) -> ModelParams:
         qk_dim=float(model.head_dim), v_dim=float(model.value_head_dim),
         qk_dim_dec=float(qk_dec), v_dim_dec=float(v_dec),
         window=float(model.sliding_window), n_local=float(model.n_local_layers),
+        moe_layers=float(model.n_moe_layers),
+        shared_experts=float(model.n_shared_experts if model.n_experts > 1 else 0),
     )
 
 

@@ -15,6 +15,11 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   reduce-scatter after every micro-batch for ZeRO 2–3 (partitioned gradients, as
   DeepSpeed does), plus one all-gather of the updated parameters for ZeRO 2 (ZeRO 3
   all-gathers parameters per layer instead); then the HBM-bound Adam step;
+* expert parallelism (MoE, ``ep`` > 1): routed experts whole on ep of the stage's
+  TP x CP x DP devices; dispatch and combine all-to-all per MoE layer (2 forward,
+  2 backward, +2 with full recompute) over the EP group's tiers; expert states and
+  gradients over the expert-data-parallel group (tp·cp·dp/ep), dense ones over DP x CP;
+  balanced routing;
 * memory per device: ZeRO model states (DeepSpeed's 16-bit formula for fp16, bf16 and
   fp8: Z0 = 20N, Z1 = 4N + 16N/G, Z2 = 2N + 18N/G, Z3 = 4L + 18N/G with N the
   parameters on the device and L its largest layer; fp32: 16N, 8N + 8N/G, 4N + 12N/G,
@@ -37,7 +42,14 @@ import math
 import numpy as np
 
 from ._numba import jit
-from .collectives import allgather_factor, allreduce_factor, hier_factors, members_per_cube
+from .collectives import (
+    allgather_factor,
+    allreduce_factor,
+    alltoall_factors,
+    hier_factors,
+    members_per_cube,
+    tier_of,
+)
 from .inference import _alpha, add_comm, placement, window_keys
 from .schema import COEF_DTYPE, LAYOUT
 
@@ -126,6 +138,71 @@ def _coll(acc, nbytes, g, k, tier, topo, allreduce, count):
 
 
 @jit()
+def ep_groups(ep, tp, cp, dp, strides, cube):
+    """The expert-parallel group and the expert-data-parallel group of a stage.
+
+    The EP group is the first ``ep`` of the stage's TP x CP x DP devices, innermost group
+    (smallest stride) first; the EDP group (the devices holding the same experts) is the
+    rest. Returns ``(ok, span_ep, k_ep, span_edp, k_edp)``: ``ok`` is False when ``ep``
+    does not split the groups evenly (it must be a product of whole inner groups times a
+    divisor of the next one); ``k_*`` are members per cube."""
+    sizes = (tp, cp, dp)
+    st = (strides[0], strides[1], strides[3])
+    order = [0, 1, 2]
+    for a in range(3):  # by stride, innermost first
+        for b in range(2 - a):
+            if st[order[b]] > st[order[b + 1]]:
+                order[b], order[b + 1] = order[b + 1], order[b]
+    rem = ep
+    ok = True
+    span_ep = 1.0
+    span_edp = 1.0
+    k_ep = 1.0
+    k_edp = 1.0
+    for j in order:
+        n = sizes[j]
+        if n == 1:
+            continue
+        if rem >= n:
+            ok = ok and rem % n == 0
+            take = n
+            rem = rem // n
+        else:
+            ok = ok and n % rem == 0
+            take = rem
+            rem = 1
+        if take > 1:
+            span_ep = max(span_ep, float(take * st[j]))
+            k_ep *= members_per_cube(float(take), float(st[j]), cube)
+        rest = n // take
+        if rest > 1:
+            span_edp = max(span_edp, float(n * st[j]))
+            k_edp *= members_per_cube(float(rest), float(take * st[j]), cube)
+    ok = ok and rem == 1
+    return ok, span_ep, min(k_ep, cube), span_edp, min(k_edp, cube)
+
+
+@jit()
+def _grad_reduce(tail, step, params, G, k, tier, zs, m, gb, bw, topo):
+    """The data-parallel gradient reduction of ``params`` over G members (see
+    ``_train_row``): ZeRO 2-3 a reduce-scatter per micro-batch (ZeRO 2: + one all-gather
+    of the updated parameters), ZeRO 1 one reduce-scatter + one all-gather, ZeRO 0 one
+    all-reduce."""
+    if G <= 1.0:
+        return
+    grads = params * gb
+    if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
+        _coll(tail, grads, G, k, tier, topo, False, m)
+        if zs == 2:  # then all-gather the updated 16-bit parameters once
+            _coll(step, params * bw, G, k, tier, topo, False, 1.0)
+    elif zs == 1:  # reduce-scatter the gradients, all-gather the updated parameters
+        _coll(tail, grads, G, k, tier, topo, False, 1.0)
+        _coll(step, params * bw, G, k, tier, topo, False, 1.0)
+    else:  # one all-reduce per step
+        _coll(tail, grads, G, k, tier, topo, True, 1.0)
+
+
+@jit()
 def _train_row(lay, mp, wp, topo, out):
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
@@ -136,6 +213,7 @@ def _train_row(lay, mp, wp, topo, out):
     tpp = lay[LAYOUT.tp_placement]
     cpp = lay[LAYOUT.cp_placement]
     ring = lay[LAYOUT.cp_ring_variant]
+    ep = lay[LAYOUT.ep]
 
     L = mp.n_layers
     d = mp.d_model
@@ -169,8 +247,7 @@ def _train_row(lay, mp, wp, topo, out):
     ikvh = int(kvh)
 
     valid = n_dev <= topo.n_devices and int(h) % tp == 0 and fpp <= L and fcp <= s
-    # expert parallelism is an inference layout dim here: training rows need ep == 1
-    valid = valid and kvm == 0 and int(B) % (dp * int(mb)) == 0 and lay[LAYOUT.ep] == 1
+    valid = valid and kvm == 0 and int(B) % (dp * int(mb)) == 0
     if tp <= ikvh:
         valid = valid and ikvh % tp == 0
     else:
@@ -184,6 +261,27 @@ def _train_row(lay, mp, wp, topo, out):
     k_sh = min(cube, members_per_cube(fdp, float(strides[3]), cube)
                * members_per_cube(fcp, float(strides[1]), cube))
     tier_sh = max(tier_dp, tier_cp) if cp > 1 else tier_dp
+    wide = ffs == 1 and cp > 1
+
+    # expert parallelism (Megatron-Core's MoE parallel folding with expert TP 1): the
+    # routed experts split over ep of the stage's TP x CP x DP devices, each expert whole
+    # on its rank; the tp·cp·dp/ep devices holding the same experts (expert data
+    # parallelism) reduce their gradients and shard their states. MoE only, ep | experts,
+    # the FFN sharded by TP only, sequence parallelism when tp > 1 (as Megatron requires)
+    use_ep = ep > 1
+    fep = float(ep)
+    f_edp = 1.0
+    k_ep = 1.0
+    k_edp = 1.0
+    tier_ep = 0
+    tier_edp = 0
+    if use_ep:
+        ok, span_ep, k_ep, span_edp, k_edp = ep_groups(ep, tp, cp, dp, strides, cube)
+        valid = (valid and ok and E > 1.0 and int(E) % ep == 0 and not wide
+                 and (sp or tp == 1))
+        f_edp = ftp * fcp * fdp / fep
+        tier_ep = tier_of(int(span_ep), int(cube), int(topo.pes_per_sip))
+        tier_edp = tier_of(int(span_edp), int(cube), int(topo.pes_per_sip))
 
     m = B / (fdp * mb)  # micro-batches per replica per step
     T = mb * s / fcp  # tokens per device per micro-batch
@@ -219,13 +317,20 @@ def _train_row(lay, mp, wp, topo, out):
     f_core = p_core * 4.0 * mb * s * s * causal * pair_frac * adim * h / (ftp * fcp)
     b_core = p_core * (kv_block * (1.0 + fcp * causal * pair_frac) + qo)
 
-    wide = ffs == 1 and cp > 1
     shard = ftp * fcp if wide else ftp
     ffn_tokens = mb * s if wide else T
     touched = min(E, ffn_tokens * k) if E > 1.0 else 1.0
+    # EP: the same FLOPs per device (each rank's T/tp tokens, k copies, spread evenly over
+    # the EP ranks: routing imbalance is not modelled); each rank reads its local experts
+    # whole (of E/ep, those its T·k/tp routed copies touch)
     f_ffn = p_ffn * 2.0 * ffn_tokens * mp.ffn_active_params / shard
-    b_ffn = p_ffn * ((touched * mp.expert_params + mp.router_params) / shard * bw
-                     + 2.0 * ffn_tokens * d * bw)
+    if use_ep:
+        local = min(E / fep, T * k / ftp)
+        b_ffn = p_ffn * ((local * mp.expert_params + mp.router_params / ftp) * bw
+                         + 2.0 * ffn_tokens * d * bw)
+    else:
+        b_ffn = p_ffn * ((touched * mp.expert_params + mp.router_params) / shard * bw
+                         + 2.0 * ffn_tokens * d * bw)
 
     f_head = m * 3.0 * 2.0 * T * d * mp.vocab_size / ftp
     b_head = m * (3.0 * mp.vocab_size * d * bw / ftp + 2.0 * T * mp.vocab_size / ftp * 4.0)
@@ -246,6 +351,17 @@ def _train_row(lay, mp, wp, topo, out):
     n_half = 3.0 if rc == 2 else (2.5 if rc == 3 else 2.0)
     if tp > 1:
         _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
+    ffn_tp = 1.0  # share of the layers whose FFN runs TP-sharded with its TP collectives
+    if use_ep:  # dense layers and shared experts keep them; routed experts do not (ETP 1)
+        ffn_tp = (L - mp.moe_layers + (mp.moe_layers if mp.shared_experts > 0.0 else 0.0)) / L
+        # dispatch + combine all-to-all over the EP group per MoE layer: forward 2,
+        # backward 2, +2 with full recompute; each rank's T/tp tokens, k copies
+        n_a2a = (6.0 if rc == 2 else 4.0) * mp.moe_layers / L
+        msg = T / ftp * k * d * bw
+        a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
+        acc[0] += n_a2a * a0 * msg
+        acc[tier_ep] += n_a2a * a1 * msg
+        acc[3] += n_a2a * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier_ep))
     if wide:
         g = ftp * fcp
         full_act = mb * s * d * bw
@@ -254,14 +370,21 @@ def _train_row(lay, mp, wp, topo, out):
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
                  n_half * (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
-        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
+        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half * ffn_tp)
 
     ffn_w = mp.ffn_params / shard
-    layer_params = attn_w + ffn_w + mp.norm_params
+    exp_layer = 0.0  # local routed-expert weights per layer (EP), sharded over EDP
+    if use_ep:
+        ffn_w = mp.router_params / ftp  # router, shared experts, dense layers: by TP
+        exp_layer = E / fep * mp.expert_params
+    layer_dense = attn_w + ffn_w + mp.norm_params
+    layer_params = layer_dense + exp_layer if use_ep else layer_dense
     ovl = np.zeros(4)  # prefetched ZeRO-3 / FSDP parameter all-gathers (overlap compute)
-    if zs == 3 and g_sh > 1.0:  # gathered for forward, backward (and recompute)
-        n_ag = 3.0 if rc == 2 else 2.0
-        _coll(ovl, layer_params * bw, g_sh, k_sh, tier_sh, topo, False, n_ag)
+    n_ag = 3.0 if rc == 2 else 2.0  # gathered for forward, backward (and recompute)
+    if zs == 3 and g_sh > 1.0:
+        _coll(ovl, layer_dense * bw, g_sh, k_sh, tier_sh, topo, False, n_ag)
+    if zs == 3 and f_edp > 1.0:
+        _coll(ovl, exp_layer * bw, f_edp, k_edp, tier_edp, topo, False, n_ag)
 
     ring_bytes = 0.0
     ring_alpha = 0.0
@@ -286,41 +409,44 @@ def _train_row(lay, mp, wp, topo, out):
 
     # parameters on the busiest device
     emb = mp.vocab_size * d / ftp if pp > 1 else mp.embedding_params / ftp
-    p_dev = lps * layer_params + emb
+    p_dense = lps * layer_dense + emb  # over DP x CP
+    p_exp = lps * exp_layer  # local experts (EP): over the EDP group
+    p_dev = p_dense + p_exp if use_ep else p_dense
 
     tail = np.zeros(4)  # once-per-step wire bytes per tier and latency
     step = np.zeros(4)  # once-per-step collectives that cannot overlap (after the step)
-    if g_sh > 1.0:
-        grads = p_dev * gb
-        if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
-            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, False, m)
-            if zs == 2:  # then all-gather the updated 16-bit parameters once
-                _coll(step, p_dev * bw, g_sh, k_sh, tier_sh, topo, False, 1.0)
-        elif zs == 1:  # reduce-scatter the gradients, all-gather the updated parameters
-            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, False, 1.0)
-            _coll(step, p_dev * bw, g_sh, k_sh, tier_sh, topo, False, 1.0)
-        else:  # one all-reduce per step
-            _coll(tail, grads, g_sh, k_sh, tier_sh, topo, True, 1.0)
+    _grad_reduce(tail, step, p_dense, g_sh, k_sh, tier_sh, zs, m, gb, bw, topo)
+    if use_ep:  # expert gradients over the expert-data-parallel group only
+        _grad_reduce(tail, step, p_exp, f_edp, k_edp, tier_edp, zs, m, gb, bw, topo)
     hide = 0.0
     if overlap:  # bucketed: hides under the backward of the micro-batches it follows
         back = 2.0 / p_ffn
         hide = back * (m if zs >= 2 else 1.0) / slots
     opt_share = p_dev / g_sh if zs >= 1 else p_dev
+    if use_ep and zs >= 1:
+        opt_share = p_dense / g_sh + p_exp / f_edp
     tail_mem = 0.0 if offload >= 1 else opt_share * (ADAM_BYTES_PER_PARAM + gb)
 
-    # model states
+    # model states (16-bit weights, fp32 main grads, fp32 Adam for Megatron, /d with the
+    # distributed optimizer; DeepSpeed's per-stage formulas otherwise); experts over EDP
     G = g_sh
     largest = max(layer_params, mp.vocab_size * d / ftp)
     if fw == 1:  # Megatron: 16-bit weights, fp32 main grads, fp32 Adam (distributed: /d)
-        states = (18.0 if zs == 0 else 6.0 + 12.0 / G) * p_dev
+        states = (18.0 if zs == 0 else 6.0 + 12.0 / G) * p_dense
+        if use_ep:  # routed experts over the expert-data-parallel group
+            states += (18.0 if zs == 0 else 6.0 + 12.0 / f_edp) * p_exp
     else:
         whole, part = zero_state_bytes(zs, prec != 2, fw == 2)
         # ZeRO-3 holds the fully gathered largest layer (its parameters + gradients)
-        states = whole * (largest if zs == 3 else p_dev) + part * p_dev / G
+        states = whole * (largest if zs == 3 else p_dev) + part * p_dense / G
+        if use_ep:  # routed experts sharded over the expert-data-parallel group
+            states += part * p_exp / f_edp
     host = 0.0
     fixed = 0.0
     if offload >= 1:  # ZeRO-Offload: fp32 master, m, v and the 16-bit gradients on host
         p_gpu = p_dev / G if zs == 3 else p_dev
+        if use_ep and zs == 3:
+            p_gpu = p_dense / G + p_exp / f_edp
         states = 2.0 * p_gpu + (4.0 * largest if zs == 3 else 0.0)
         host = opt_share * 14.0
         pcie = topo.pcie_gbs if topo.pcie_gbs > 0.0 else 1.0

@@ -52,13 +52,49 @@ def _kv_heads(model) -> int:
     return model.n_heads if model.is_mla else model.n_kv_heads
 
 
+def expert_groups(lay: Layout, strides: dict[str, int], cube: int):
+    """(EP group, EDP group) of a stage as lists of (members, stride) per parallel dim, or
+    None when ep does not split TP x CP x DP evenly: the EP group takes the first ep of
+    the stage's TP x CP x DP devices, innermost dim first; the EDP group (same experts) is
+    the rest."""
+    dims = sorted((d for d in ("tp", "cp", "dp") if getattr(lay, d) > 1),
+                  key=lambda d: strides[d])
+    left, ep_parts, edp_parts = lay.ep, [], []
+    for d in dims:
+        n = getattr(lay, d)
+        take = n if left >= n else left
+        if (left % n if left >= n else n % left):
+            return None
+        left //= take
+        if take > 1:
+            ep_parts.append((take, strides[d]))
+        if n // take > 1:
+            edp_parts.append((n // take, take * strides[d]))
+    return (ep_parts, edp_parts) if left == 1 else None
+
+
+def _group_shape(parts, cube: int) -> tuple[int, int, int]:
+    """(members, span, members per cube) of a group made of (members, stride) parts."""
+    size = math.prod(n for n, _ in parts)
+    span = max((n * st for n, st in parts), default=1)
+    k = math.prod(1 if st >= cube else max(1, min(n, cube // st)) for n, st in parts)
+    return size, span, min(k, cube)
+
+
 def is_valid(model, workload, topology, lay: Layout) -> bool:
     if lay.cp * lay.tp * lay.pp * lay.dp > topology.n_devices:
         return False
     if model.n_heads % lay.tp or lay.pp > model.n_layers or lay.cp > workload.s_kv:
         return False
-    if lay.ep != 1:  # expert parallelism is not modelled for training
-        return False
+    if lay.ep > 1:  # experts over ep of the stage's TP x CP x DP devices (MoE only)
+        if model.n_experts == 1 or model.n_experts % lay.ep:
+            return False
+        if lay.ffn_shard_scope == "TP+CP" and lay.cp > 1:
+            return False
+        if lay.tp > 1 and not workload.sequence_parallel:  # Megatron requires SP here
+            return False
+        if expert_groups(lay, _strides(lay), topology.pes_per_cube) is None:
+            return False
     if lay.kv_shard_mode != "head" or workload.batch % (lay.dp * workload.micro_batch):
         return False
     kvh = _kv_heads(model)
@@ -137,6 +173,20 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     def sharded(nbytes, allreduce):
         return collective(nbytes, g_sh, k_sh, t_sh, allreduce)
 
+    # expert parallelism: routed experts whole on ep of the stage's TP x CP x DP devices;
+    # the devices holding the same experts (EDP) reduce their gradients and shard states
+    ep = lay.ep
+    if ep > 1:
+        ep_parts, edp_parts = expert_groups(lay, strides, cube)
+        _, ep_span, k_ep = _group_shape(ep_parts, cube)
+        g_edp, edp_span, k_edp = _group_shape(edp_parts, cube)
+        t_ep, t_edp = tier(ep_span), tier(edp_span)
+    else:
+        g_edp, k_edp, t_edp = 1, 1, 0
+
+    def expert_sharded(nbytes, allreduce):
+        return collective(nbytes, g_edp, k_edp, t_edp, allreduce)
+
     micro_batches = B / (dp * mb)
     tokens = mb * s / cp
     # (query, key) pairs per sequence, averaged over the layers: local (sliding-window)
@@ -146,10 +196,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if n_loc:
         pairs = ((model.n_layers - n_loc) * pairs
                  + n_loc * keys_in_window(1, s, model.sliding_window)) / model.n_layers
-    lin_passes = 4 if rc == "full" else 3
-    attn_passes: float = float(lin_passes)
-    ffn_passes: float = attn_passes
-    elem_passes: float = attn_passes
+    lin_passes = 4.0 if rc == "full" else 3.0
+    attn_passes = ffn_passes = elem_passes = lin_passes
     if rc == "op":  # every second matmul of a layer recomputed in backward
         attn_passes = 3.5  # K and O of Q, K, V, O
         ffn_passes = 3 + (1 / 3 if model.gated_ffn else 1 / 2)
@@ -175,6 +223,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     ffn_tokens = mb * s if wide else tokens
     experts = min(model.n_experts, ffn_tokens * model.top_k) if model.n_experts > 1 else 1
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
+    # weights read by the FFN per pass: with EP the rank's local experts whole (those its
+    # T·k/tp routed token copies touch), the rest (router, shared, dense) by TP
+    if ep > 1:
+        local = min(model.n_experts / ep, tokens * model.top_k / tp)
+        ffn_read = local * model.expert_params + router / tp
+    else:
+        ffn_read = (experts * model.expert_params + router) / ffn_ranks
 
     ops = {
         "attn_linear": (attn_passes * 2 * tokens * ((model.attn_params_per_layer - rep_w) / tp
@@ -186,8 +241,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                       core_passes * (kv_block + mb * kv_heads * (hd + vhd) * wb * pairs / s
                                      + mb * (s / cp) * (h / tp) * (hd + vhd) * wb)),
         "ffn": (ffn_passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-                ffn_passes * ((experts * model.expert_params + router) / ffn_ranks * wb
-                              + 2 * ffn_tokens * d * wb)),
+                ffn_passes * (ffn_read * wb + 2 * ffn_tokens * d * wb)),
     }
     head = (micro_batches * 3 * 2 * tokens * d * model.vocab_size / tp,
             micro_batches * (3 * model.vocab_size * d * wb / tp
@@ -209,17 +263,36 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     act = tokens * d * wb
     tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
     comm += tp_coll
+    ffn_tp_layers = model.n_layers  # layers whose FFN runs TP-sharded (TP collectives)
+    if ep > 1:
+        # routed experts run whole (expert TP 1): only dense layers and shared experts keep
+        # the FFN's TP collectives. Per MoE layer, dispatch + combine all-to-all over the EP
+        # group in forward and backward (+ the recompute forward): each rank's tokens / tp,
+        # top_k copies of d_model each
+        ffn_tp_layers = model.n_layers - (0 if model.n_shared_experts else model.n_moe_layers)
+        n_a2a = 6 if rc == "full" else 4
+        sent = tokens / tp * model.top_k * d * wb
+        a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
+        comm += n_a2a * a2a * model.n_moe_layers / model.n_layers
     if wide:
         span = max(tp * strides["tp"], cp * strides["cp"])
         full_act = mb * s * d * wb
         comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
     else:
-        comm += tp_coll
-    layer_params = attn_weights + model.ffn_params_per_layer / ffn_ranks + model.norm_params_per_layer
+        comm += tp_coll if ep == 1 else tp_coll * ffn_tp_layers / model.n_layers
+    if ep > 1:
+        dense_params = attn_weights + router / tp + model.norm_params_per_layer
+        expert_layer = model.n_experts / ep * model.expert_params
+    else:
+        dense_params = (attn_weights + model.ffn_params_per_layer / ffn_ranks
+                        + model.norm_params_per_layer)
+        expert_layer = 0.0
+    layer_params = dense_params + expert_layer
     prefetch = 0.0  # ZeRO-3 / FSDP all-gathers, prefetched under the layer's compute
     if zs == 3:
-        prefetch = (3 if rc == "full" else 2) * sharded(layer_params * wb, False)
+        prefetch = (3 if rc == "full" else 2) * (sharded(dense_params * wb, False)
+                                                 + expert_sharded(expert_layer * wb, False))
 
     ring = 0.0
     if cp > 1:
@@ -227,7 +300,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             block = kv_block
         else:
             block = mb * (s / cp) * (h / tp) * ((hd + vhd) * wb + 8)
-        ring_passes = 4 if (rc == "full" or (rc == "selective" and not flash)) else 3
+        # the ring reruns with the attention core: full recompute, or an unfused core that
+        # selective or per-op checkpointing recomputes (core_passes 4)
+        ring_passes = 4 if (rc == "full" or (rc != "none" and not flash)) else 3
         ring = ring_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     rates = {"attn_core": attn_peak, "attn_linear": gemm_peak, "ffn": gemm_peak}
@@ -243,18 +318,24 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             if pp > 1 else 0.0)
 
     emb = model.vocab_size * d / tp if pp > 1 else model.embedding_params / tp
-    params = layers_per_stage * layer_params + emb
-    grads = params * workload.grad_bytes
-    after_step = 0.0  # parameter all-gathers after the optimizer step (never hidden)
-    if zs >= 2:  # reduce-scatter after every micro-batch
-        t_grad = micro_batches * sharded(grads, False)
-        if zs == 2:
-            after_step = sharded(params * wb, False)
-    elif zs == 1:
-        t_grad = sharded(grads, False)
-        after_step = sharded(params * wb, False)
-    else:
-        t_grad = sharded(grads, True)
+    dense = layers_per_stage * dense_params + emb  # reduced and sharded over DP x CP
+    expert = layers_per_stage * expert_layer  # over the EDP group only
+    params = dense + expert
+
+    def reduction(p, over):
+        """(gradient reduction, parameter all-gather after the step) of p parameters."""
+        grads = p * workload.grad_bytes
+        if zs >= 2:  # reduce-scatter after every micro-batch
+            return micro_batches * over(grads, False), over(p * wb, False) if zs == 2 else 0.0
+        if zs == 1:
+            return over(grads, False), over(p * wb, False)
+        return over(grads, True), 0.0
+
+    t_grad, after_step = reduction(dense, sharded)  # after_step: never hidden
+    if ep > 1:
+        t_exp, after_exp = reduction(expert, expert_sharded)
+        t_grad += t_exp
+        after_step += after_exp
     if workload.grad_overlap:
         backward = 2 / ffn_passes
         share = (micro_batches if zs >= 2 else 1) / per_slot
@@ -262,22 +343,25 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         # window cannot hide both; otherwise faster compute could expose more than it saves)
         free = max(0.0, work - prefetch)
         t_grad = max(0.0, t_grad - backward * share * slots * free)
-    opt_params = params / g_sh if zs >= 1 else params
+    opt_params = (dense / g_sh + expert / g_edp) if zs >= 1 else params
     t_opt = opt_params * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
 
     largest = max(layer_params, model.vocab_size * d / tp)
     if workload.framework == "megatron":
-        states = (18 if zs == 0 else 6 + 12 / g_sh) * params
+        states = sum((18 if zs == 0 else 6 + 12 / g) * p for p, g in ((dense, g_sh),
+                                                                      (expert, g_edp)))
     else:
         fp32 = workload.precision == "fp32"
         whole, part = ZERO_BYTES["fp32" if fp32 or workload.framework == "fsdp" else "16-bit"][zs]
         if zs == 3 and workload.framework == "fsdp" and not fp32:
             whole = 4  # FSDP gathers the layer's 16-bit parameters and gradients
-        # DeepSpeed: ZeRO-3 keeps only the fully gathered largest layer whole
-        states = whole * (largest if zs == 3 else params) + part * params / g_sh
+        # DeepSpeed: ZeRO-3 keeps only the fully gathered largest layer whole; routed
+        # experts are sharded over the expert-data-parallel group
+        states = (whole * (largest if zs == 3 else params) + part * dense / g_sh
+                  + part * expert / g_edp)
     host_bytes, t_host = 0.0, 0.0
     if workload.offload != "none":
-        on_gpu = params / g_sh if zs == 3 else params
+        on_gpu = dense / g_sh + expert / g_edp if zs == 3 else params
         states = 2 * on_gpu + (4 * largest if zs == 3 else 0)
         host_bytes = 14 * opt_params  # fp32 master, Adam m and v, 16-bit gradients
         t_host = opt_params * (2 + wb) / topology.pcie_gbs

@@ -36,14 +36,16 @@ Skipped points
 point                             reason
 ================================  ==============================================================
 mlm-readme-* (9)                  model shape not stated (FFN size, KV heads, embedding tying)
-mb2511-qwen3-30b-a3b              MoE with expert parallelism: EP is not a training layout dim
-mb2511-qwen3-235b-a22b            MoE with expert parallelism: EP is not a training layout dim
-mb260401-qwen3-235b-a22b          MoE with expert parallelism: EP is not a training layout dim
-am-deepseek-v3-256 / -1024        MoE with expert parallelism (and MLA): not modelled in training
-am-qwen3-30b-a3b-8                MoE with expert parallelism: not modelled in training
 opt-175b-992gpu                   layout not stated (TP and DP unknown; a maximum, not a run)
 korthikanti-*, sc21-* (11)        already in :mod:`simcore.validation.data` (kept there)
 ================================  ==============================================================
+
+MoE runs with expert parallelism (Megatron-Bridge Qwen3-30B-A3B and Qwen3-235B-A22B,
+Automodel DeepSeek-V3 and Qwen3-30B-A3B) are kept: the layout's ``ep`` comes from the
+source, the models from the catalogue (Qwen3-30B-A3B; DeepSeek-V3 with MLA, one shared
+expert and three leading dense layers) or, for Qwen3-235B-A22B, from its Hugging Face
+config fields; routing is balanced (the sources force-balance their gates) and experts
+are not tensor-parallel (expert TP 1, the only reading of EP 32 over TP 2 x DP 16).
 """
 
 from __future__ import annotations
@@ -90,7 +92,38 @@ def _family(name: str, variant: str | None, n_gpus: int) -> HardwareFamily:
     return fam
 
 
+#: Hugging Face config of Qwen/Qwen3-235B-A22B (not in the catalogue): the fields the
+#: transcription gives from the standard config, plus its ``intermediate_size`` (unused:
+#: every layer is MoE) and ``model_type`` (QK-norm, untied embeddings).
+_QWEN3_235B_HF = {"model_type": "qwen3_moe", "num_hidden_layers": 94, "hidden_size": 4096,
+                  "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128,
+                  "intermediate_size": 12288, "moe_intermediate_size": 1536,
+                  "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936,
+                  "tie_word_embeddings": False, "mlp_only_layers": [], "decoder_sparse_step": 1}
+
+
+def _moe_model(m: dict[str, Any]) -> Model:
+    """An MoE model: the catalogue's config where it has one (Qwen3-30B-A3B, DeepSeek-V3
+    with MLA, one shared expert and three leading dense layers), else the config above."""
+    cat = presets.catalogue()
+    if m["hf_id"] in cat:
+        model = cat[m["hf_id"]].model()
+    elif m["hf_id"] == "Qwen/Qwen3-235B-A22B":
+        model = Model.from_hf_dict(_QWEN3_235B_HF, name=m["hf_id"])
+    else:  # pragma: no cover - every MoE point is one of the three
+        raise ValueError(f"no config for the MoE model {m['hf_id']!r}")
+    # the transcription's fields must agree with the config used
+    for key, have in (("n_layers", model.n_layers), ("d_model", model.d_model),
+                      ("n_experts", model.n_experts), ("top_k", model.top_k),
+                      ("moe_d_ff", model.moe_d_ff), ("vocab_size", model.vocab_size)):
+        if int(m[key]) != have:  # pragma: no cover - checked by the tests
+            raise ValueError(f"{m['name']}: {key}={m[key]} but the config has {have}")
+    return replace(model, name=m["name"])
+
+
 def _model(m: dict[str, Any]) -> Model:
+    if m.get("n_experts"):
+        return _moe_model(m)
     kw: dict[str, Any] = {}
     if m.get("head_dim"):
         kw["head_dim"] = int(m["head_dim"])
@@ -105,11 +138,9 @@ def _skip_reason(p: dict[str, Any]) -> str | None:
     lay, m = p["layout"], p["model"]
     if p.get("already_in_simcore") or p["source"] in ("korthikanti2022", "narayanan2021"):
         return "already in simcore.validation.data"
-    if m.get("n_experts") or (lay.get("ep") or 1) > 1:
-        return "MoE with expert parallelism: EP is not a training layout dim"
     if not lay.get("tp") or not lay.get("dp"):
         return "layout not stated"
-    if not m.get("d_ff") or m.get("gated_ffn") is None:
+    if not m.get("n_experts") and (not m.get("d_ff") or m.get("gated_ffn") is None):
         return "model shape not stated (FFN size, KV heads, embedding tying)"
     return None
 
@@ -129,7 +160,7 @@ def _recompute(r: str | None, source: str = "") -> str:
 
 def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     lay, w, src = p["layout"], p["workload"], p["source"]
-    tp, pp, cp, dp = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp"))
+    tp, pp, cp, dp, ep = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp", "ep"))
     assumed = []
     mb = w.get("micro_batch")
     if mb is None:
@@ -172,6 +203,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         assumed.append("torchtitan FSDP with PP keeps parameters gathered through the step "
                        "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic, "
                        "6 + 12/d bytes of model states per parameter")
+    elif src == "nemo_automodel_perf" and pp > 1:
+        wl_kw = dict(framework="fsdp", zero_stage=3)
+        assumed.append("Automodel FSDP2 with PP reshards parameters after forward "
+                       "(zero_stage=3; not stated)")
     elif (lay.get("zero_stage") or 3) == 2:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:
@@ -189,7 +224,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         metric, value, unit = "model_tflops_per_gpu", by["tflops_per_gpu"]["value"], "TFLOP/s"
         assumed.append("TFLOP/s compared with PaLM's 6N + 12Lsd count (the source's own "
                        "FLOP convention may differ)")
-    layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp))
+    layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp)) + ((("ep", ep),) if ep > 1 else ())
+    if ep > 1:
+        assumed.append("balanced routing (the sources force-balance the experts); expert "
+                       "tensor parallelism 1")
     citation = f"{sources[src]['citation']}; {p['where']}"
     notes = "; ".join(filter(None, ["assumed: " + ", ".join(assumed) if assumed else "",
                                     p.get("notes", "")]))
