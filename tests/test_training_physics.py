@@ -342,3 +342,20 @@ def test_training_ep__doubling_the_ep_link_never_slows_a_step(knob):
     assert (fast[ok] <= slow[ok] * (1 + 1e-12)).all()
     if knob != "bw_intersip_gbs":  # these EP groups all-to-all over this tier: strictly faster
         assert (fast[ok & (ep > 1)] < slow[ok & (ep > 1)]).any()
+
+
+def test_training__ring_wait_counts_as_the_prefetch_window():
+    """Regression (found by a property search): with CP and ZeRO-3, a faster attention core
+    exposed more of the CP ring, which must not shrink the window the prefetched gathers and
+    the gradient tail hide under; doubling FLOP/s once raised the best step time by 9.9%."""
+    from simcore.evaluate import evaluate_best
+    from simcore.specs import Hardware
+
+    m = Model("drawn", n_layers=1, d_model=64, n_heads=1, n_kv_heads=1, d_ff=64, vocab_size=1000)
+    wl = Workload("train", batch=8, s_kv=1186, recompute="none", zero_stage=3)
+    scale = 0.6751984523072503
+    grid = {k: [v * scale] for k, v in Hardware().as_dict().items()}
+    grid["peak_tflops_f16"] = [grid["peak_tflops_f16"][0], 2 * grid["peak_tflops_f16"][0]]
+    space = {"cp": (1, 2, 4), "tp": (1, 2, 4, 8), "pp": (1, 2, 4), "dp": (1, 2)}
+    r = evaluate_best(m, wl, space=space, hardware=grid).latency_ns.values.ravel()
+    assert r[1] <= r[0] * (1 + 1e-12)

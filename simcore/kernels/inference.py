@@ -507,7 +507,9 @@ def point(c, hw, eff):
     else:
         exposed = ring_t
     comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
-    t_work = t_lin + t_core + t_ffn
+    # the window prefetched gathers and the gradient tail hide under: the layer's compute
+    # and the ring wait it exposes (a faster core then never exposes more than it saves)
+    t_work = t_lin + t_core + t_ffn + exposed
     ovl = (c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns) - t_work
     free = 0.0  # compute the overlapping collectives leave free (hides the tail)
     if ovl < 0.0:
