@@ -256,9 +256,62 @@ class Prepared:
         """Per layout: a legal combination for this model and system."""
         return self.coeffs["valid"] == 1.0
 
+    def layout_values(self) -> dict[str, np.ndarray]:
+        """The per-layout outputs (:data:`LAYOUT_OUTPUTS`) as ``evaluate`` reports them,
+        flat: ``valid`` bool, ``n_devices`` int64, the memory (``mem_bytes`` and its
+        parts) NaN where the layout is not valid, anything else as the coefficient."""
+        valid = self.valid
+        out: dict[str, np.ndarray] = {}
+        for name in LAYOUT_OUTPUTS:
+            col = self.column(name)
+            if name == "valid":
+                out[name] = valid
+            elif name == "n_devices":
+                out[name] = col.astype(np.int64)
+            elif name in ("mem_bytes", *MEM_PARTS):
+                out[name] = np.where(valid, col, np.nan)
+            else:
+                out[name] = col
+        return out
+
     def combine(self, hw: np.ndarray) -> dict[str, np.ndarray]:
         """Every output over hardware rows ``hw`` (n, 6) × all layouts."""
         return combine(self.coeffs, hw, self.eff)
+
+    def top_rows(self, metric: str | Metric = "latency", n: int = 10
+                 ) -> tuple[list[dict[str, Any]], int]:
+        """The ``n`` metric-best fitting layouts at a one-point hardware grid, best first,
+        and how many layouts fit there.
+
+        The rows are those of :func:`simcore.metrics.top_points` over ``evaluate(...)``
+        at that point — every knob and layout coordinate, every output and per-layout
+        output, as Python scalars, in the same stable order (a tie keeps layout order) —
+        computed by one kernel call without building a Dataset (``simcore evaluate``).
+        """
+        if self.n_hw != 1:
+            raise ValueError(f"top_rows needs a single hardware point, got {self.n_hw}; "
+                             "use simcore.metrics.top_points on simcore.evaluate(...)")
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        m, _ = fused_metric(metric)
+        outs = {k: v[0] for k, v in self.combine(self.hw_rows(0, 1)).items()}
+        val = outs[m.key]
+        ok = outs["fits"] & ~np.isnan(val)
+        order = np.argsort(np.where(ok, val * m.sign, np.inf), kind="stable")
+        n_fit = int(np.count_nonzero(ok))
+        per_layout = {**outs, **self.layout_values()}
+        coords = self.layout_coords()
+        knobs = {k: self.knobs[k][0].item() for k in HW_KNOBS}
+        rows = []
+        for flat in order[:min(n, n_fit)]:
+            at = np.unravel_index(int(flat), self.space.shape)
+            row: dict[str, Any] = dict(knobs)
+            for (d, values), i in zip(coords.items(), at, strict=True):
+                v = values[i]
+                row[d] = v.item() if hasattr(v, "item") else v
+            row.update({k: v[flat].item() for k, v in per_layout.items()})
+            rows.append(row)
+        return rows, n_fit
 
     def fitting_devices(self, *, budget: bool = True) -> np.ndarray:
         """Device counts (ascending) of the layouts that fit at the most generous point of

@@ -101,6 +101,15 @@ def test_main__evaluate_default_prints_best_layouts(capsys):
     assert out.count("qoml") >= 3
 
 
+def test_main__evaluate_loads_only_what_it_uses():
+    # the warm command is ~1 s: no xarray/pandas/dask, no other command's module
+    code = ("import sys; from simcore.cli import main; main(['evaluate', '--top', '1']); "
+            "heavy = {'xarray', 'pandas', 'dask', 'distributed', 'matplotlib', 'zarr', "
+            "'simcore.serving', 'simcore.autotune', 'simcore.cli.explore'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
 def test_main__no_subcommand_means_evaluate(capsys):
     assert main([*SMALL, "--top", "1"]) == 0
     assert "Llama 3.1 8B" in capsys.readouterr().out
@@ -316,7 +325,7 @@ def test_main__internal_error_is_not_reported_as_bad_input(exc, monkeypatch, cap
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", broken)
+    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", broken)
     assert main(["evaluate", *SMALL]) == 70
     err = capsys.readouterr().err
     assert "Traceback" in err
@@ -346,7 +355,7 @@ def test_main__keyboard_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", interrupted)
+    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", interrupted)
     assert main(["evaluate", *SMALL]) == 130
     assert capsys.readouterr().err.strip() == "simcore evaluate: interrupted"
 

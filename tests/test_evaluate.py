@@ -402,3 +402,40 @@ def test_evaluate_best__sweep_dims_agree_with_best_of_the_full_tensor():
     for name in ("latency_ns", "n_devices", "best_tp", "best_layout_index", "any_fits"):
         np.testing.assert_array_equal(fused[name].values, full[name].values)
     assert fused.batch.attrs["units"] == "sequences"
+
+
+# --- rows at one hardware point without a Dataset (simcore evaluate) ------------------------
+
+def _same_rows(a, b):
+    assert [list(r) for r in a] == [list(r) for r in b]  # same keys, same order
+    for ra, rb in zip(a, b, strict=True):
+        for k in ra:
+            va, vb = ra[k], rb[k]
+            assert type(va) is type(vb), k
+            assert va == vb or (va != va and vb != vb), (k, va, vb)  # NaN == NaN here
+
+
+@pytest.mark.parametrize(("model", "wl", "metric", "kw"), [
+    ("Llama 3.1 70B", DECODE_128K, "latency", {}),
+    ("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=64), "throughput",
+     {"family": "H100-SXM", "space": "full"}),
+    ("Llama 3.1 8B", Workload("prefill", s_kv=4096), "flops", {"gpus": 16}),
+    ("Llama 3.1 8B", Workload("train", s_kv=4096), "latency", {"family": "H100-SXM"}),
+    ("Mixtral 8x7B", Workload("decode", s_kv=4096), "latency",
+     {"space": {"ep": (1, 2, 4, 8)}}),
+])
+def test_prepared_top_rows__are_top_points_of_evaluate(model, wl, metric, kw):
+    from simcore.engine import prepare
+    from simcore.metrics import top_points
+
+    rows, n_fit = prepare(model, wl, **kw).top_rows(metric, n=12)
+    ds = evaluate(model, wl, **kw)
+    _same_rows(rows, top_points(ds, metric, n=12))
+    assert n_fit == int(ds.fits.sum())
+
+
+def test_prepared_top_rows__refuses_a_grid():
+    from simcore.engine import prepare
+
+    with pytest.raises(ValueError, match="single hardware point"):
+        prepare("Llama 3.1 8B", DECODE_128K, hardware=GRID).top_rows()
