@@ -8,6 +8,9 @@ the specs, builds the per-layout coefficient table once (:func:`prepare` →
 * :meth:`Prepared.best` — the metric-best fitting layout per hardware row (fused);
 * :meth:`Prepared.doubling` — the metric at one hardware point and with each knob doubled;
 * :meth:`Prepared.column` — a per-layout coefficient by name (``"mem_bytes"``, ...);
+* one layout per physical configuration: a layout repeating an earlier one (the CP
+  ring variant when ``cp == 1``, the TP placement when ``tp == 1``, ...:
+  :func:`simcore.space.physical_keys`) is marked not valid, as an illegal one is;
 * a device budget (``prepare(..., gpus=N)``): layouts using more than ``N`` devices (or
   other than ``N`` with ``exact_gpus``) are marked not valid in the coefficient table
   itself, so every output, reduction and frontier treats them as points that do not
@@ -20,6 +23,7 @@ declared in ``simcore/kernels/schema.py``; its names are re-exported here.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,13 +35,14 @@ from .errors import DeviceBudgetError, SimcoreInputError
 from .kernels import schema
 from .metrics import Metric, get_metric
 from .presets import get_family, get_model
-from .space import CHOICES, Space, get_space, hardware_grid, layout_table
+from .space import CHOICES, Space, canonical_layouts, get_space, hardware_grid, layout_table
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
     "apply_budget", "build_coeffs", "check_budget", "check_gpus", "combine", "field_attrs",
     "point_one", "fused_metric", "grid_block", "pack_efficiency", "pareto_mask", "prepare",
+    "space_coeffs",
 ]
 
 #: Names of the per-point outputs, in kernel order (``fits`` last).
@@ -126,6 +131,30 @@ def apply_budget(coeffs: np.ndarray, gpus: int | None, exact_gpus: bool = False)
     keep = (n == gpus) if exact_gpus else (n <= gpus)
     coeffs["valid"] = np.where(keep, coeffs["valid"], 0.0)
     return coeffs
+
+
+def space_coeffs(layouts: np.ndarray, model: Model, workload: Workload, topology: Topology,
+                 gpus: int | None = None, exact_gpus: bool = False,
+                 canonical: np.ndarray | None = None) -> np.ndarray:
+    """The coefficient table of a layout space: :func:`build_coeffs`, with the layouts
+    that repeat an earlier row's physical configuration (``canonical`` False, default
+    :func:`~simcore.space.canonical_layouts`) and those outside the device budget
+    (:func:`apply_budget`) marked not valid. So a configuration is offered once: the
+    repeats never win a reduction, join a frontier or count as fitting."""
+    coeffs = build_coeffs(layouts, model, workload, topology)
+    if canonical is None:
+        canonical = canonical_layouts(layouts)
+    coeffs["valid"] = np.where(canonical, coeffs["valid"], 0.0)
+    return apply_budget(coeffs, gpus, exact_gpus)
+
+
+@functools.lru_cache(maxsize=16)
+def _space_table(space: Space) -> tuple[np.ndarray, np.ndarray]:
+    """A space's layout rows and which of them are canonical (cached: shared by every
+    :class:`Prepared` of the space, not to be written to; writeable, because numba
+    compiles a read-only array as another type)."""
+    layouts = layout_table(space)
+    return layouts, canonical_layouts(layouts)
 
 
 class _threads:
@@ -319,7 +348,7 @@ class Prepared:
         the layouts within the budget, or with ``budget=False`` every layout."""
         coeffs = self.coeffs
         if not budget and self.gpus is not None:
-            coeffs = build_coeffs(self.layouts, self.model, self.workload, self.topology)
+            coeffs = space_coeffs(self.layouts, self.model, self.workload, self.topology)
         coeffs = coeffs[coeffs["valid"] == 1.0]
         if not len(coeffs):
             return np.zeros(0, dtype=np.int64)
@@ -372,8 +401,9 @@ def prepare(
     gpus: int | None = None,
     exact_gpus: bool = False,
 ) -> Prepared:
-    """Validate inputs and compute the per-layout coefficients (cheap, eager); with
-    ``gpus`` the layouts outside the device budget are masked (:func:`apply_budget`)."""
+    """Validate inputs and compute the per-layout coefficients (cheap, eager): the
+    layouts repeating an earlier one's physical configuration and, with ``gpus``, those
+    outside the device budget are masked (:func:`space_coeffs`)."""
     gpus, exact_gpus = check_gpus(gpus, exact_gpus)
     model = get_model(model)
     if not isinstance(workload, Workload):
@@ -384,8 +414,8 @@ def prepare(
     knobs = hardware_grid(hardware)
     sp = get_space(space, workload.mode)
     eff = efficiency or Efficiency()
-    layouts = layout_table(sp)
-    coeffs = apply_budget(build_coeffs(layouts, model, workload, fam.topology), gpus, exact_gpus)
+    layouts, canonical = _space_table(sp)
+    coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
                     schema.pack_efficiency(eff, train=workload.mode == "train"), gpus,
                     exact_gpus)
@@ -449,8 +479,8 @@ class CoeffRecipe:
                    p.exact_gpus)
 
     def coeffs(self) -> np.ndarray:
-        return apply_budget(build_coeffs(self.layouts, self.model, self.workload,
-                                         self.topology), self.gpus, self.exact_gpus)
+        return space_coeffs(self.layouts, self.model, self.workload, self.topology, self.gpus,
+                            self.exact_gpus)
 
 
 def grid_block(coeffs: np.ndarray | CoeffRecipe, eff: schema.EfficiencyParams,

@@ -28,6 +28,9 @@ __all__ = [
     "get_space",
     "hardware_grid",
     "layout_table",
+    "PLACEMENT_ORDERS",
+    "physical_keys",
+    "canonical_layouts",
     "HW_KNOB_DEFAULTS",
     "DEPTHS",
     "depth_grid",
@@ -168,6 +171,75 @@ def layout_table(space: Space) -> np.ndarray:
             cols.append(np.array([int(v) for v in vals], dtype=np.int64))
     grids = np.meshgrid(*cols, indexing="ij")
     return np.stack([g.ravel() for g in grids], axis=1)
+
+
+#: Placement code (``tp_placement`` + 2 · ``cp_placement``, category indices) → the order
+#: of the TP, CP, PP and DP groups (0, 1, 2, 3) on the devices, innermost first: TP
+#: innermost or just outside CP; CP inside PP and DP or outermost. The kernels' table
+#: (``simcore/kernels/inference.py``, ``_ORDERS``) is the same (tests check it).
+PLACEMENT_ORDERS: tuple[tuple[int, int, int, int], ...] = (
+    (0, 1, 2, 3),  # tp inner, cp inner
+    (1, 0, 2, 3),  # tp outer (just outside CP), cp inner
+    (0, 2, 3, 1),  # tp inner, cp outermost
+    (2, 3, 1, 0),  # tp outside CP, CP outermost
+)
+
+
+def physical_keys(table: np.ndarray) -> np.ndarray:
+    """One integer per layout row naming its physical configuration: two rows with the
+    same key put the same groups on the same devices and do the same work.
+
+    A row's key is its dims with what cannot matter taken out:
+
+    * the placements only through the order of the groups with more than one member (a
+      group of one device has no place: TP placement when ``tp == 1``, CP placement when
+      ``cp == 1`` or when ``pp == dp == 1``, ...);
+    * the ring variant, and ``ffn_shard_scope`` TP+CP (which is TP), only when ``cp > 1``;
+    * ``kv_shard_mode`` ``seq`` is ``head`` when ``tp == 1`` (the one rank keeps every KV
+      head for the whole sequence).
+
+    Examples
+    --------
+    >>> t = layout_table(full_space(cp=(1,), tp=(1,), pp=(1,), dp=(1,)))
+    >>> len(t), len(np.unique(physical_keys(t)))
+    (48, 2)
+    """
+    t = np.asarray(table, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
+    col = {d: t[:, i] for i, d in enumerate(PARALLEL_DIMS)}
+    cp, tp = col["cp"], col["tp"]
+    seq, head = CHOICES["kv_shard_mode"].index("seq"), CHOICES["kv_shard_mode"].index("head")
+    kv = np.where((tp == 1) & (col["kv_shard_mode"] == seq), head, col["kv_shard_mode"])
+    ffn = np.where(cp > 1, col["ffn_shard_scope"], 0)
+    ring = np.where(cp > 1, col["cp_ring_variant"] + 1, 0)
+    # the order of the groups that have more than one member, as base-5 digits
+    orders = np.asarray(PLACEMENT_ORDERS, dtype=np.int64)[col["tp_placement"]
+                                                           + 2 * col["cp_placement"]]
+    sizes = np.stack([tp, cp, col["pp"], col["dp"]], axis=1)
+    big = np.take_along_axis(sizes, orders, axis=1) > 1
+    digit = np.maximum(np.cumsum(big, axis=1) - 1, 0)
+    order = np.sum(np.where(big, (orders + 1) * 5 ** digit, 0), axis=1)
+    key = np.zeros(len(t), dtype=np.int64)
+    for part in (cp, tp, col["pp"], col["dp"], kv, ffn, order, ring, col["ep"]):
+        # mixed radix: every part is a non-negative integer below its own maximum + 1
+        key = key * (int(part.max(initial=0)) + 1) + part
+    return key
+
+
+def canonical_layouts(table: np.ndarray) -> np.ndarray:
+    """Whether each layout row is the first (in table order) of its physical
+    configuration (:func:`physical_keys`); the others repeat it. The engine marks the
+    repeats not valid, so a space never offers one configuration twice.
+
+    Examples
+    --------
+    >>> t = layout_table(full_space(cp=(1,), tp=(1, 2), pp=(1,), dp=(1,)))
+    >>> int(canonical_layouts(t).sum()), len(t)
+    (5, 96)
+    """
+    key = physical_keys(table)
+    keep = np.zeros(len(key), dtype=bool)
+    keep[np.unique(key, return_index=True)[1]] = True
+    return keep
 
 
 def hardware_grid(

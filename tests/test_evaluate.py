@@ -439,3 +439,75 @@ def test_prepared_top_rows__refuses_a_grid():
 
     with pytest.raises(ValueError, match="single hardware point"):
         prepare("Llama 3.1 8B", DECODE_128K, hardware=GRID).top_rows()
+
+
+# --- one layout per physical configuration ---------------------------------------------------
+
+def _physical(row):
+    """An independent description of a layout row: which device holds which (TP, CP, PP,
+    DP) ranks, and the options that matter (seq KV sharding is head sharding on one TP
+    rank; TP+CP FFN sharding is TP sharding and there is no ring without CP)."""
+    from simcore.space import CHOICES, PLACEMENT_ORDERS
+
+    lay = dict(zip(PARALLEL_DIMS, (int(v) for v in row), strict=True))
+    names = {d: CHOICES[d][lay[d]] for d in CHOICES}
+    sizes = {"tp": lay["tp"], "cp": lay["cp"], "pp": lay["pp"], "dp": lay["dp"]}
+    order = [("tp", "cp", "pp", "dp")[g]
+             for g in PLACEMENT_ORDERS[lay["tp_placement"] + 2 * lay["cp_placement"]]]
+    dev = np.arange(int(np.prod(list(sizes.values()))))
+    ranks = {}
+    for g in order:  # innermost first: device d's rank in each group
+        ranks[g] = dev % sizes[g]
+        dev = dev // sizes[g]
+    where = np.stack([ranks[g] for g in ("tp", "cp", "pp", "dp")], axis=1).tobytes()
+    kv = "head" if lay["tp"] == 1 and names["kv_shard_mode"] == "seq" else names["kv_shard_mode"]
+    cp = lay["cp"] > 1
+    return (tuple(sizes.values()), lay["ep"], kv, names["ffn_shard_scope"] if cp else "TP",
+            names["cp_ring_variant"] if cp else "", where)
+
+
+FULL_EP = full_space(ep=(1, 2, 4, 8))
+DEDUP_CASES = [
+    ("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=8), "H100-SXM"),
+    ("Mixtral 8x7B", Workload("prefill", s_kv=4096), "SiP"),
+    ("Llama 2 7B", Workload("train", s_kv=4096, batch=64, zero_stage=3), "A100-80G"),
+]
+
+
+def test_placement_orders__are_the_kernels():
+    from simcore.kernels import inference
+    from simcore.space import PLACEMENT_ORDERS
+
+    np.testing.assert_array_equal(np.asarray(PLACEMENT_ORDERS), inference._ORDERS)
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
+def test_prepare__no_two_valid_layouts_are_one_physical_configuration(model, wl, family):
+    from simcore.engine import build_coeffs, prepare
+
+    p = prepare(model, wl, space=FULL_EP, family=family)
+    raw = build_coeffs(p.layouts, p.model, p.workload, p.topology)["valid"] == 1.0
+    kept = [_physical(r) for r in p.layouts[p.valid]]
+    assert len(set(kept)) == len(kept)  # no configuration twice
+    assert set(kept) == {_physical(r) for r in p.layouts[raw]}  # and none lost
+    assert p.valid.sum() < raw.sum()
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_evaluate_best__dedup_keeps_every_winner(model, wl, family, metric):
+    from simcore.engine import OUTPUT_NAMES, build_coeffs, combine, fused_metric, prepare
+
+    p = prepare(model, wl, space=FULL_EP, family=family,
+                hardware={"bw_hbm_gbs": [1000, 4000], "bw_inter_gbs": [50, 400],
+                          "pe_hbm_gb": [24, 96], "peak_tflops_f16": [400, 1600]})
+    m, _ = fused_metric(metric)
+    raw = build_coeffs(p.layouts, p.model, p.workload, p.topology)  # every duplicate kept
+    outs = combine(raw, p.hw_rows(0, p.n_hw), p.eff)
+    score = np.where(outs["fits"], m.sign * outs[m.key], np.inf)
+    idx, vals, _ = p.best(p.hw_rows(0, p.n_hw), metric)
+    want = np.where(np.isinf(score.min(1)), -1, score.argmin(1))  # first of equals wins
+    np.testing.assert_array_equal(idx, want)
+    got = vals[:, OUTPUT_NAMES.index(m.key)]
+    np.testing.assert_array_equal(got[idx >= 0], outs[m.key][idx >= 0, want[idx >= 0]])
+
