@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -157,6 +157,96 @@ def _space_table(space: Space) -> tuple[np.ndarray, np.ndarray]:
     return layouts, canonical_layouts(layouts)
 
 
+# --- exact pruning of the fused sweep ------------------------------------------------------
+#
+# How each coefficient enters ``point``'s latency and fit (kernels/inference.py), for
+# :func:`dominated`. Every coefficient has a role; a coefficient without one turns the
+# pruning off (and fails tests/test_evaluate.py), so a new kernel term cannot be pruned on
+# wrong assumptions.
+_ROLES: dict[str, str] = {
+    # latency never falls when one of these grows (all are >= 0)
+    **dict.fromkeys(("f_lin", "b_lin", "f_core", "b_core", "f_ffn", "b_ffn", "f_head",
+                     "b_head", "b_elem", "comm0_bytes", "comm1_bytes", "comm2_bytes",
+                     "comm_alpha_ns", "ring_alpha_ns", "pp_alpha_ns", "layer_mult",
+                     "tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns",
+                     "tail_mem_bytes", "ovl0_bytes", "ovl1_bytes", "ovl2_bytes",
+                     "ovl_alpha_ns", "fixed_ns", "n_ops", "step_ops", "step_count"), "cost"),
+    # bytes on the tier named by the paired coefficient: a cost per tier
+    "ring_bytes": "tiered:ring_tier", "pp_bytes": "tiered:pp_tier",
+    "ring_tier": "tier", "pp_tier": "tier",
+    # switches and per-workload constants: a dominator must have the same value
+    **dict.fromkeys(("ring_overlap", "lowp_mm", "lowp_head", "tokens", "model_flops"), "equal"),
+    "tail_hide": "gain",  # more of it hides more of the tail
+    "mem_bytes": "fit", "n_devices": "devices", "valid": "valid",
+    **dict.fromkeys(("mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes"), "reported"),
+}
+#: the layer's compute (t_work) and the prefetched all-gathers that overlap it
+_WORK = ("f_lin", "b_lin", "f_core", "b_core", "f_ffn", "b_ffn")
+_OVL = ("ovl0_bytes", "ovl1_bytes", "ovl2_bytes", "ovl_alpha_ns")
+_TAIL = ("tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns")
+
+
+def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
+              eff: schema.EfficiencyParams) -> np.ndarray:
+    """Per coefficient row: whether an earlier valid row is at least as good at every
+    hardware point where the row fits memory ``fit_bytes`` or more (exact pruning).
+
+    Row B dominates row A (B before A) when every cost coefficient of B is <= A's
+    (per tier for tiered bytes, more ``tail_hide`` counts as less cost), the switches and
+    workload constants are equal, B fits wherever A fits (B's memory <= A's, or B fits
+    in ``fit_bytes``), for FLOPS per device B uses no more devices, and where ``point``
+    is not monotone — a ring hidden under the attention core, all-gathers hidden under
+    the layer's compute, a tail hidden under the backward — B's hiding inputs equal A's.
+    Then B's latency is <= A's in floating point too (sums, products, quotients and maxima
+    of non-negative terms are monotone under rounding), so A never is the first best
+    layout: dropping every dominated row leaves each winner, its value and its index
+    (ties go to the earlier row) unchanged. Found as the rows off the Pareto frontier of
+    these columns plus the row index (``pareto_mask``). Nothing is pruned where a
+    coefficient has no declared role or the efficiency has negative per-op costs.
+    """
+    names = coeffs.dtype.names or ()
+    out = np.zeros(len(coeffs), dtype=bool)
+    valid = np.flatnonzero(coeffs["valid"] == 1.0)
+    if (set(names) != set(_ROLES) or len(valid) < 2 or eff.op_ns < 0.0 or eff.step_ns < 0.0):
+        return out
+    c = {n: np.asarray(coeffs[n][valid], dtype=np.float64) for n in names}
+    off = np.full(len(valid), -np.inf)  # a column that constrains nobody
+    cols: list[np.ndarray] = []
+    for n, role in _ROLES.items():
+        if role == "cost":
+            cols.append(c[n])
+        elif role.startswith("tiered:"):  # bytes on a tier compare only with the same tier
+            tier = c[role.removeprefix("tiered:")]
+            cols += [np.where(tier == t, c[n], 0.0) for t in np.unique(tier)]
+        elif role == "equal":
+            cols += [c[n], -c[n]]
+    tail_on = np.any([c[n] > 0.0 for n in _TAIL], axis=0)
+    cols.append(np.where(tail_on, -c["tail_hide"], off))
+    cols.append(np.where(c["mem_bytes"] <= fit_bytes, off, c["mem_bytes"]))
+    if metric_code == schema.FUSED_METRICS["flops_per_device"]:
+        cols.append(c["n_devices"])
+    # hiding: a dominator whose ring / all-gathers / tail hide under compute needs A's
+    ring_on = (c["ring_overlap"] == 1.0) & ((c["ring_bytes"] > 0.0) | (c["ring_alpha_ns"] > 0.0))
+    ovl_on = np.any([c[n] > 0.0 for n in _OVL], axis=0)
+    hide_on = tail_on & (c["tail_hide"] > 0.0)
+    for on, same in ((ring_on, ("f_core", "b_core")), (ovl_on, _WORK),
+                     (hide_on, (*_WORK, *_OVL, "layer_mult"))):
+        cols += [np.where(on, -c[n], off) for n in same]
+    cols.append(np.where(hide_on, c["tail_hide"], off))
+    from .kernels.pareto import pareto_mask_sorted
+
+    pts = np.stack([col for col in cols if col.min() != col.max()]
+                   + [valid.astype(np.float64)], axis=1)
+    # visit rows by the sum of their scaled columns (a dominator's is no larger, in floating
+    # point too), so the strong dominators join the frontier first and a dominated row
+    # stops at one of them
+    finite = np.where(np.isfinite(pts), np.abs(pts), 0.0).max(axis=0)
+    total = np.sum(pts / np.where(finite > 0.0, finite, 1.0), axis=1)
+    order = np.lexsort((valid, np.where(np.isnan(total), np.inf, total))).astype(np.int64)
+    out[valid] = ~pareto_mask_sorted(pts, order) & ~np.isnan(pts).any(axis=1)  # NaN: kept
+    return out
+
+
 class _threads:
     """Run a kernel call single-threaded when it is small (the ``serial_below_points``
     option) or has one hardware row (the kernels parallelise over hardware rows)."""
@@ -234,6 +324,9 @@ class Prepared:
     eff: schema.EfficiencyParams
     gpus: int | None = None
     exact_gpus: bool = False
+    #: what the fused sweep visits, per (metric, smallest HBM, pruning): see ``_visit``
+    _visits: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
+                                    compare=False)
 
     # -- shapes and coordinates -----------------------------------------------------------
     @property
@@ -356,16 +449,67 @@ class Prepared:
         fits = combine(coeffs, row, self.eff)["fits"][0]
         return np.unique(coeffs["n_devices"][fits]).astype(np.int64)
 
-    def best(self, hw: np.ndarray, metric: str | Metric = "latency"
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _fit_limit(self, hbm_gb: float) -> float:
+        """The memory that fits ``hbm_gb`` of HBM, as the kernel's ``fits`` computes it."""
+        return float(np.float64(hbm_gb) * 1e9 * self.eff.hbm_usable)
+
+    def _visit(self, code: int, hbm_gb: float, prune: bool | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(live indices, their coefficient rows, pruned indices, pruned memory sorted),
+        cached per (metric, smallest HBM, pruning)."""
+        from .options import OPTIONS
+
+        prune = bool(OPTIONS["prune_dominated"]) if prune is None else bool(prune)
+        key = (code, float(hbm_gb) if prune else None)
+        got = self._visits.get(key)
+        if got is None:
+            valid = self.coeffs["valid"] == 1.0
+            skip = (dominated(self.coeffs, code, self._fit_limit(hbm_gb), self.eff) if prune
+                    else np.zeros(len(valid), dtype=bool))
+            live, pruned = np.flatnonzero(valid & ~skip), np.flatnonzero(skip)
+            got = (live, self.coeffs[live], pruned, np.sort(self.coeffs["mem_bytes"][pruned]))
+            self._visits[key] = got
+        return got
+
+    def live_layouts(self, metric: str | Metric = "latency", *, hbm_gb: float | None = None,
+                     prune: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The layouts the fused sweep visits, and the valid ones it skips as dominated
+        (ascending indices).
+
+        Only valid layouts are visited (not valid: illegal, a repeat of an earlier
+        configuration, outside the budget). With pruning (the ``prune_dominated``
+        option, or ``prune``) a layout that an earlier one beats or ties at every
+        hardware point with at least ``hbm_gb`` of HBM (default: the grid's smallest) is
+        skipped too (:func:`dominated`).
+        """
+        _, code = fused_metric(metric)
+        hbm = float(self.knobs["pe_hbm_gb"].min()) if hbm_gb is None else float(hbm_gb)
+        live, _, pruned, _ = self._visit(code, hbm, prune)
+        return live, pruned
+
+    def best(self, hw: np.ndarray, metric: str | Metric = "latency", *,
+             prune: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per hardware row: (index of the metric-best fitting layout or -1, its
-        :data:`N_BEST` outputs (NaN where nothing fits), the number of fitting layouts)."""
+        :data:`N_BEST` outputs (NaN where nothing fits), the number of fitting layouts).
+
+        The kernel visits only :meth:`live_layouts` (valid, and not dominated at these
+        rows' HBM); winners, values and fitting counts are those over every layout."""
         from .kernels import inference
 
         m, code = fused_metric(metric)
         hw = np.ascontiguousarray(hw, dtype=np.float64)
-        with _threads(hw.shape[0], len(self.coeffs)):
-            return inference.fused_best(self.coeffs, hw, self.eff, code, float(m.sign))
+        hbm_col = hw[:, HW_KNOBS.index("pe_hbm_gb")]
+        hbm = float(self.knobs["pe_hbm_gb"].min())
+        if len(hw):
+            hbm = min(hbm, float(hbm_col.min()))
+        live, table, _, pruned_mem = self._visit(code, hbm, prune)
+        with _threads(hw.shape[0], len(table)):
+            idx, vals, n_fit = inference.fused_best(table, hw, self.eff, code, float(m.sign))
+        idx = np.where(idx >= 0, live[np.maximum(idx, 0)], -1) if len(live) else idx
+        if len(pruned_mem):  # the skipped layouts still count where they fit
+            n_fit = n_fit + np.searchsorted(pruned_mem, hbm_col * 1e9 * self.eff.hbm_usable,
+                                            side="right")
+        return idx, vals, n_fit
 
     def best_chunk(self, start: int, stop: int, metric: str | Metric = "latency"
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -511,3 +511,69 @@ def test_evaluate_best__dedup_keeps_every_winner(model, wl, family, metric):
     got = vals[:, OUTPUT_NAMES.index(m.key)]
     np.testing.assert_array_equal(got[idx >= 0], outs[m.key][idx >= 0, want[idx >= 0]])
 
+
+# --- exact pruning of the fused sweep -------------------------------------------------------
+
+def test_dominated__every_coefficient_has_a_role():
+    from simcore.engine import _ROLES
+    from simcore.kernels import schema
+
+    assert set(_ROLES) == set(schema.COEF_DTYPE.names)  # a new coefficient needs one
+
+
+def _pruned_and_not(*args, **kw):
+    out = []
+    for prune in (False, True):
+        with simcore.set_options(prune_dominated=prune):
+            out.append(evaluate_best(*args, **kw))
+    return out
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), [
+    ("Llama 3.1 70B", DECODE_128K, "SiP"),
+    ("Llama 3.1 8B", Workload("prefill", s_kv=32768), "H100-SXM"),
+    ("Mixtral 8x7B", Workload("decode", s_kv=4096, batch=16), "H100-SXM"),
+    ("Llama 2 7B", Workload("train", s_kv=4096, batch=64, zero_stage=3), "A100-80G"),
+    ("Llama 2 70B", Workload("train", s_kv=4096, batch=512, recompute="full"), "H100-SXM"),
+])
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_evaluate_best__pruned_sweep_is_the_unpruned_one(model, wl, family, metric):
+    from simcore.engine import prepare
+    from simcore.space import depth_grid
+
+    kw = dict(space="full", family=family, hardware=depth_grid("coarse"), metric=metric)
+    plain, pruned = _pruned_and_not(model, wl, **kw)
+    xr.testing.assert_identical(pruned, plain)  # winners, values, indices, n_fits
+    p = prepare(model, wl, space="full", family=family, hardware=depth_grid("coarse"))
+    assert len(p.live_layouts(metric, prune=True)[1]) > 0  # and it did skip some
+
+
+@settings(max_examples=30)
+@given(_small_models(), _workloads(), st.sampled_from(["latency", "throughput", "FLOPS"]),
+       st.floats(0.25, 4.0), st.floats(0.25, 4.0))
+def test_evaluate_best__pruning_never_changes_a_winner(model, wl, metric, intra, inter):
+    base = Hardware().as_dict()
+    grid = {"pe_hbm_gb": [base["pe_hbm_gb"] / 4, base["pe_hbm_gb"]],
+            "bw_intra_gbs": [base["bw_intra_gbs"] * intra],  # inter may beat intra here
+            "bw_inter_gbs": [base["bw_inter_gbs"] * inter, base["bw_inter_gbs"] * 4 * inter],
+            "bw_hbm_gbs": [base["bw_hbm_gbs"], base["bw_hbm_gbs"] * 2]}
+    space = {"cp": (1, 2, 4), "tp": (1, 2, 4, 8), "pp": (1, 2, 4), "dp": (1, 2)}
+    plain, pruned = _pruned_and_not(model, wl, space=space, hardware=grid, metric=metric)
+    xr.testing.assert_identical(pruned, plain)
+
+
+def test_prepared_best__ties_go_to_the_first_layout_when_pruning():
+    import dataclasses
+
+    from simcore.engine import prepare
+
+    p = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM", hardware=GRID)
+    n = len(p.coeffs)
+    q = dataclasses.replace(p, coeffs=np.concatenate([p.coeffs[::-1], p.coeffs]))  # all twice
+    hw = q.hw_rows(0, q.n_hw)
+    for metric in ("latency", "throughput", "FLOPS"):
+        for want, got in zip(q.best(hw, metric, prune=False), q.best(hw, metric, prune=True),
+                             strict=True):
+            np.testing.assert_array_equal(got, want)
+        _, pruned = q.live_layouts(metric, prune=True)
+        assert set(np.flatnonzero(q.coeffs["valid"][n:] == 1.0) + n) <= set(pruned)
