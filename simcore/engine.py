@@ -56,21 +56,43 @@ field_attrs = schema.field_attrs
 pack_efficiency = schema.pack_efficiency
 
 
-def kernels_cached() -> bool:
-    """Whether numba's on-disk cache holds compiled kernels for this install (if not, the
-    first kernel call compiles them: seconds to tens of seconds)."""
+#: The kernels each command's first call needs, as numba names them in the on-disk cache
+#: (``<module>.<function>``): the first stage of the mode and the serial second stage.
+FIRST_CALL_KERNELS: dict[str, tuple[str, ...]] = {
+    "inference": ("inference._layout_coeffs", "inference.point_one"),
+    "train": ("training._layout_coeffs", "inference.point_one"),
+}
+
+
+def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> bool:
+    """Whether numba's on-disk cache holds ``kernels`` (``"inference.point_one"``, ...)
+    for this install (if not, their first call compiles them: seconds)."""
+    import importlib
     import os
 
     from .kernels import _numba
 
     if not _numba.CACHE:
         return False
-    folder = os.path.join(os.path.dirname(_numba.__file__), "__pycache__")
-    try:
-        names = os.listdir(os.environ.get("NUMBA_CACHE_DIR") or folder)
-    except OSError:
-        return False
-    return any(n.startswith("inference.") and n.endswith(".nbi") for n in names)
+    for name in kernels:
+        module, func = name.split(".")
+        kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
+        folder = getattr(getattr(kernel, "_cache", None), "_cache_path", None)
+        try:
+            files = os.listdir(folder) if folder else []
+        except OSError:
+            return False
+        if not any(f.startswith(name + "-") and f.endswith(".nbi") for f in files):
+            return False
+    return True
+
+
+def _readonly(row: np.ndarray) -> np.ndarray:
+    """A read-only float64 hardware row: the one array type the serial kernel sees
+    (``simcore.predict`` passes its cached rows read-only)."""
+    row = np.array(row, dtype=np.float64)
+    row.flags.writeable = False
+    return row
 
 
 def _kernels(train: bool) -> Any:
@@ -235,8 +257,11 @@ def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
     cols.append(np.where(hide_on, c["tail_hide"], off))
     from .kernels.pareto import pareto_mask_sorted
 
-    pts = np.stack([col for col in cols if col.min() != col.max()]
-                   + [valid.astype(np.float64)], axis=1)
+    cols = [col for col in cols if col.min() != col.max()] + [valid.astype(np.float64)]
+    # the columns with the most distinct values first: a comparison stops at the first
+    # column where the frontier row is worse
+    cols.sort(key=lambda col: -len(np.unique(col)))
+    pts = np.stack(cols, axis=1)
     # visit rows by the sum of their scaled columns (a dominator's is no larger, in floating
     # point too), so the strong dominators join the frontier first and a dominated row
     # stops at one of them
@@ -400,6 +425,21 @@ class Prepared:
         """Every output over hardware rows ``hw`` (n, 6) × all layouts."""
         return combine(self.coeffs, hw, self.eff)
 
+    def _one_row(self, hw_row: np.ndarray) -> dict[str, np.ndarray]:
+        """Every output of every layout at one hardware row, serially: ``point_one`` per
+        valid layout (no parallel kernel to load or compile), NaN outputs and ``fits``
+        False for the others, as the kernels give them."""
+        n = len(self.coeffs)
+        outs = {k: (np.zeros(n, dtype=bool) if k == "fits" else np.full(n, np.nan))
+                for k in OUTPUT_NAMES}
+        cols = list(outs.values())
+        hw_row = _readonly(hw_row)  # the type predict passes: one specialisation to compile
+        for j in np.flatnonzero(self.valid):
+            for col, v in zip(cols, point_one(self.coeffs[j:j + 1], hw_row, self.eff),
+                              strict=True):
+                col[j] = v
+        return outs
+
     def top_rows(self, metric: str | Metric = "latency", n: int = 10
                  ) -> tuple[list[dict[str, Any]], int]:
         """The ``n`` metric-best fitting layouts at a one-point hardware grid, best first,
@@ -408,7 +448,8 @@ class Prepared:
         The rows are those of :func:`simcore.metrics.top_points` over ``evaluate(...)``
         at that point — every knob and layout coordinate, every output and per-layout
         output, as Python scalars, in the same stable order (a tie keeps layout order) —
-        computed by one kernel call without building a Dataset (``simcore evaluate``).
+        computed by the serial kernel per valid layout, without building a Dataset
+        (``simcore evaluate``).
         """
         if self.n_hw != 1:
             raise ValueError(f"top_rows needs a single hardware point, got {self.n_hw}; "
@@ -416,7 +457,7 @@ class Prepared:
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         m, _ = fused_metric(metric)
-        outs = {k: v[0] for k, v in self.combine(self.hw_rows(0, 1)).items()}
+        outs = self._one_row(self.hw_rows(0, 1)[0])
         val = outs[m.key]
         ok = outs["fits"] & ~np.isnan(val)
         order = np.argsort(np.where(ok, val * m.sign, np.inf), kind="stable")
