@@ -82,8 +82,10 @@ def hw_chunks(n_hw: int, chunk_size: int) -> Iterator[tuple[int, int]]:
 
 
 def default_chunk_size(p: Prepared) -> int:
-    """Hardware rows per chunk: about ``chunk_points`` joint evaluations (an option)."""
-    return max(1, min(p.n_hw, math.ceil(OPTIONS["chunk_points"] / max(1, p.space.size))))
+    """Hardware rows per chunk: about ``chunk_points`` joint evaluations (an option) of
+    the layouts the kernel visits (the valid ones, :meth:`Prepared.live_layouts`)."""
+    n_valid = int(np.count_nonzero(p.valid))
+    return max(1, min(p.n_hw, math.ceil(OPTIONS["chunk_points"] / max(1, n_valid))))
 
 
 # --- size checks ----------------------------------------------------------------------------

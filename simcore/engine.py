@@ -8,6 +8,9 @@ the specs, builds the per-layout coefficient table once (:func:`prepare` →
 * :meth:`Prepared.best` — the metric-best fitting layout per hardware row (fused);
 * :meth:`Prepared.doubling` — the metric at one hardware point and with each knob doubled;
 * :meth:`Prepared.column` — a per-layout coefficient by name (``"mem_bytes"``, ...);
+* one layout per physical configuration: a layout repeating an earlier one (the CP
+  ring variant when ``cp == 1``, the TP placement when ``tp == 1``, ...:
+  :func:`simcore.space.physical_keys`) is marked not valid, as an illegal one is;
 * a device budget (``prepare(..., gpus=N)``): layouts using more than ``N`` devices (or
   other than ``N`` with ``exact_gpus``) are marked not valid in the coefficient table
   itself, so every output, reduction and frontier treats them as points that do not
@@ -20,9 +23,10 @@ declared in ``simcore/kernels/schema.py``; its names are re-exported here.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,13 +35,14 @@ from .errors import DeviceBudgetError, SimcoreInputError
 from .kernels import schema
 from .metrics import Metric, get_metric
 from .presets import get_family, get_model
-from .space import CHOICES, Space, get_space, hardware_grid, layout_table
+from .space import CHOICES, Space, canonical_layouts, get_space, hardware_grid, layout_table
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
     "apply_budget", "build_coeffs", "check_budget", "check_gpus", "combine", "field_attrs",
     "point_one", "fused_metric", "grid_block", "pack_efficiency", "pareto_mask", "prepare",
+    "space_coeffs",
 ]
 
 #: Names of the per-point outputs, in kernel order (``fits`` last).
@@ -51,21 +56,43 @@ field_attrs = schema.field_attrs
 pack_efficiency = schema.pack_efficiency
 
 
-def kernels_cached() -> bool:
-    """Whether numba's on-disk cache holds compiled kernels for this install (if not, the
-    first kernel call compiles them: seconds to tens of seconds)."""
+#: The kernels each command's first call needs, as numba names them in the on-disk cache
+#: (``<module>.<function>``): the first stage of the mode and the serial second stage.
+FIRST_CALL_KERNELS: dict[str, tuple[str, ...]] = {
+    "inference": ("inference._layout_coeffs", "inference.point_one"),
+    "train": ("training._layout_coeffs", "inference.point_one"),
+}
+
+
+def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> bool:
+    """Whether numba's on-disk cache holds ``kernels`` (``"inference.point_one"``, ...)
+    for this install (if not, their first call compiles them: seconds)."""
+    import importlib
     import os
 
     from .kernels import _numba
 
     if not _numba.CACHE:
         return False
-    folder = os.path.join(os.path.dirname(_numba.__file__), "__pycache__")
-    try:
-        names = os.listdir(os.environ.get("NUMBA_CACHE_DIR") or folder)
-    except OSError:
-        return False
-    return any(n.startswith("inference.") and n.endswith(".nbi") for n in names)
+    for name in kernels:
+        module, func = name.split(".")
+        kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
+        folder = getattr(getattr(kernel, "_cache", None), "_cache_path", None)
+        try:
+            files = os.listdir(folder) if folder else []
+        except OSError:
+            return False
+        if not any(f.startswith(name + "-") and f.endswith(".nbi") for f in files):
+            return False
+    return True
+
+
+def _readonly(row: np.ndarray) -> np.ndarray:
+    """A read-only float64 hardware row: the one array type the serial kernel sees
+    (``simcore.predict`` passes its cached rows read-only)."""
+    row = np.array(row, dtype=np.float64)
+    row.flags.writeable = False
+    return row
 
 
 def _kernels(train: bool) -> Any:
@@ -126,6 +153,126 @@ def apply_budget(coeffs: np.ndarray, gpus: int | None, exact_gpus: bool = False)
     keep = (n == gpus) if exact_gpus else (n <= gpus)
     coeffs["valid"] = np.where(keep, coeffs["valid"], 0.0)
     return coeffs
+
+
+def space_coeffs(layouts: np.ndarray, model: Model, workload: Workload, topology: Topology,
+                 gpus: int | None = None, exact_gpus: bool = False,
+                 canonical: np.ndarray | None = None) -> np.ndarray:
+    """The coefficient table of a layout space: :func:`build_coeffs`, with the layouts
+    that repeat an earlier row's physical configuration (``canonical`` False, default
+    :func:`~simcore.space.canonical_layouts`) and those outside the device budget
+    (:func:`apply_budget`) marked not valid. So a configuration is offered once: the
+    repeats never win a reduction, join a frontier or count as fitting."""
+    coeffs = build_coeffs(layouts, model, workload, topology)
+    if canonical is None:
+        canonical = canonical_layouts(layouts)
+    coeffs["valid"] = np.where(canonical, coeffs["valid"], 0.0)
+    return apply_budget(coeffs, gpus, exact_gpus)
+
+
+@functools.lru_cache(maxsize=16)
+def _space_table(space: Space) -> tuple[np.ndarray, np.ndarray]:
+    """A space's layout rows and which of them are canonical (cached: shared by every
+    :class:`Prepared` of the space, not to be written to; writeable, because numba
+    compiles a read-only array as another type)."""
+    layouts = layout_table(space)
+    return layouts, canonical_layouts(layouts)
+
+
+# --- exact pruning of the fused sweep ------------------------------------------------------
+#
+# How each coefficient enters ``point``'s latency and fit (kernels/inference.py), for
+# :func:`dominated`. Every coefficient has a role; a coefficient without one turns the
+# pruning off (and fails tests/test_evaluate.py), so a new kernel term cannot be pruned on
+# wrong assumptions.
+_ROLES: dict[str, str] = {
+    # latency never falls when one of these grows (all are >= 0)
+    **dict.fromkeys(("f_lin", "b_lin", "f_core", "b_core", "f_ffn", "b_ffn", "f_head",
+                     "b_head", "b_elem", "comm0_bytes", "comm1_bytes", "comm2_bytes",
+                     "comm_alpha_ns", "ring_alpha_ns", "pp_alpha_ns", "layer_mult",
+                     "tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns",
+                     "tail_mem_bytes", "ovl0_bytes", "ovl1_bytes", "ovl2_bytes",
+                     "ovl_alpha_ns", "fixed_ns", "n_ops", "step_ops", "step_count"), "cost"),
+    # bytes on the tier named by the paired coefficient: a cost per tier
+    "ring_bytes": "tiered:ring_tier", "pp_bytes": "tiered:pp_tier",
+    "ring_tier": "tier", "pp_tier": "tier",
+    # switches and per-workload constants: a dominator must have the same value
+    **dict.fromkeys(("ring_overlap", "lowp_mm", "lowp_head", "tokens", "model_flops"), "equal"),
+    "tail_hide": "gain",  # more of it hides more of the tail
+    "mem_bytes": "fit", "n_devices": "devices", "valid": "valid",
+    **dict.fromkeys(("mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes"), "reported"),
+}
+#: the window the prefetched all-gathers and the gradient tail hide under (t_work): the
+#: layer's compute and the CP ring wait it exposes
+_WORK = ("f_lin", "b_lin", "f_core", "b_core", "f_ffn", "b_ffn", "ring_bytes", "ring_alpha_ns",
+         "ring_tier", "ring_overlap")
+_OVL = ("ovl0_bytes", "ovl1_bytes", "ovl2_bytes", "ovl_alpha_ns")
+_TAIL = ("tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns")
+
+
+def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
+              eff: schema.EfficiencyParams) -> np.ndarray:
+    """Per coefficient row: whether an earlier valid row is at least as good at every
+    hardware point where the row fits memory ``fit_bytes`` or more (exact pruning).
+
+    Row B dominates row A (B before A) when every cost coefficient of B is <= A's
+    (per tier for tiered bytes, more ``tail_hide`` counts as less cost), the switches and
+    workload constants are equal, B fits wherever A fits (B's memory <= A's, or B fits
+    in ``fit_bytes``), for FLOPS per device B uses no more devices, and where ``point``
+    is not monotone — a ring hidden under the attention core, all-gathers hidden under
+    the layer's compute and exposed ring wait, a tail hidden under the backward — B's
+    hiding inputs equal A's.
+    Then B's latency is <= A's in floating point too (sums, products, quotients and maxima
+    of non-negative terms are monotone under rounding), so A never is the first best
+    layout: dropping every dominated row leaves each winner, its value and its index
+    (ties go to the earlier row) unchanged. Found as the rows off the Pareto frontier of
+    these columns plus the row index (``pareto_mask``). Nothing is pruned where a
+    coefficient has no declared role or the efficiency has negative per-op costs.
+    """
+    names = coeffs.dtype.names or ()
+    out = np.zeros(len(coeffs), dtype=bool)
+    valid = np.flatnonzero(coeffs["valid"] == 1.0)
+    if (set(names) != set(_ROLES) or len(valid) < 2 or eff.op_ns < 0.0 or eff.step_ns < 0.0):
+        return out
+    c = {n: np.asarray(coeffs[n][valid], dtype=np.float64) for n in names}
+    off = np.full(len(valid), -np.inf)  # a column that constrains nobody
+    cols: list[np.ndarray] = []
+    for n, role in _ROLES.items():
+        if role == "cost":
+            cols.append(c[n])
+        elif role.startswith("tiered:"):  # bytes on a tier compare only with the same tier
+            tier = c[role.removeprefix("tiered:")]
+            cols += [np.where(tier == t, c[n], 0.0) for t in np.unique(tier)]
+        elif role == "equal":
+            cols += [c[n], -c[n]]
+    tail_on = np.any([c[n] > 0.0 for n in _TAIL], axis=0)
+    cols.append(np.where(tail_on, -c["tail_hide"], off))
+    cols.append(np.where(c["mem_bytes"] <= fit_bytes, off, c["mem_bytes"]))
+    if metric_code == schema.FUSED_METRICS["flops_per_device"]:
+        cols.append(c["n_devices"])
+    # hiding: a dominator whose ring / all-gathers / tail hide under compute needs A's
+    ring_on = (c["ring_overlap"] == 1.0) & ((c["ring_bytes"] > 0.0) | (c["ring_alpha_ns"] > 0.0))
+    ovl_on = np.any([c[n] > 0.0 for n in _OVL], axis=0)
+    hide_on = tail_on & (c["tail_hide"] > 0.0)
+    for on, same in ((ring_on, ("f_core", "b_core")), (ovl_on, _WORK),
+                     (hide_on, (*_WORK, *_OVL, "layer_mult"))):
+        cols += [np.where(on, -c[n], off) for n in same]
+    cols.append(np.where(hide_on, c["tail_hide"], off))
+    from .kernels.pareto import pareto_mask_sorted
+
+    cols = [col for col in cols if col.min() != col.max()] + [valid.astype(np.float64)]
+    # the columns with the most distinct values first: a comparison stops at the first
+    # column where the frontier row is worse
+    cols.sort(key=lambda col: -len(np.unique(col)))
+    pts = np.stack(cols, axis=1)
+    # visit rows by the sum of their scaled columns (a dominator's is no larger, in floating
+    # point too), so the strong dominators join the frontier first and a dominated row
+    # stops at one of them
+    finite = np.where(np.isfinite(pts), np.abs(pts), 0.0).max(axis=0)
+    total = np.sum(pts / np.where(finite > 0.0, finite, 1.0), axis=1)
+    order = np.lexsort((valid, np.where(np.isnan(total), np.inf, total))).astype(np.int64)
+    out[valid] = ~pareto_mask_sorted(pts, order) & ~np.isnan(pts).any(axis=1)  # NaN: kept
+    return out
 
 
 class _threads:
@@ -205,6 +352,9 @@ class Prepared:
     eff: schema.EfficiencyParams
     gpus: int | None = None
     exact_gpus: bool = False
+    #: what the fused sweep visits, per (metric, smallest HBM, pruning): see ``_visit``
+    _visits: dict[Any, Any] = field(default_factory=dict, init=False, repr=False,
+                                    compare=False)
 
     # -- shapes and coordinates -----------------------------------------------------------
     @property
@@ -256,9 +406,78 @@ class Prepared:
         """Per layout: a legal combination for this model and system."""
         return self.coeffs["valid"] == 1.0
 
+    def layout_values(self) -> dict[str, np.ndarray]:
+        """The per-layout outputs (:data:`LAYOUT_OUTPUTS`) as ``evaluate`` reports them,
+        flat: ``valid`` bool, ``n_devices`` int64, the memory (``mem_bytes`` and its
+        parts) NaN where the layout is not valid, anything else as the coefficient."""
+        valid = self.valid
+        out: dict[str, np.ndarray] = {}
+        for name in LAYOUT_OUTPUTS:
+            col = self.column(name)
+            if name == "valid":
+                out[name] = valid
+            elif name == "n_devices":
+                out[name] = col.astype(np.int64)
+            elif name in ("mem_bytes", *MEM_PARTS):
+                out[name] = np.where(valid, col, np.nan)
+            else:
+                out[name] = col
+        return out
+
     def combine(self, hw: np.ndarray) -> dict[str, np.ndarray]:
         """Every output over hardware rows ``hw`` (n, 6) × all layouts."""
         return combine(self.coeffs, hw, self.eff)
+
+    def _one_row(self, hw_row: np.ndarray) -> dict[str, np.ndarray]:
+        """Every output of every layout at one hardware row, serially: ``point_one`` per
+        valid layout (no parallel kernel to load or compile), NaN outputs and ``fits``
+        False for the others, as the kernels give them."""
+        n = len(self.coeffs)
+        outs = {k: (np.zeros(n, dtype=bool) if k == "fits" else np.full(n, np.nan))
+                for k in OUTPUT_NAMES}
+        cols = list(outs.values())
+        hw_row = _readonly(hw_row)  # the type predict passes: one specialisation to compile
+        for j in np.flatnonzero(self.valid):
+            for col, v in zip(cols, point_one(self.coeffs[j:j + 1], hw_row, self.eff),
+                              strict=True):
+                col[j] = v
+        return outs
+
+    def top_rows(self, metric: str | Metric = "latency", n: int = 10
+                 ) -> tuple[list[dict[str, Any]], int]:
+        """The ``n`` metric-best fitting layouts at a one-point hardware grid, best first,
+        and how many layouts fit there.
+
+        The rows are those of :func:`simcore.metrics.top_points` over ``evaluate(...)``
+        at that point — every knob and layout coordinate, every output and per-layout
+        output, as Python scalars, in the same stable order (a tie keeps layout order) —
+        computed by the serial kernel per valid layout, without building a Dataset
+        (``simcore evaluate``).
+        """
+        if self.n_hw != 1:
+            raise ValueError(f"top_rows needs a single hardware point, got {self.n_hw}; "
+                             "use simcore.metrics.top_points on simcore.evaluate(...)")
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        m, _ = fused_metric(metric)
+        outs = self._one_row(self.hw_rows(0, 1)[0])
+        val = outs[m.key]
+        ok = outs["fits"] & ~np.isnan(val)
+        order = np.argsort(np.where(ok, val * m.sign, np.inf), kind="stable")
+        n_fit = int(np.count_nonzero(ok))
+        per_layout = {**outs, **self.layout_values()}
+        coords = self.layout_coords()
+        knobs = {k: self.knobs[k][0].item() for k in HW_KNOBS}
+        rows = []
+        for flat in order[:min(n, n_fit)]:
+            at = np.unravel_index(int(flat), self.space.shape)
+            row: dict[str, Any] = dict(knobs)
+            for (d, values), i in zip(coords.items(), at, strict=True):
+                v = values[i]
+                row[d] = v.item() if hasattr(v, "item") else v
+            row.update({k: v[flat].item() for k, v in per_layout.items()})
+            rows.append(row)
+        return rows, n_fit
 
     def fitting_devices(self, *, budget: bool = True) -> np.ndarray:
         """Device counts (ascending) of the layouts that fit at the most generous point of
@@ -266,7 +485,7 @@ class Prepared:
         the layouts within the budget, or with ``budget=False`` every layout."""
         coeffs = self.coeffs
         if not budget and self.gpus is not None:
-            coeffs = build_coeffs(self.layouts, self.model, self.workload, self.topology)
+            coeffs = space_coeffs(self.layouts, self.model, self.workload, self.topology)
         coeffs = coeffs[coeffs["valid"] == 1.0]
         if not len(coeffs):
             return np.zeros(0, dtype=np.int64)
@@ -274,16 +493,67 @@ class Prepared:
         fits = combine(coeffs, row, self.eff)["fits"][0]
         return np.unique(coeffs["n_devices"][fits]).astype(np.int64)
 
-    def best(self, hw: np.ndarray, metric: str | Metric = "latency"
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _fit_limit(self, hbm_gb: float) -> float:
+        """The memory that fits ``hbm_gb`` of HBM, as the kernel's ``fits`` computes it."""
+        return float(np.float64(hbm_gb) * 1e9 * self.eff.hbm_usable)
+
+    def _visit(self, code: int, hbm_gb: float, prune: bool | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(live indices, their coefficient rows, pruned indices, pruned memory sorted),
+        cached per (metric, smallest HBM, pruning)."""
+        from .options import OPTIONS
+
+        prune = bool(OPTIONS["prune_dominated"]) if prune is None else bool(prune)
+        key = (code, float(hbm_gb) if prune else None)
+        got = self._visits.get(key)
+        if got is None:
+            valid = self.coeffs["valid"] == 1.0
+            skip = (dominated(self.coeffs, code, self._fit_limit(hbm_gb), self.eff) if prune
+                    else np.zeros(len(valid), dtype=bool))
+            live, pruned = np.flatnonzero(valid & ~skip), np.flatnonzero(skip)
+            got = (live, self.coeffs[live], pruned, np.sort(self.coeffs["mem_bytes"][pruned]))
+            self._visits[key] = got
+        return got
+
+    def live_layouts(self, metric: str | Metric = "latency", *, hbm_gb: float | None = None,
+                     prune: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The layouts the fused sweep visits, and the valid ones it skips as dominated
+        (ascending indices).
+
+        Only valid layouts are visited (not valid: illegal, a repeat of an earlier
+        configuration, outside the budget). With pruning (the ``prune_dominated``
+        option, or ``prune``) a layout that an earlier one beats or ties at every
+        hardware point with at least ``hbm_gb`` of HBM (default: the grid's smallest) is
+        skipped too (:func:`dominated`).
+        """
+        _, code = fused_metric(metric)
+        hbm = float(self.knobs["pe_hbm_gb"].min()) if hbm_gb is None else float(hbm_gb)
+        live, _, pruned, _ = self._visit(code, hbm, prune)
+        return live, pruned
+
+    def best(self, hw: np.ndarray, metric: str | Metric = "latency", *,
+             prune: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per hardware row: (index of the metric-best fitting layout or -1, its
-        :data:`N_BEST` outputs (NaN where nothing fits), the number of fitting layouts)."""
+        :data:`N_BEST` outputs (NaN where nothing fits), the number of fitting layouts).
+
+        The kernel visits only :meth:`live_layouts` (valid, and not dominated at these
+        rows' HBM); winners, values and fitting counts are those over every layout."""
         from .kernels import inference
 
         m, code = fused_metric(metric)
         hw = np.ascontiguousarray(hw, dtype=np.float64)
-        with _threads(hw.shape[0], len(self.coeffs)):
-            return inference.fused_best(self.coeffs, hw, self.eff, code, float(m.sign))
+        hbm_col = hw[:, HW_KNOBS.index("pe_hbm_gb")]
+        hbm = float(self.knobs["pe_hbm_gb"].min())
+        if len(hw):
+            hbm = min(hbm, float(hbm_col.min()))
+        live, table, _, pruned_mem = self._visit(code, hbm, prune)
+        with _threads(hw.shape[0], len(table)):
+            idx, vals, n_fit = inference.fused_best(table, hw, self.eff, code, float(m.sign))
+        idx = np.where(idx >= 0, live[np.maximum(idx, 0)], -1) if len(live) else idx
+        if len(pruned_mem):  # the skipped layouts still count where they fit
+            n_fit = n_fit + np.searchsorted(pruned_mem, hbm_col * 1e9 * self.eff.hbm_usable,
+                                            side="right")
+        return idx, vals, n_fit
 
     def best_chunk(self, start: int, stop: int, metric: str | Metric = "latency"
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,8 +589,9 @@ def prepare(
     gpus: int | None = None,
     exact_gpus: bool = False,
 ) -> Prepared:
-    """Validate inputs and compute the per-layout coefficients (cheap, eager); with
-    ``gpus`` the layouts outside the device budget are masked (:func:`apply_budget`)."""
+    """Validate inputs and compute the per-layout coefficients (cheap, eager): the
+    layouts repeating an earlier one's physical configuration and, with ``gpus``, those
+    outside the device budget are masked (:func:`space_coeffs`)."""
     gpus, exact_gpus = check_gpus(gpus, exact_gpus)
     model = get_model(model)
     if not isinstance(workload, Workload):
@@ -331,8 +602,8 @@ def prepare(
     knobs = hardware_grid(hardware)
     sp = get_space(space, workload.mode)
     eff = efficiency or Efficiency()
-    layouts = layout_table(sp)
-    coeffs = apply_budget(build_coeffs(layouts, model, workload, fam.topology), gpus, exact_gpus)
+    layouts, canonical = _space_table(sp)
+    coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
                     schema.pack_efficiency(eff, train=workload.mode == "train"), gpus,
                     exact_gpus)
@@ -396,8 +667,8 @@ class CoeffRecipe:
                    p.exact_gpus)
 
     def coeffs(self) -> np.ndarray:
-        return apply_budget(build_coeffs(self.layouts, self.model, self.workload,
-                                         self.topology), self.gpus, self.exact_gpus)
+        return space_coeffs(self.layouts, self.model, self.workload, self.topology, self.gpus,
+                            self.exact_gpus)
 
 
 def grid_block(coeffs: np.ndarray | CoeffRecipe, eff: schema.EfficiencyParams,

@@ -14,10 +14,8 @@ scalar ``batch`` / ``s_kv`` only replaces the workload's value, with today's sha
 
 from __future__ import annotations
 
-import itertools
 import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +30,6 @@ from .chunks import (
 )
 from .engine import (
     LAYOUT_OUTPUTS,
-    MEM_PARTS,
     OUTPUT_NAMES,
     CoeffRecipe,
     Prepared,
@@ -46,7 +43,7 @@ from .engine import (
 from .errors import SimcoreInputError
 from .metrics import Metric
 from .options import OPTIONS
-from .space import PARALLEL_DIMS, Space
+from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, workload_points
 from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
@@ -58,91 +55,6 @@ UNITS: dict[str, str] = {
     n: field_attrs(n)["units"]
     for n in (*OUTPUT_NAMES, *LAYOUT_OUTPUTS, *HW_KNOBS) if n not in ("fits", "valid")
 }
-
-#: The workload fields :func:`evaluate` sweeps as dimensions, in dim order (outermost
-#: first), with the units and long name of their coordinates.
-WORKLOAD_DIMS: dict[str, dict[str, str]] = {
-    "s_kv": {"units": "tokens", "long_name": "context length"},
-    "batch": {"units": "sequences", "long_name": "sequences per step"},
-}
-
-
-def _sweep_values(name: str, values: Any) -> int | tuple[int, ...]:
-    """A scalar (int) or a sweep (tuple) of positive integers, each once."""
-    def one(v: Any) -> int:
-        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or v < 1:
-            raise SimcoreInputError(f"{name} values must be positive integers, got {v!r}")
-        return int(v)
-
-    if isinstance(values, np.ndarray) and values.ndim == 0:
-        values = values.item()
-    if isinstance(values, numbers.Integral) and not isinstance(values, bool | np.bool_):
-        return one(values)
-    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence | np.ndarray):
-        raise SimcoreInputError(f"{name} must be a positive integer or a sequence of them "
-                                f"(a sweep dimension), got {values!r}")
-    out = tuple(one(v) for v in values)
-    if not out:
-        raise SimcoreInputError(f"{name} needs at least one value (an empty sweep)")
-    dup = sorted({v for v in out if out.count(v) > 1})
-    if dup:
-        raise SimcoreInputError(f"{name} repeats {', '.join(map(str, dup))}; give each value once")
-    return out
-
-
-def _with(w: Workload, **fields: int) -> Workload:
-    """``w`` with new ``batch`` / ``s_kv``; ``s_q`` follows ``s_kv`` where it equalled it
-    (prefill's default, training) and stays otherwise (decode: 1)."""
-    if "s_kv" in fields and (w.s_q == w.s_kv or w.mode == "train"):
-        fields = {**fields, "s_q": 0}
-    return replace(w, **fields)  # type: ignore[arg-type]
-
-
-def workload_points(
-    workload: Workload | None = None,
-    *,
-    batch: int | Sequence[int] | None = None,
-    s_kv: int | Sequence[int] | None = None,
-) -> tuple[dict[str, tuple[int, ...]], list[Workload]]:
-    """The workloads of a sweep over ``batch`` / ``s_kv``: ``(dims, workloads)``.
-
-    ``dims`` maps each swept field (a sequence, even of one value) to its values, in
-    :data:`WORKLOAD_DIMS` order; ``workloads`` has one :class:`Workload` per point, in C
-    order over ``dims`` (one, with no dims, when nothing is swept). A scalar replaces
-    the workload's value; ``s_q`` follows ``s_kv`` where it equalled it (prefill, train).
-
-    Examples
-    --------
-    >>> dims, wls = workload_points(Workload("prefill"), batch=[1, 8], s_kv=2048)
-    >>> dims, [(w.batch, w.s_kv, w.s_q) for w in wls]
-    ({'batch': (1, 8)}, [(1, 2048, 2048), (8, 2048, 2048)])
-    """
-    if workload is None:
-        workload = Workload("decode")
-    if not isinstance(workload, Workload):
-        raise SimcoreInputError(f"workload must be a simcore.Workload, got "
-                                f"{type(workload).__name__}")
-    fixed: dict[str, int] = {}
-    dims: dict[str, tuple[int, ...]] = {}
-    for name, values in (("s_kv", s_kv), ("batch", batch)):
-        if values is None:
-            continue
-        v = _sweep_values(name, values)
-        if isinstance(v, tuple):
-            dims[name] = v
-        else:
-            fixed[name] = v
-    base = _with(workload, **fixed) if fixed else workload
-    points = []
-    for combo in itertools.product(*dims.values()):
-        at = dict(zip(dims, combo, strict=True))
-        try:
-            points.append(_with(base, **at))
-        except ValueError as exc:
-            where = ", ".join(f"{k}={v}" for k, v in at.items())
-            raise SimcoreInputError(f"{where}: {exc}") from None
-    return dims, points or [base]
-
 
 def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]], *,
                  same: Sequence[str] = ()) -> xr.Dataset:
@@ -282,17 +194,8 @@ def _labelled(p: Prepared, chunks: int | dict[str, int] | None) -> xr.Dataset:
         dask_mode = "parallelized"
     outs = _apply(p, knob_das, dask_mode)
     ds = xr.Dataset(dict(zip(OUTPUT_NAMES, outs, strict=True)))
-    valid = p.valid.reshape(layout_shape)
-    for name in LAYOUT_OUTPUTS:
-        col = p.column(name).reshape(layout_shape)
-        if name == "valid":
-            ds[name] = (PARALLEL_DIMS, valid)
-        elif name == "n_devices":
-            ds[name] = (PARALLEL_DIMS, col.astype(np.int64))
-        else:
-            ds[name] = (PARALLEL_DIMS, col)
-    for name in ("mem_bytes", *MEM_PARTS):
-        ds[name] = ds[name].where(ds.valid)
+    for name, col in p.layout_values().items():
+        ds[name] = (PARALLEL_DIMS, col.reshape(layout_shape))
     ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
     for name in map(str, ds.variables):
         if name in UNITS:

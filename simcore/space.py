@@ -8,13 +8,16 @@ variable of :func:`simcore.evaluate`), never dropped.
 
 from __future__ import annotations
 
+import itertools
+import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .specs import HW_KNOBS, Hardware
+from .errors import SimcoreInputError
+from .specs import HW_KNOBS, Hardware, Workload
 
 __all__ = [
     "PARALLEL_DIMS",
@@ -25,9 +28,14 @@ __all__ = [
     "get_space",
     "hardware_grid",
     "layout_table",
+    "PLACEMENT_ORDERS",
+    "physical_keys",
+    "canonical_layouts",
     "HW_KNOB_DEFAULTS",
     "DEPTHS",
     "depth_grid",
+    "WORKLOAD_DIMS",
+    "workload_points",
 ]
 
 #: Layout dims in canonical (C-order) order.
@@ -168,6 +176,75 @@ def layout_table(space: Space) -> np.ndarray:
     return np.stack([g.ravel() for g in grids], axis=1)
 
 
+#: Placement code (``tp_placement`` + 2 · ``cp_placement``, category indices) → the order
+#: of the TP, CP, PP and DP groups (0, 1, 2, 3) on the devices, innermost first: TP
+#: innermost or just outside CP; CP inside PP and DP or outermost. The kernels' table
+#: (``simcore/kernels/inference.py``, ``_ORDERS``) is the same (tests check it).
+PLACEMENT_ORDERS: tuple[tuple[int, int, int, int], ...] = (
+    (0, 1, 2, 3),  # tp inner, cp inner
+    (1, 0, 2, 3),  # tp outer (just outside CP), cp inner
+    (0, 2, 3, 1),  # tp inner, cp outermost
+    (2, 3, 1, 0),  # tp outside CP, CP outermost
+)
+
+
+def physical_keys(table: np.ndarray) -> np.ndarray:
+    """One integer per layout row naming its physical configuration: two rows with the
+    same key put the same groups on the same devices and do the same work.
+
+    A row's key is its dims with what cannot matter taken out:
+
+    * the placements only through the order of the groups with more than one member (a
+      group of one device has no place: TP placement when ``tp == 1``, CP placement when
+      ``cp == 1`` or when ``pp == dp == 1``, ...);
+    * the ring variant, and ``ffn_shard_scope`` TP+CP (which is TP), only when ``cp > 1``;
+    * ``kv_shard_mode`` ``seq`` is ``head`` when ``tp == 1`` (the one rank keeps every KV
+      head for the whole sequence).
+
+    Examples
+    --------
+    >>> t = layout_table(full_space(cp=(1,), tp=(1,), pp=(1,), dp=(1,)))
+    >>> len(t), len(np.unique(physical_keys(t)))
+    (48, 2)
+    """
+    t = np.asarray(table, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
+    col = {d: t[:, i] for i, d in enumerate(PARALLEL_DIMS)}
+    cp, tp = col["cp"], col["tp"]
+    seq, head = CHOICES["kv_shard_mode"].index("seq"), CHOICES["kv_shard_mode"].index("head")
+    kv = np.where((tp == 1) & (col["kv_shard_mode"] == seq), head, col["kv_shard_mode"])
+    ffn = np.where(cp > 1, col["ffn_shard_scope"], 0)
+    ring = np.where(cp > 1, col["cp_ring_variant"] + 1, 0)
+    # the order of the groups that have more than one member, as base-5 digits
+    orders = np.asarray(PLACEMENT_ORDERS, dtype=np.int64)[col["tp_placement"]
+                                                           + 2 * col["cp_placement"]]
+    sizes = np.stack([tp, cp, col["pp"], col["dp"]], axis=1)
+    big = np.take_along_axis(sizes, orders, axis=1) > 1
+    digit = np.maximum(np.cumsum(big, axis=1) - 1, 0)
+    order = np.sum(np.where(big, (orders + 1) * 5 ** digit, 0), axis=1)
+    key = np.zeros(len(t), dtype=np.int64)
+    for part in (cp, tp, col["pp"], col["dp"], kv, ffn, order, ring, col["ep"]):
+        # mixed radix: every part is a non-negative integer below its own maximum + 1
+        key = key * (int(part.max(initial=0)) + 1) + part
+    return key
+
+
+def canonical_layouts(table: np.ndarray) -> np.ndarray:
+    """Whether each layout row is the first (in table order) of its physical
+    configuration (:func:`physical_keys`); the others repeat it. The engine marks the
+    repeats not valid, so a space never offers one configuration twice.
+
+    Examples
+    --------
+    >>> t = layout_table(full_space(cp=(1,), tp=(1, 2), pp=(1,), dp=(1,)))
+    >>> int(canonical_layouts(t).sum()), len(t)
+    (5, 96)
+    """
+    key = physical_keys(table)
+    keep = np.zeros(len(key), dtype=bool)
+    keep[np.unique(key, return_index=True)[1]] = True
+    return keep
+
+
 def hardware_grid(
     hardware: Hardware | Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
@@ -248,3 +325,90 @@ def depth_grid(
             )
         mults = DEPTHS[depth]
     return hardware_grid({k: [v * m for m in mults] for k, v in base.items()})
+
+
+# --- the workload sweep dims (batch, s_kv) ---------------------------------------------
+
+#: The workload fields :func:`evaluate` sweeps as dimensions, in dim order (outermost
+#: first), with the units and long name of their coordinates.
+WORKLOAD_DIMS: dict[str, dict[str, str]] = {
+    "s_kv": {"units": "tokens", "long_name": "context length"},
+    "batch": {"units": "sequences", "long_name": "sequences per step"},
+}
+
+
+def _sweep_values(name: str, values: Any) -> int | tuple[int, ...]:
+    """A scalar (int) or a sweep (tuple) of positive integers, each once."""
+    def one(v: Any) -> int:
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or v < 1:
+            raise SimcoreInputError(f"{name} values must be positive integers, got {v!r}")
+        return int(v)
+
+    if isinstance(values, np.ndarray) and values.ndim == 0:
+        values = values.item()
+    if isinstance(values, numbers.Integral) and not isinstance(values, bool | np.bool_):
+        return one(values)
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence | np.ndarray):
+        raise SimcoreInputError(f"{name} must be a positive integer or a sequence of them "
+                                f"(a sweep dimension), got {values!r}")
+    out = tuple(one(v) for v in values)
+    if not out:
+        raise SimcoreInputError(f"{name} needs at least one value (an empty sweep)")
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise SimcoreInputError(f"{name} repeats {', '.join(map(str, dup))}; give each value once")
+    return out
+
+
+def _with(w: Workload, **fields: int) -> Workload:
+    """``w`` with new ``batch`` / ``s_kv``; ``s_q`` follows ``s_kv`` where it equalled it
+    (prefill's default, training) and stays otherwise (decode: 1)."""
+    if "s_kv" in fields and (w.s_q == w.s_kv or w.mode == "train"):
+        fields = {**fields, "s_q": 0}
+    return replace(w, **fields)  # type: ignore[arg-type]
+
+
+def workload_points(
+    workload: Workload | None = None,
+    *,
+    batch: int | Sequence[int] | None = None,
+    s_kv: int | Sequence[int] | None = None,
+) -> tuple[dict[str, tuple[int, ...]], list[Workload]]:
+    """The workloads of a sweep over ``batch`` / ``s_kv``: ``(dims, workloads)``.
+
+    ``dims`` maps each swept field (a sequence, even of one value) to its values, in
+    :data:`WORKLOAD_DIMS` order; ``workloads`` has one :class:`Workload` per point, in C
+    order over ``dims`` (one, with no dims, when nothing is swept). A scalar replaces
+    the workload's value; ``s_q`` follows ``s_kv`` where it equalled it (prefill, train).
+
+    Examples
+    --------
+    >>> dims, wls = workload_points(Workload("prefill"), batch=[1, 8], s_kv=2048)
+    >>> dims, [(w.batch, w.s_kv, w.s_q) for w in wls]
+    ({'batch': (1, 8)}, [(1, 2048, 2048), (8, 2048, 2048)])
+    """
+    if workload is None:
+        workload = Workload("decode")
+    if not isinstance(workload, Workload):
+        raise SimcoreInputError(f"workload must be a simcore.Workload, got "
+                                f"{type(workload).__name__}")
+    fixed: dict[str, int] = {}
+    dims: dict[str, tuple[int, ...]] = {}
+    for name, values in (("s_kv", s_kv), ("batch", batch)):
+        if values is None:
+            continue
+        v = _sweep_values(name, values)
+        if isinstance(v, tuple):
+            dims[name] = v
+        else:
+            fixed[name] = v
+    base = _with(workload, **fixed) if fixed else workload
+    points = []
+    for combo in itertools.product(*dims.values()):
+        at = dict(zip(dims, combo, strict=True))
+        try:
+            points.append(_with(base, **at))
+        except ValueError as exc:
+            where = ", ".join(f"{k}={v}" for k, v in at.items())
+            raise SimcoreInputError(f"{where}: {exc}") from None
+    return dims, points or [base]

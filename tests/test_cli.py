@@ -101,6 +101,15 @@ def test_main__evaluate_default_prints_best_layouts(capsys):
     assert out.count("qoml") >= 3
 
 
+def test_main__evaluate_loads_only_what_it_uses():
+    # the warm command is ~1 s: no xarray/pandas/dask, no other command's module
+    code = ("import sys; from simcore.cli import main; main(['evaluate', '--top', '1']); "
+            "heavy = {'xarray', 'pandas', 'dask', 'distributed', 'matplotlib', 'zarr', "
+            "'simcore.serving', 'simcore.autotune', 'simcore.cli.explore'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
 def test_main__no_subcommand_means_evaluate(capsys):
     assert main([*SMALL, "--top", "1"]) == 0
     assert "Llama 3.1 8B" in capsys.readouterr().out
@@ -316,7 +325,7 @@ def test_main__internal_error_is_not_reported_as_bad_input(exc, monkeypatch, cap
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", broken)
+    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", broken)
     assert main(["evaluate", *SMALL]) == 70
     err = capsys.readouterr().err
     assert "Traceback" in err
@@ -346,7 +355,7 @@ def test_main__keyboard_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module("simcore.evaluate"), "evaluate", interrupted)
+    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", interrupted)
     assert main(["evaluate", *SMALL]) == 130
     assert capsys.readouterr().err.strip() == "simcore evaluate: interrupted"
 
@@ -441,12 +450,25 @@ def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
     assert table.splitlines()[0].split() == ["knob", "latency", "fits"]
 
 
+def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
+    # numba keeps NUMBA_CACHE_DIR's files in a subfolder per source folder
+    code = ("import os, sys; from simcore import engine; from simcore.kernels import inference; "
+            "print(engine.kernels_cached()); folder = inference.point_one._cache._cache_path; "
+            "os.makedirs(folder, exist_ok=True); "
+            "[open(os.path.join(folder, k + '-1.py311.nbi'), 'w').close() "
+            " for k in engine.FIRST_CALL_KERNELS['inference']]; "
+            "print(engine.kernels_cached(), engine.kernels_cached(engine.FIRST_CALL_KERNELS['train']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}).stdout.split()
+    assert out == ["False", "True", "False"]
+
+
 def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):
     from simcore import engine
 
-    monkeypatch.setattr(engine, "kernels_cached", lambda: False)
+    monkeypatch.setattr(engine, "kernels_cached", lambda *kernels: False)
     assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0
     assert "compiling kernels (once" in capsys.readouterr().err
-    monkeypatch.setattr(engine, "kernels_cached", lambda: True)
+    monkeypatch.setattr(engine, "kernels_cached", lambda *kernels: True)
     assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0
     assert "compiling kernels" not in capsys.readouterr().err

@@ -402,3 +402,178 @@ def test_evaluate_best__sweep_dims_agree_with_best_of_the_full_tensor():
     for name in ("latency_ns", "n_devices", "best_tp", "best_layout_index", "any_fits"):
         np.testing.assert_array_equal(fused[name].values, full[name].values)
     assert fused.batch.attrs["units"] == "sequences"
+
+
+# --- rows at one hardware point without a Dataset (simcore evaluate) ------------------------
+
+def _same_rows(a, b):
+    assert [list(r) for r in a] == [list(r) for r in b]  # same keys, same order
+    for ra, rb in zip(a, b, strict=True):
+        for k in ra:
+            va, vb = ra[k], rb[k]
+            assert type(va) is type(vb), k
+            assert va == vb or (va != va and vb != vb), (k, va, vb)  # NaN == NaN here
+
+
+@pytest.mark.parametrize(("model", "wl", "metric", "kw"), [
+    ("Llama 3.1 70B", DECODE_128K, "latency", {}),
+    ("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=64), "throughput",
+     {"family": "H100-SXM", "space": "full"}),
+    ("Llama 3.1 8B", Workload("prefill", s_kv=4096), "flops", {"gpus": 16}),
+    ("Llama 3.1 8B", Workload("train", s_kv=4096), "latency", {"family": "H100-SXM"}),
+    ("Mixtral 8x7B", Workload("decode", s_kv=4096), "latency",
+     {"space": {"ep": (1, 2, 4, 8)}}),
+])
+def test_prepared_top_rows__are_top_points_of_evaluate(model, wl, metric, kw):
+    from simcore.engine import prepare
+    from simcore.metrics import top_points
+
+    rows, n_fit = prepare(model, wl, **kw).top_rows(metric, n=12)
+    ds = evaluate(model, wl, **kw)
+    _same_rows(rows, top_points(ds, metric, n=12))
+    assert n_fit == int(ds.fits.sum())
+
+
+def test_prepared_top_rows__refuses_a_grid():
+    from simcore.engine import prepare
+
+    with pytest.raises(ValueError, match="single hardware point"):
+        prepare("Llama 3.1 8B", DECODE_128K, hardware=GRID).top_rows()
+
+
+# --- one layout per physical configuration ---------------------------------------------------
+
+def _physical(row):
+    """An independent description of a layout row: which device holds which (TP, CP, PP,
+    DP) ranks, and the options that matter (seq KV sharding is head sharding on one TP
+    rank; TP+CP FFN sharding is TP sharding and there is no ring without CP)."""
+    from simcore.space import CHOICES, PLACEMENT_ORDERS
+
+    lay = dict(zip(PARALLEL_DIMS, (int(v) for v in row), strict=True))
+    names = {d: CHOICES[d][lay[d]] for d in CHOICES}
+    sizes = {"tp": lay["tp"], "cp": lay["cp"], "pp": lay["pp"], "dp": lay["dp"]}
+    order = [("tp", "cp", "pp", "dp")[g]
+             for g in PLACEMENT_ORDERS[lay["tp_placement"] + 2 * lay["cp_placement"]]]
+    dev = np.arange(int(np.prod(list(sizes.values()))))
+    ranks = {}
+    for g in order:  # innermost first: device d's rank in each group
+        ranks[g] = dev % sizes[g]
+        dev = dev // sizes[g]
+    where = np.stack([ranks[g] for g in ("tp", "cp", "pp", "dp")], axis=1).tobytes()
+    kv = "head" if lay["tp"] == 1 and names["kv_shard_mode"] == "seq" else names["kv_shard_mode"]
+    cp = lay["cp"] > 1
+    return (tuple(sizes.values()), lay["ep"], kv, names["ffn_shard_scope"] if cp else "TP",
+            names["cp_ring_variant"] if cp else "", where)
+
+
+FULL_EP = full_space(ep=(1, 2, 4, 8))
+DEDUP_CASES = [
+    ("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=8), "H100-SXM"),
+    ("Mixtral 8x7B", Workload("prefill", s_kv=4096), "SiP"),
+    ("Llama 2 7B", Workload("train", s_kv=4096, batch=64, zero_stage=3), "A100-80G"),
+]
+
+
+def test_placement_orders__are_the_kernels():
+    from simcore.kernels import inference
+    from simcore.space import PLACEMENT_ORDERS
+
+    np.testing.assert_array_equal(np.asarray(PLACEMENT_ORDERS), inference._ORDERS)
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
+def test_prepare__no_two_valid_layouts_are_one_physical_configuration(model, wl, family):
+    from simcore.engine import build_coeffs, prepare
+
+    p = prepare(model, wl, space=FULL_EP, family=family)
+    raw = build_coeffs(p.layouts, p.model, p.workload, p.topology)["valid"] == 1.0
+    kept = [_physical(r) for r in p.layouts[p.valid]]
+    assert len(set(kept)) == len(kept)  # no configuration twice
+    assert set(kept) == {_physical(r) for r in p.layouts[raw]}  # and none lost
+    assert p.valid.sum() < raw.sum()
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_evaluate_best__dedup_keeps_every_winner(model, wl, family, metric):
+    from simcore.engine import OUTPUT_NAMES, build_coeffs, combine, fused_metric, prepare
+
+    p = prepare(model, wl, space=FULL_EP, family=family,
+                hardware={"bw_hbm_gbs": [1000, 4000], "bw_inter_gbs": [50, 400],
+                          "pe_hbm_gb": [24, 96], "peak_tflops_f16": [400, 1600]})
+    m, _ = fused_metric(metric)
+    raw = build_coeffs(p.layouts, p.model, p.workload, p.topology)  # every duplicate kept
+    outs = combine(raw, p.hw_rows(0, p.n_hw), p.eff)
+    score = np.where(outs["fits"], m.sign * outs[m.key], np.inf)
+    idx, vals, _ = p.best(p.hw_rows(0, p.n_hw), metric)
+    want = np.where(np.isinf(score.min(1)), -1, score.argmin(1))  # first of equals wins
+    np.testing.assert_array_equal(idx, want)
+    got = vals[:, OUTPUT_NAMES.index(m.key)]
+    np.testing.assert_array_equal(got[idx >= 0], outs[m.key][idx >= 0, want[idx >= 0]])
+
+
+# --- exact pruning of the fused sweep -------------------------------------------------------
+
+def test_dominated__every_coefficient_has_a_role():
+    from simcore.engine import _ROLES
+    from simcore.kernels import schema
+
+    assert set(_ROLES) == set(schema.COEF_DTYPE.names)  # a new coefficient needs one
+
+
+def _pruned_and_not(*args, **kw):
+    out = []
+    for prune in (False, True):
+        with simcore.set_options(prune_dominated=prune):
+            out.append(evaluate_best(*args, **kw))
+    return out
+
+
+@pytest.mark.parametrize(("model", "wl", "family"), [
+    ("Llama 3.1 70B", DECODE_128K, "SiP"),
+    ("Llama 3.1 8B", Workload("prefill", s_kv=32768), "H100-SXM"),
+    ("Mixtral 8x7B", Workload("decode", s_kv=4096, batch=16), "H100-SXM"),
+    ("Llama 2 7B", Workload("train", s_kv=4096, batch=64, zero_stage=3), "A100-80G"),
+    ("Llama 2 70B", Workload("train", s_kv=4096, batch=512, recompute="full"), "H100-SXM"),
+])
+@pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
+def test_evaluate_best__pruned_sweep_is_the_unpruned_one(model, wl, family, metric):
+    from simcore.engine import prepare
+    from simcore.space import depth_grid
+
+    kw = dict(space="full", family=family, hardware=depth_grid("coarse"), metric=metric)
+    plain, pruned = _pruned_and_not(model, wl, **kw)
+    xr.testing.assert_identical(pruned, plain)  # winners, values, indices, n_fits
+    p = prepare(model, wl, space="full", family=family, hardware=depth_grid("coarse"))
+    assert len(p.live_layouts(metric, prune=True)[1]) > 0  # and it did skip some
+
+
+@settings(max_examples=30)
+@given(_small_models(), _workloads(), st.sampled_from(["latency", "throughput", "FLOPS"]),
+       st.floats(0.25, 4.0), st.floats(0.25, 4.0))
+def test_evaluate_best__pruning_never_changes_a_winner(model, wl, metric, intra, inter):
+    base = Hardware().as_dict()
+    grid = {"pe_hbm_gb": [base["pe_hbm_gb"] / 4, base["pe_hbm_gb"]],
+            "bw_intra_gbs": [base["bw_intra_gbs"] * intra],  # inter may beat intra here
+            "bw_inter_gbs": [base["bw_inter_gbs"] * inter, base["bw_inter_gbs"] * 4 * inter],
+            "bw_hbm_gbs": [base["bw_hbm_gbs"], base["bw_hbm_gbs"] * 2]}
+    space = {"cp": (1, 2, 4), "tp": (1, 2, 4, 8), "pp": (1, 2, 4), "dp": (1, 2)}
+    plain, pruned = _pruned_and_not(model, wl, space=space, hardware=grid, metric=metric)
+    xr.testing.assert_identical(pruned, plain)
+
+
+def test_prepared_best__ties_go_to_the_first_layout_when_pruning():
+    import dataclasses
+
+    from simcore.engine import prepare
+
+    p = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM", hardware=GRID)
+    n = len(p.coeffs)
+    q = dataclasses.replace(p, coeffs=np.concatenate([p.coeffs[::-1], p.coeffs]))  # all twice
+    hw = q.hw_rows(0, q.n_hw)
+    for metric in ("latency", "throughput", "FLOPS"):
+        for want, got in zip(q.best(hw, metric, prune=False), q.best(hw, metric, prune=True),
+                             strict=True):
+            np.testing.assert_array_equal(got, want)
+        _, pruned = q.live_layouts(metric, prune=True)
+        assert set(np.flatnonzero(q.coeffs["valid"][n:] == 1.0) + n) <= set(pruned)

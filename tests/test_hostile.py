@@ -40,6 +40,8 @@ from simcore.sweep import StoreMismatchError, resumable_best
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "Llama 3.1 8B", "--s-kv", "4096"]
+#: chunk_points giving chunks of 8 hardware rows for SMALL (chunks count the valid layouts)
+_EIGHT_ROWS = 8 * int(prepare("Llama 3.1 8B", Workload("decode", s_kv=4096)).valid.sum())
 EXPLORE = ["explore", *SMALL, "--depth", "two_stage", "--no-progress"]
 TINY = {"tp": (1, 2)}
 WL = Workload("decode", s_kv=4096)
@@ -321,7 +323,7 @@ def test_main__ctrl_c_mid_sweep_says_what_is_saved(monkeypatch, tmp_path, capsys
 
     monkeypatch.setattr(simcore.distributed, "warm_cache", lambda: None)
     monkeypatch.setattr(Prepared, "best_chunk", best_then_ctrl_c)
-    with simcore.set_options(chunk_points=1920 * 8):
+    with simcore.set_options(chunk_points=_EIGHT_ROWS):  # 64 hardware rows: 8 chunks
         assert main(["explore", *SMALL, "--depth", "balanced", "--no-progress",
                      "--resume", "s.zarr"]) == 130
         line = _one_line(capsys.readouterr().err, "simcore explore: interrupted; 2 of 8 chunks")
@@ -427,7 +429,7 @@ def test_main__lost_dask_workers_one_line_exit_75(resume, monkeypatch, tmp_path,
     argv = ["explore", *SMALL, "--depth", "balanced", "--no-progress", "--scheduler", "x"]
     if resume:
         argv += ["--resume", "s.zarr"]
-    with simcore.set_options(chunk_points=1920 * 8):
+    with simcore.set_options(chunk_points=_EIGHT_ROWS):  # 64 hardware rows: 8 chunks
         assert main(argv) == 75
     line = _one_line(capsys.readouterr().err, "simcore explore: error: lost the dask cluster")
     assert "resume with: simcore explore" in line and "--resume" in line

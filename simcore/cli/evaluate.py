@@ -11,7 +11,6 @@ layout fits in memory.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from .options import (
@@ -51,20 +50,13 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p.set_defaults(func=run)
 
 
-def _points(ds: Any, dims: list[str]) -> list[tuple[dict[str, int], Any]]:
-    """``(coordinates, Dataset)`` per point of the swept dims, in C order."""
-    import itertools
-
-    values = [ds[d].values.tolist() for d in dims]
-    return [(dict(zip(dims, at, strict=True)), ds.sel(dict(zip(dims, at, strict=True))))
-            for at in itertools.product(*values)]
-
-
 def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from ..engine import check_budget, prepare
     from ..errors import DeviceBudgetError, SimcoreInputError
-    from ..evaluate import evaluate
-    from ..metrics import best, top_points
     from ..report import fmt_ns
+    from ..space import workload_points
 
     model = resolve_model(args)
     wl = make_workload(args)
@@ -72,23 +64,29 @@ def run(args: argparse.Namespace) -> int:
     budget = budget_kwargs(args)
     sweep = sweep_kwargs(args)
     notes = note_stream(args)
+    # one hardware point: the engine's rows (Prepared.top_rows, the rows of
+    # metrics.top_points over evaluate) without building a Dataset (no xarray import)
+    sweep_dims, wls = workload_points(wl, **sweep)
+    preps = [prepare(model, w, space=args.space, family=fam, hardware=fam.hardware, **budget)
+             for w in wls]
     try:
-        ds = evaluate(model, wl, space=args.space, family=fam, hardware=fam.hardware,
-                      **sweep, **budget)
+        check_budget(preps)
     except DeviceBudgetError as exc:
         raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None
-    dims = list(sweep)
+    dims = list(sweep_dims)
     columns = [Column(d, d) for d in dims] + COLUMNS
-    n_fit = int(ds.fits.sum())
+    tops = [p.top_rows(args.metric, args.top) for p in preps]
+    n_fit = sum(n for _, n in tops)
     s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
     batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
     within = "" if not budget else (f", budget {'exactly' if budget['exact_gpus'] else 'at most'}"
                                     f" {budget['gpus']} devices")
-    valid = ds.valid.any(dims) if dims else ds.valid  # valid at some point of the sweep
-    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {ds.attrs['family']} "
-          f"({ds.attrs['n_system_devices']} devices{within}), {args.space} space: "
-          f"{valid.sum().item()} valid layouts of {valid.size}, {n_fit} fit in memory"
-          + (f" (over {math.prod(ds.sizes[d] for d in dims)} batch/s_kv points)" if dims else ""), file=notes)
+    valid = np.logical_or.reduce([p.valid for p in preps])  # valid at some point of the sweep
+    p0 = preps[0]
+    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
+          f"({p0.topology.n_devices} devices{within}), {args.space} space: "
+          f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory"
+          + (f" (over {len(preps)} batch/s_kv points)" if dims else ""), file=notes)
     if n_fit == 0:
         if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
             emit_rows([], columns, args.format, args.out)
@@ -98,22 +96,23 @@ def run(args: argparse.Namespace) -> int:
         return 1
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
-    for at, pt in _points(ds, dims):
+    for w, (top, _) in zip(wls, tops, strict=True):
+        at = {d: getattr(w, d) for d in dims}
         where = ", ".join(f"{k} {v}" for k, v in at.items())
-        if not bool(pt.fits.any()):
+        if not top:
             lines.append(f"{where}: no layout fits")
             continue
-        rows += [{**r, **at} for r in top_points(pt, args.metric, n=args.top)]
-        b = best(pt, args.metric).squeeze()
+        rows += [{**r, **at} for r in top]
+        b = top[0]  # the metric-best layout (what metrics.best picks)
         parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns", "overhead_ns")}
         bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
         lines.append(
             (f"{where}: " if where else "")
-            + f"best by {args.metric}: {fmt_ns(float(b.latency_ns))} per step, {bound}-bound "
+            + f"best by {args.metric}: {fmt_ns(float(b['latency_ns']))} per step, {bound}-bound "
               f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
               f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
               f"{fmt_ns(parts['overhead_ns'])})"
-            + (f" on {int(b.n_devices)} devices" if budget else ""))
+            + (f" on {int(b['n_devices'])} devices" if budget else ""))
     emit_rows(rows, columns, args.format, args.out)
     for line in lines:
         print(line, file=notes)

@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 
 
+def group_span(g: int, stride: int) -> int:
+    """Consecutive devices a group of ``g`` members ``stride`` apart spans (1 for one)."""
+    return g * stride if g > 1 else 1
+
+
 def tier_of(span: int, pes_per_cube: int, pes_per_sip: int) -> int:
     for tier, size in enumerate((pes_per_cube, pes_per_sip)):
         if span <= size:

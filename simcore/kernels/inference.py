@@ -58,6 +58,13 @@ def _alpha(topo, tier):
 
 
 @jit()
+def group_span(g, stride):
+    """Consecutive devices a group of ``g`` members ``stride`` apart spans; a one-member
+    group spans its own device (its stride is not a distance anything travels)."""
+    return g * stride if g > 1 else 1
+
+
+@jit()
 def placement(tp, cp, pp, dp, tpp, cpp, topo):
     """Strides of the TP/CP/PP/DP groups and the tier each spans (plus TP×CP and the
     KV split-K subgroup are derived from these by the callers)."""
@@ -71,11 +78,11 @@ def placement(tp, cp, pp, dp, tpp, cpp, topo):
         g = order[j]
         strides[g] = acc
         acc *= sizes[g]
-    tier_tp = tier_of(tp * strides[0], cube, sip)
-    tier_cp = tier_of(cp * strides[1], cube, sip)
-    tier_pp = tier_of(pp * strides[2], cube, sip)
-    tier_dp = tier_of(dp * strides[3], cube, sip)
-    tier_tpcp = tier_of(max(tp * strides[0], cp * strides[1]), cube, sip)
+    tier_tp = tier_of(group_span(tp, strides[0]), cube, sip)
+    tier_cp = tier_of(group_span(cp, strides[1]), cube, sip)
+    tier_pp = tier_of(group_span(pp, strides[2]), cube, sip)
+    tier_dp = tier_of(group_span(dp, strides[3]), cube, sip)
+    tier_tpcp = tier_of(max(group_span(tp, strides[0]), group_span(cp, strides[1])), cube, sip)
     return strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp
 
 
@@ -295,7 +302,7 @@ def _coeff_row(lay, mp, wp, topo, out):
     # FFN output
     if wide_ffn:
         g = ftp * fcp
-        span = max(tp * strides[0], cp * strides[1])
+        span = max(group_span(tp, strides[0]), group_span(cp, strides[1]))
         allreduce_hier(acc, T_rep * d * ba, g, span / g, cube, sip, a0, a1, a2)
         n_ops += 1.0
         if not decode:  # gather the replica's tokens across CP first
@@ -306,7 +313,7 @@ def _coeff_row(lay, mp, wp, topo, out):
         # dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
         # slice of the replica's tokens, k copies, (ep-1)/ep of them off the device; then
         # the TP ranks all-gather their slices' outputs
-        span_ep = max(tp * strides[0], dp * strides[3]) if dp > 1 else tp * strides[0]
+        span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
         tier_ep = tier_of(span_ep, cube, sip)
         a2a = T_lin / ftp * k * d * ba * (fep - 1.0) / fep
         add_comm(acc, tier_ep, 2.0 * a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))

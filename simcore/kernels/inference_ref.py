@@ -129,9 +129,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     def tier(span: int) -> str:
         return TIERS[coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)]
 
-    tp_link = link[tier(tp * strides["tp"])]
-    cp_link = link[tier(cp * strides["cp"])]
-    pp_link = link[tier(pp * strides["pp"])]
+    tp_link = link[tier(coll.group_span(tp, strides["tp"]))]
+    cp_link = link[tier(coll.group_span(cp, strides["cp"]))]
+    pp_link = link[tier(coll.group_span(pp, strides["pp"]))]
 
     seqs_replica = -(-B // dp)
     # decode with PP: min(pp, batch) micro-batches in flight; one micro-batch per pass
@@ -257,7 +257,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
         launches += 1
     if wide:
-        span = max(tp * strides["tp"], cp * strides["cp"])
+        span = max(coll.group_span(tp, strides["tp"]), coll.group_span(cp, strides["cp"]))
         comm += coll.allreduce_hier_ns(tokens_replica * d * ab, tp * cp, span / (tp * cp), cube,
                                        sip, links)
         launches += 1
@@ -265,7 +265,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             comm += coll.allgather_ns(tokens_replica * d * ab, cp, *cp_link)
             launches += 1
     elif ep > 1:
-        ep_span = max(tp * strides["tp"], dp * strides["dp"]) if dp > 1 else tp * strides["tp"]
+        ep_span = max(coll.group_span(tp, strides["tp"]), coll.group_span(dp, strides["dp"]))
         ep_bw, ep_alpha = link[tier(ep_span)]
         sent = tokens_local / tp * model.top_k * d * ab * (ep - 1) / ep
         comm += 2 * (sent / ep_bw + coll.phase_steps(ep) * ep_alpha)  # dispatch + combine

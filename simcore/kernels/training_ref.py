@@ -162,9 +162,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         return coll.hier_collective_ns(nbytes, g, k, cube, nics, link_of(0), link_of(t),
                                        allreduce)
 
-    cp_link, pp_link = link(cp * strides["cp"]), link(pp * strides["pp"])
-    t_tp = tier(tp * strides["tp"])
-    t_dp, t_cp = tier(dp * strides["dp"]), tier(cp * strides["cp"])
+    gspan = coll.group_span
+    cp_link, pp_link = link(gspan(cp, strides["cp"])), link(gspan(pp, strides["pp"]))
+    t_tp = tier(gspan(tp, strides["tp"]))
+    t_dp, t_cp = tier(gspan(dp, strides["dp"])), tier(gspan(cp, strides["cp"]))
     # gradients and ZeRO shards over DP x CP
     g_sh = dp * cp
     k_sh = min(cube, per_cube(dp, strides["dp"]) * per_cube(cp, strides["cp"]))
@@ -275,7 +276,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
         comm += n_a2a * a2a * model.n_moe_layers / model.n_layers
     if wide:
-        span = max(tp * strides["tp"], cp * strides["cp"])
+        span = max(gspan(tp, strides["tp"]), gspan(cp, strides["cp"]))
         full_act = mb * s * d * wb
         comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
