@@ -60,7 +60,9 @@ def _files(folder: Path) -> list[str]:
 
 
 def _one_line(err: str, prefix: str) -> str:
-    lines = err.strip().splitlines()
+    # the one-time JIT notice precedes the error on a cold numba cache (test order)
+    lines = [ln for ln in err.strip().splitlines()
+             if not ln.startswith("simcore: compiling kernels (once")]
     assert len(lines) == 1, err
     assert lines[0].startswith(prefix), err
     assert "Traceback" not in err
@@ -555,12 +557,14 @@ def test_main__full_disk_creating_the_store_is_not_a_different_sweep(monkeypatch
     def disk_full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(chunks_mod._ZarrCheckpoint, "_create", disk_full)
-    assert main([*EXPLORE, "--resume", "s.zarr"]) == 75
+    with monkeypatch.context() as m:  # (monkeypatch.undo() would also undo the chdir)
+        m.setattr(chunks_mod._ZarrCheckpoint, "_create", disk_full)
+        assert main([*EXPLORE, "--resume", "s.zarr"]) == 75
     line = _one_line(capsys.readouterr().err, "simcore explore: error: cannot create")
     assert "No space left" in line and "different sweep" not in line
-    monkeypatch.undo()
-    assert main([*EXPLORE, "--resume", "s.zarr"]) == 0  # the half-made store is reused
+    code = main([*EXPLORE, "--resume", "s.zarr"])
+    assert code == 0, capsys.readouterr().err  # the half-made store is reused
+    assert Path("s.zarr").is_dir() and Path.cwd() != ROOT  # in the test's own folder
 
 
 # --- damaged checkpoints: recomputed, never a wrong number ---------------------------------
