@@ -210,17 +210,23 @@ def breakdown(rows: Sequence[ValidationRow], *, sources: Mapping[str, str] | Non
               ) -> dict[str, dict[str, tuple[float, int]]]:
     """Mean absolute error and count per kind, per source and per hardware generation.
 
-    ``sources`` maps a point id to its source label (default: the rows' ``source``).
+    ``sources`` maps a point id to its source label (default: the measurement's short
+    ``ref``, so that all rows of one table count as one source; the row's ``source``
+    for points that are not in :data:`MEASUREMENTS` or :data:`UNMODELLED`).
 
     Examples
     --------
     >>> b = breakdown(validate())
     >>> sorted(b)
     ['hardware', 'kind', 'source']
+    >>> b["source"]["llama3_paper"][1]  # one source, however many table rows it cites
+    3
     """
     out: dict[str, dict[str, list[float]]] = {"kind": {}, "source": {}, "hardware": {}}
+    if sources is None:
+        sources = {m.id: m.ref for m in (*MEASUREMENTS, *UNMODELLED)}
     for r in rows:
-        src = sources[r.id] if sources is not None else r.source
+        src = sources.get(r.id, r.source)
         for key, label in (("kind", r.kind), ("source", src), ("hardware", generation(r.hardware))):
             out[key].setdefault(label, []).append(r.abs_error)
     return {k: {lab: (sum(v) / len(v), len(v)) for lab, v in d.items()} for k, d in out.items()}
