@@ -94,11 +94,20 @@ class Column:
         object.__setattr__(self, "scale", _scale(self.key, self.name))
 
 
+def _if_group(key: str, group: str) -> Callable[[Mapping[str, Any]], str]:
+    """Table cell of a layout field that means nothing for a one-member group: "-"."""
+    def cell(row: Mapping[str, Any]) -> str:
+        size = row.get(group)
+        return "-" if isinstance(size, int | float) and size <= 1 else str(row.get(key))
+    return cell
+
+
 LAYOUT_COLUMNS = [
     Column("tp", "TP"), Column("cp", "CP"), Column("pp", "PP"), Column("dp", "DP"),
     Column("kv_shard_mode", "kv_shard"), Column("ffn_shard_scope", "ffn_scope"),
-    Column("tp_placement", "tp_pl"), Column("cp_placement", "cp_pl"),
-    Column("cp_ring_variant", "ring"),
+    Column("tp_placement", "tp_pl", display=_if_group("tp_placement", "tp")),
+    Column("cp_placement", "cp_pl", display=_if_group("cp_placement", "cp")),
+    Column("cp_ring_variant", "ring", display=_if_group("cp_ring_variant", "cp")),
 ]
 METRIC_COLUMNS = [
     Column("latency_ns", "latency", "latency_ms"), Column("throughput_tok_s", "tok/s"),
