@@ -62,7 +62,7 @@ def sweep(depth, repeat: int = 3, prune: bool = True) -> dict:
     from simcore.evaluate import best_of_prepared, prepare
     from simcore.space import depth_grid
 
-    with simcore.set_options(prune_dominated=prune):
+    with simcore.set_options(prune_dominated=prune, prune_min_points=1):
         p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full",
                     hardware=depth_grid(depth))
         n = p.n_hw * p.space.size

@@ -503,7 +503,10 @@ class Prepared:
         cached per (metric, smallest HBM, pruning)."""
         from .options import OPTIONS
 
-        prune = bool(OPTIONS["prune_dominated"]) if prune is None else bool(prune)
+        if prune is None:  # worth it only in a large sweep
+            n_points = self.n_hw * int(np.count_nonzero(self.coeffs["valid"] == 1.0))
+            prune = bool(OPTIONS["prune_dominated"]) and n_points >= OPTIONS["prune_min_points"]
+        prune = bool(prune)
         key = (code, float(hbm_gb) if prune else None)
         got = self._visits.get(key)
         if got is None:

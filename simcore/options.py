@@ -37,6 +37,9 @@ _DECLARED: dict[str, tuple[int | bool, str]] = {
     "prune_dominated": (True, "the fused best-layout sweep skips layouts that an earlier "
                               "layout beats or ties at every hardware point (exact: same "
                               "winners, values and counts)"),
+    "prune_min_points": (10_000_000, "prune only sweeps of at least this many (hardware × "
+                                     "valid layout) points: finding the dominated layouts "
+                                     "costs tens of ms, more than a small sweep"),
 }
 
 OPTIONS: dict[str, Any] = {k: v for k, (v, _) in _DECLARED.items()}
@@ -83,6 +86,10 @@ class set_options:  # noqa: N801 - used like a function, as xarray.set_options
     prune_dominated : bool
         The fused best-layout sweep skips layouts an earlier layout beats or ties at
         every hardware point of the sweep; the result is identical (default True).
+    prune_min_points : int
+        ... but only in sweeps of at least this many (hardware × valid layout) points
+        (default 10,000,000): finding the dominated layouts costs tens of milliseconds,
+        more than a small sweep takes (an explicit ``prune=True`` ignores it).
     """
 
     def __init__(self, **kwargs: int | bool) -> None:

@@ -524,7 +524,7 @@ def test_dominated__every_coefficient_has_a_role():
 def _pruned_and_not(*args, **kw):
     out = []
     for prune in (False, True):
-        with simcore.set_options(prune_dominated=prune):
+        with simcore.set_options(prune_dominated=prune, prune_min_points=1):
             out.append(evaluate_best(*args, **kw))
     return out
 
