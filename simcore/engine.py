@@ -503,14 +503,14 @@ class Prepared:
         cached per (metric, smallest HBM, pruning)."""
         from .options import OPTIONS
 
+        valid = self.valid
         if prune is None:  # worth it only in a large sweep
-            n_points = self.n_hw * int(np.count_nonzero(self.coeffs["valid"] == 1.0))
+            n_points = self.n_hw * int(np.count_nonzero(valid))
             prune = bool(OPTIONS["prune_dominated"]) and n_points >= OPTIONS["prune_min_points"]
         prune = bool(prune)
         key = (code, float(hbm_gb) if prune else None)
         got = self._visits.get(key)
         if got is None:
-            valid = self.coeffs["valid"] == 1.0
             skip = (dominated(self.coeffs, code, self._fit_limit(hbm_gb), self.eff) if prune
                     else np.zeros(len(valid), dtype=bool))
             live, pruned = np.flatnonzero(valid & ~skip), np.flatnonzero(skip)

@@ -13,6 +13,13 @@ from ._numba import jit
 
 
 @jit()
+def group_span(g, stride):
+    """Consecutive devices a group of ``g`` members ``stride`` apart spans; a one-member
+    group spans its own device (its stride is not a distance anything travels)."""
+    return g * stride if g > 1 else 1
+
+
+@jit()
 def tier_of(span: int, pes_per_cube: int, pes_per_sip: int) -> int:
     if span <= pes_per_cube:
         return 0

@@ -33,7 +33,14 @@ import math
 import numpy as np
 
 from ._numba import jit, prange
-from .collectives import allgather_factor, allreduce_factor, allreduce_hier, phase_steps, tier_of
+from .collectives import (
+    allgather_factor,
+    allreduce_factor,
+    allreduce_hier,
+    group_span,
+    phase_steps,
+    tier_of,
+)
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
@@ -55,13 +62,6 @@ def _alpha(topo, tier):
     if tier == 1:
         return topo.alpha_inter_ns
     return topo.alpha_intersip_ns
-
-
-@jit()
-def group_span(g, stride):
-    """Consecutive devices a group of ``g`` members ``stride`` apart spans; a one-member
-    group spans its own device (its stride is not a distance anything travels)."""
-    return g * stride if g > 1 else 1
 
 
 @jit()
