@@ -357,3 +357,14 @@ def test_validate_memory__reported_peaks_next_to_predictions():
     assert all(x.predicted_gib < x.capacity_gib for x in rows)
     assert sum(x.error for x in rows) < 0
     assert sum(abs(x.error) for x in rows) / len(rows) <= 0.31
+
+
+@pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf"), True, "82.4"])
+def test_measurement__reported_memory_must_be_a_positive_number(bad):
+    from dataclasses import replace
+
+    from simcore.validation import get_measurement
+
+    m = get_measurement("tt2412-8b-8gpu-fsdp")
+    with pytest.raises(ValueError, match="measured_mem_gib must be a number > 0 or None"):
+        replace(m, measured_mem_gib=bad)
