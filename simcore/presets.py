@@ -99,8 +99,13 @@ _A100_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, int8_ratio=2.0, pcie_gbs=
 #: DGX H100 / HGX H200: one NDR NIC per GPU, FP8 and INT8 at 2x the BF16 dense peak
 #: (1979 vs 989 TFLOP/s), PCIe Gen5 x16 (~64 GB/s), 2 TB host memory / 8 GPUs (NVIDIA
 #: DGX H100 and H100/H200 Tensor Core GPU data sheets).
+#: ``fa2_ratio``: FlashAttention-2 kernels use no Hopper warpgroup MMA / TMA; on an H100,
+#: PyTorch SDPA's flash (FA2) backend ran the forward at 329.483 TFLOP/s against cuDNN's
+#: 631.338 (batch 1, 24 heads, sequence 4,608, head dim 128; tritonbench, PyTorch
+#: 2.6.0.dev20241204, pytorch/pytorch issue #142132): 0.522. (FlashAttention-3, Shah et
+#: al. 2024, arXiv:2407.08608, abstract: FA2 reaches 35% of the H100 peak, FA3 75%.)
 _HOPPER_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, fp8_ratio=2.0, int8_ratio=2.0,
-                          pcie_gbs=64.0, host_mem_gb=256.0)
+                          pcie_gbs=64.0, host_mem_gb=256.0, fa2_ratio=329.483 / 631.338)
 
 HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
     "SiP": HardwareFamily(

@@ -1001,9 +1001,13 @@ class Workload:
     virtual_stages : int
         Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
         (p-1)/(v·m)); 1 = plain 1F1B.
-    attention : {"flash", "unfused"}
+    attention : {"flash", "flash2", "unfused"}
         Training only: FlashAttention-style core (no s² activations, backward at 2.5x
-        the forward FLOPs) or the unfused core that stores the scores.
+        the forward FLOPs) or the unfused core that stores the scores. ``"flash"`` is the
+        family's native fused kernel (cuDNN / Transformer Engine / FlashAttention-3 on
+        Hopper); ``"flash2"`` a FlashAttention-2-class kernel (the ``flash-attn`` 2
+        package, PyTorch SDPA's flash backend), which on a family with
+        ``Topology.fa2_ratio`` < 1 runs at that fraction of the native kernel's rate.
     framework : {"deepspeed", "megatron", "fsdp"}
         Training only: whose model-state formula and defaults apply. ``deepspeed``:
         DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
@@ -1072,8 +1076,8 @@ class Workload:
         if self.act_dtype == "int4":
             raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
-        _choice("Workload", "attention", self.attention, ("flash", "unfused"),
-                "'flash' or 'unfused'")
+        _choice("Workload", "attention", self.attention, ("flash", "flash2", "unfused"),
+                "'flash', 'flash2' or 'unfused'")
         _choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
                 "'deepspeed', 'megatron' or 'fsdp'")
         _choice("Workload", "offload", self.offload, ("none", "optimizer", "optimizer+params"),
@@ -1226,6 +1230,8 @@ _TOPOLOGY_RANGES: dict[str, _Range] = {
     "nics_per_cube": _Range(0, 1e6, "(scale-out NICs per cube; 0 = one per PE)"),
     "fp8_ratio": _Range(0, 1e3, "(FP8 peak / 16-bit peak; 0 = no FP8)", integer=False),
     "int8_ratio": _Range(0, 1e3, "(INT8 peak / 16-bit peak; 0 = no INT8)", integer=False),
+    "fa2_ratio": _Range(0.01, 1, "(FlashAttention-2-class / native attention rate)",
+                        integer=False),
     "pcie_gbs": _Range(0, 1e7, "GB/s (host link per device; 0 = none)", integer=False),
     "host_mem_gb": _Range(0, 1e9, "GB (host memory per device; 0 = none)", integer=False),
 }
@@ -1254,6 +1260,9 @@ class Topology:
     #: FP8 / INT8 matmul peak relative to the 16-bit peak (0 = the family has none)
     fp8_ratio: float = 0.0
     int8_ratio: float = 0.0
+    #: rate of a FlashAttention-2-class attention kernel (``Workload.attention="flash2"``)
+    #: relative to the family's native fused kernel (1 = the same)
+    fa2_ratio: float = 1.0
     #: host link (PCIe) bandwidth per device in GB/s and host memory per device in GB,
     #: for offloading (0 = no offload possible)
     pcie_gbs: float = 0.0
@@ -1291,13 +1300,13 @@ class Efficiency:
     ``lowp_compute`` scales the FP8 / INT8 matmul peak (``Topology.fp8_ratio`` /
     ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (152 published training and inference results from 22 sources); see
+    (158 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.677
-    memory: float = 0.636
-    network: float = 0.628
+    compute: float = 0.675
+    memory: float = 0.631
+    network: float = 0.594
     hbm_usable: float = 0.90
     train_compute: float = 0.66
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1307,13 +1316,13 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = 0.95
-    train_attention: float | None = 0.20
+    train_attention: float | None = 0.328
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2491.0
-    step_overhead_ns: float = 769734.0
+    op_latency_ns: float = 2489.0
+    step_overhead_ns: float = 745680.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.408
+    lowp_compute: float | None = 0.411
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -60,3 +60,22 @@ def test_train_measurements__moe_runs_with_expert_parallelism_are_kept():
         assert "balanced routing" in m.notes
     assert by_id["am-deepseek-v3-256"].model.is_mla
     assert not any("expert parallelism" in why for why in TRAIN_SKIPPED.values())
+
+
+def test_train_measurements__attention_kernel_and_pipeline_schedule_per_source():
+    """torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry (flash-attn) run
+    FlashAttention-2-class kernels, the Megatron-family sources the native one; pipelined
+    torchtitan runs split the local batch into PP micro-batches (torchtitan's default);
+    Llama 3's interleaved schedule gets 2 virtual stages (count not stated)."""
+    by_id = {m.id: m for m in TRAIN_MEASUREMENTS}
+    for m in TRAIN_MEASUREMENTS:
+        fa2 = m.ref.startswith(("torchtitan", "trainy")) or m.ref == "llmfoundry_mpt"
+        assert m.workload.attention == ("flash2" if fa2 else "flash"), m.id
+        assert ("FlashAttention-2-class" in m.notes) == fa2, m.id
+    tt = by_id["tt2412-405b-3d-1f1b"]  # local batch 32 over PP 8: 8 micro-batches of 4
+    assert tt.workload.micro_batch == 4 and tt.workload.batch == 256
+    assert by_id["tt2412-405b-3d-interleaved-1f1b"].workload.virtual_stages == 2
+    assert by_id["tt2412-8b-8gpu-fsdp"].workload.micro_batch == 1  # no PP: stated batch
+    for i in ("llama3-405b-8k", "llama3-405b-16k", "llama3-405b-16k-cp16-131k"):
+        assert by_id[i].workload.virtual_stages == 2
+    assert by_id["nemo-longseq-llama2-7b-1024k"].workload.virtual_stages == 1

@@ -83,6 +83,7 @@ topologies = st.builds(
     alpha_intersip_ns=st.floats(0, 1e4),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
+    fa2_ratio=st.sampled_from([1.0, 0.5, 329.483 / 631.338]),
 )
 frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
@@ -196,7 +197,7 @@ def train_workloads(draw):
                     grad_bytes=draw(st.sampled_from([2, 4])),
                     precision=draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"])),
                     virtual_stages=draw(st.integers(1, 4)),
-                    attention=draw(st.sampled_from(["flash", "unfused"])), framework=framework,
+                    attention=draw(st.sampled_from(["flash", "flash2", "unfused"])), framework=framework,
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
                     offload=offload)
 

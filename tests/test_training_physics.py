@@ -10,7 +10,7 @@ import pytest
 import simcore
 from simcore.engine import prepare
 from simcore.presets import HARDWARE_FAMILIES, PRESETS
-from simcore.specs import HardwareFamily, Model, Topology, Workload
+from simcore.specs import HardwareFamily, Model, SpecError, Topology, Workload
 
 H100 = HARDWARE_FAMILIES["H100-SXM"]
 A100 = HARDWARE_FAMILIES["A100-80G"]
@@ -93,6 +93,27 @@ def test_training__flash_attention_llama31_8b_8k_fits():
     unfused = _eval(LLAMA31_8B, replace(wl, attention="unfused"), dp=8)
     assert unfused["mem_bytes"] > 300e9 and not unfused["fits"]
     assert flash["mem_bytes"] < 80e9 and flash["fits"]
+
+
+def test_training__flash2_core_runs_at_the_family_fa2_ratio():
+    """A FlashAttention-2-class core (PyTorch SDPA's flash backend, flash-attn 2) uses no
+    Hopper warpgroup MMA: on H100 its FLOPs cost 1 / fa2_ratio (0.522) of the native
+    kernel's; on A100 it is the native kernel. Nothing else moves."""
+    wl = Workload("train", batch=8, s_kv=32768, micro_batch=1, zero_stage=3, precision="bf16",
+                  recompute="none", sequence_parallel=False)
+    ratio = H100.topology.fa2_ratio
+    assert ratio == pytest.approx(329.483 / 631.338)
+    native = _row(LLAMA31_8B, wl, dp=8)
+    fa2 = _row(LLAMA31_8B, replace(wl, attention="flash2"), dp=8)
+    assert fa2["f_core"] == pytest.approx(native["f_core"] / ratio)
+    for k in ("f_lin", "f_ffn", "b_core", "mem_bytes"):
+        assert fa2[k] == pytest.approx(native[k]), k
+    slow = _eval(LLAMA31_8B, replace(wl, attention="flash2"), dp=8)
+    assert slow["latency_ns"] > _eval(LLAMA31_8B, wl, dp=8)["latency_ns"] * 1.2
+    assert (_eval(LLAMA31_8B, replace(wl, attention="flash2"), A100, dp=8)["latency_ns"]
+            == _eval(LLAMA31_8B, wl, A100, dp=8)["latency_ns"])
+    with pytest.raises(SpecError, match="'flash', 'flash2' or 'unfused'"):
+        Workload("train", attention="fa2")
 
 
 # -- 4. pipeline ---------------------------------------------------------------------------

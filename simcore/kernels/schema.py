@@ -169,7 +169,7 @@ LAYOUT = _LayoutCols(*range(len(_LayoutCols._fields)))
 MODE_CODES = {"prefill": 0, "decode": 1, "train": 2}
 RECOMPUTE_CODES = {"none": 0, "selective": 1, "full": 2, "op": 3}
 PRECISION_CODES = {"fp16": 0, "bf16": 1, "fp32": 2, "fp8": 3}
-ATTENTION_CODES = {"flash": 0, "unfused": 1}
+ATTENTION_CODES = {"flash": 0, "unfused": 1, "flash2": 2}
 FRAMEWORK_CODES = {"deepspeed": 0, "megatron": 1, "fsdp": 2}
 OFFLOAD_CODES = {"none": 0, "optimizer": 1, "optimizer+params": 2}
 
@@ -257,6 +257,7 @@ class TopologyParams(NamedTuple):
     nics_per_cube: float  #: scale-out NICs per cube (node)
     fp8_ratio: float  #: FP8 matmul peak / 16-bit peak (0: no FP8)
     int8_ratio: float  #: INT8 matmul peak / 16-bit peak (0: no INT8)
+    fa2_ratio: float  #: FlashAttention-2-class core rate / the native kernel's
     pcie_gbs: float  #: host link bandwidth per device (offload)
     host_mem_gb: float  #: host memory per device (offload)
 
@@ -361,6 +362,7 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.alpha_inter_ns), float(topology.alpha_intersip_ns),
                           float(topology.nics_per_cube or topology.pes_per_cube),
                           float(topology.fp8_ratio), float(topology.int8_ratio),
+                          float(topology.fa2_ratio),
                           float(topology.pcie_gbs), float(topology.host_mem_gb))
 
 

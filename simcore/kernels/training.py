@@ -233,7 +233,7 @@ def _train_row(lay, mp, wp, topo, out):
     gb = wp.grad_bytes
     prec = int(wp.precision)
     vs = wp.virtual_stages
-    flash = wp.attention == 0.0
+    flash = wp.attention != 1.0  # flash or flash2 (no s^2 scores kept)
     fw = int(wp.framework)
     overlap = wp.grad_overlap == 1.0
     offload = int(wp.offload)
@@ -494,7 +494,9 @@ def _train_row(lay, mp, wp, topo, out):
         mm = 1.0 / topo.fp8_ratio
     out.f_lin = mm * f_lin
     out.b_lin = b_lin
-    out.f_core = slow * f_core
+    # a FlashAttention-2-class core (flash2) runs at the family's fa2_ratio of the native
+    # kernel's rate (Hopper: no warpgroup MMA / TMA in FA2)
+    out.f_core = (slow / topo.fa2_ratio if wp.attention == 2.0 else slow) * f_core
     out.b_core = b_core
     out.f_ffn = mm * f_ffn
     out.b_ffn = b_ffn

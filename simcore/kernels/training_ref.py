@@ -115,7 +115,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     wb = model.bytes_per_param
     B, s, mb = workload.batch, workload.s_kv, workload.micro_batch
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
-    flash = workload.attention == "flash"
+    flash = workload.attention in ("flash", "flash2")
     v = workload.virtual_stages
     cube = topology.pes_per_cube
     nics = topology.nics_per_cube or cube
@@ -124,6 +124,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     attn_eff = (efficiency.train_compute if efficiency.train_attention is None
                 else efficiency.train_attention)
     attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
+    if workload.attention == "flash2":  # FA2-class core: the family's fa2_ratio of native
+        attn_peak *= topology.fa2_ratio
     gemm_peak = peak
     if workload.precision == "fp32":
         peak /= 2  # TF32 tensor cores: half the 16-bit rate

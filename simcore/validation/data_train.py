@@ -12,7 +12,9 @@ Choices, per the sources' own notes:
 * metric: the step time where the source states or derives one, else tokens/s per GPU,
   else model TFLOP/s per GPU counted with PaLM's convention (``model_tflops_per_gpu``);
 * Llama 3 405B: its FSDP does not reshard after forward (ZeRO-2-like); modelled as one
-  reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped;
+  reduce-scatter + one all-gather per step (``zero_stage=1``), overlapped; its pipeline
+  schedule is interleaved (section 3.3.2, Figure 6) with an unstated number of virtual
+  stages: 2, as for every interleaved schedule whose count is not stated;
 * torchtitan with pipelining keeps FSDP parameters gathered through the step
   (``reshard_after_forward = not pp_enabled`` in its ``apply_fsdp``): ``zero_stage=1``
   traffic and 6 + 12/d bytes of model states per parameter; torchtitan's "selective" checkpointing is per-op
@@ -22,7 +24,13 @@ Choices, per the sources' own notes:
   (their recipes' settings); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
   Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
   with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
-* unstated micro-batch: 1; unstated recomputation: none; unstated precision: bf16;
+* attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
+  (the flash-attn package) run FlashAttention-2-class kernels (``attention="flash2"``,
+  at the family's ``Topology.fa2_ratio`` of the native rate on Hopper); the others
+  the native fused kernel (Transformer Engine / cuDNN on Hopper);
+* unstated micro-batch: 1, except pipelined torchtitan runs, whose schedule splits the
+  local batch into PP micro-batches by default (``build_pipeline_schedule``:
+  ``n_microbatches`` defaults to the pipeline degree); unstated recomputation: none; unstated precision: bf16;
   unstated global batch (torchtitan long-context tables): one micro-batch per replica
   and pipeline stage (torchtitan's default number of micro-batches);
 * hardware: the ``H100-SXM``, ``H200`` and ``A100-80G`` presets; torchtitan's Grand
@@ -74,6 +82,15 @@ H100_96G = HardwareFamily(
 )
 
 _MEGATRON = {"nemo_perf_2407", "nemo_long_seq", "mbridge_perf"}
+#: Sources whose attention core is a FlashAttention-2-class kernel (``attention="flash2"``):
+#: torchtitan calls PyTorch SDPA, whose cuDNN backend became opt-in in October 2024
+#: (pytorch/pytorch#138522) and which torchtitan enabled on B200 only (pytorch/torchtitan
+#: #1209, May 2025), leaving the flash (FlashAttention-2) backend on H100 / H200; the
+#: llm-foundry table (last changed April 2024, before FlashAttention-3) says "our models
+#: use Flash Attention" (the flash-attn package). The Megatron-family sources use
+#: Transformer Engine's cuDNN fused attention, the native kernel.
+_FA2 = {"torchtitan_202412", "torchtitan_asynctp_202506", "trainy_h200_202506",
+        "llmfoundry_mpt"}
 _FSDP = {"torchtitan_202412", "torchtitan_asynctp_202506", "llmfoundry_mpt",
          "nemo_automodel_perf", "trainy_h200_202506", "llama3_paper"}
 
@@ -163,10 +180,17 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     tp, pp, cp, dp, ep = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp", "ep"))
     assumed = []
     mb = w.get("micro_batch")
+    batch = w.get("global_batch")
+    if (mb is None and batch is not None and pp > 1 and src.startswith("torchtitan")
+            and int(batch) % (dp * pp) == 0):
+        # torchtitan's build_pipeline_schedule: n_microbatches defaults to the pipeline
+        # degree ("The default value will be the number of pipeline stages")
+        mb = int(batch) // (dp * pp)
+        assumed.append(f"micro-batch {mb}: local batch / PP (torchtitan's default of PP "
+                       "micro-batches)")
     if mb is None:
         mb = 1
         assumed.append("micro-batch 1")
-    batch = w.get("global_batch")
     if batch is None:  # torchtitan: as many micro-batches as pipeline stages
         batch = mb * dp * pp
         assumed.append("global batch = one micro-batch per replica and pipeline stage "
@@ -178,7 +202,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     if not w.get("recompute"):
         assumed.append("no recomputation")
     v = int(lay.get("vpp") or 1)
-    if lay.get("vpp") is None and "nterleaved" in str(lay.get("pp_schedule") or ""):
+    # Llama 3 (section 3.3.2, Figure 6) runs Meta's interleaved schedule, count not stated
+    interleaved = ("nterleaved" in str(lay.get("pp_schedule") or "")
+                   or (src == "llama3_paper" and pp > 1))
+    if lay.get("vpp") is None and interleaved:
         v = 2
         assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
     if src in _MEGATRON:
@@ -213,7 +240,12 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
-                  precision=precision, virtual_stages=v, **wl_kw)  # type: ignore[arg-type]
+                  precision=precision, virtual_stages=v,
+                  attention="flash2" if src in _FA2 else "flash",
+                  **wl_kw)  # type: ignore[arg-type]
+    if src in _FA2:
+        assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
+                       "backend / the flash-attn package; see _FA2)")
     by = {x["metric"]: x for x in p["measured"]}
     if "step_time" in by:
         metric, value, unit = "latency", by["step_time"]["value"], "s"
