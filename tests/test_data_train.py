@@ -75,7 +75,7 @@ def test_train_measurements__attention_kernel_and_pipeline_schedule_per_source()
     tt = by_id["tt2412-405b-3d-1f1b"]  # local batch 32 over PP 8: 8 micro-batches of 4
     assert tt.workload.micro_batch == 4 and tt.workload.batch == 256
     assert by_id["tt2412-405b-3d-interleaved-1f1b"].workload.virtual_stages == 2
-    assert by_id["tt2412-8b-8gpu-fsdp"].workload.micro_batch == 1  # no PP: stated batch
+    assert by_id["tt2412-8b-8gpu-fsdp"].workload.micro_batch == 2  # no PP: the stated local batch
     for i in ("llama3-405b-8k", "llama3-405b-16k", "llama3-405b-16k-cp16-131k"):
         assert by_id[i].workload.virtual_stages == 2
     assert by_id["nemo-longseq-llama2-7b-1024k"].workload.virtual_stages == 1
