@@ -57,7 +57,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "ffn_shard_scope": ("TP", "TP+CP"),
     # TP innermost (stride 1) or outside CP
     "tp_placement": ("inner", "outer"),
-    # CP inside PP/DP, or outermost
+    # CP inside DP/PP, or outermost (PP is always outside DP)
     "cp_placement": ("inner", "outer"),
     # ring attention passes KV blocks, or Q, O and softmax stats (m, l)
     "cp_ring_variant": ("kv", "qoml"),
@@ -178,13 +178,15 @@ def layout_table(space: Space) -> np.ndarray:
 
 #: Placement code (``tp_placement`` + 2 · ``cp_placement``, category indices) → the order
 #: of the TP, CP, PP and DP groups (0, 1, 2, 3) on the devices, innermost first: TP
-#: innermost or just outside CP; CP inside PP and DP or outermost. The kernels' table
+#: innermost or just outside CP; CP inside DP and PP or outside both; PP always outside
+#: DP, the order Megatron-LM (``tp-cp-ep-dp-pp``), torchtitan (mesh ``pp, dp, cp, tp``,
+#: outermost first) and DeepSpeed (``PipeDataParallelTopology``) use. The kernels' table
 #: (``simcore/kernels/inference.py``, ``_ORDERS``) is the same (tests check it).
 PLACEMENT_ORDERS: tuple[tuple[int, int, int, int], ...] = (
-    (0, 1, 2, 3),  # tp inner, cp inner
-    (1, 0, 2, 3),  # tp outer (just outside CP), cp inner
-    (0, 2, 3, 1),  # tp inner, cp outermost
-    (2, 3, 1, 0),  # tp outside CP, CP outermost
+    (0, 1, 3, 2),  # tp, cp, dp, pp: TP inner, CP inner
+    (1, 0, 3, 2),  # cp, tp, dp, pp: TP just outside CP, CP inner
+    (0, 3, 2, 1),  # tp, dp, pp, cp: TP inner, CP outermost
+    (3, 2, 1, 0),  # dp, pp, cp, tp: TP just outside CP, CP outside DP and PP
 )
 
 

@@ -1304,11 +1304,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.675
-    memory: float = 0.631
-    network: float = 0.594
+    compute: float = 0.677
+    memory: float = 0.633
+    network: float = 0.592
     hbm_usable: float = 0.90
-    train_compute: float = 0.66
+    train_compute: float = 0.662
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95

@@ -45,12 +45,13 @@ from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
 
-# placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first
+# placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first; PP outside
+# DP as Megatron-LM ("tp-cp-ep-dp-pp"), torchtitan and DeepSpeed place them
 _ORDERS = np.array([
-    [0, 1, 2, 3],  # tp inner, cp inner
-    [1, 0, 2, 3],  # tp outer (just outside CP), cp inner
-    [0, 2, 3, 1],  # tp inner, cp outermost
-    [2, 3, 1, 0],  # tp outside CP, CP outermost
+    [0, 1, 3, 2],  # tp, cp, dp, pp: TP inner, CP inner
+    [1, 0, 3, 2],  # cp, tp, dp, pp: TP just outside CP, CP inner
+    [0, 3, 2, 1],  # tp, dp, pp, cp: TP inner, CP outermost
+    [3, 2, 1, 0],  # dp, pp, cp, tp: TP just outside CP, CP outside DP and PP
 ], dtype=np.int64)
 
 

@@ -31,9 +31,9 @@ class Layout:
 
 def _strides(lay: Layout) -> dict[str, int]:
     if lay.cp_placement == "inner":
-        order = ["tp", "cp", "pp", "dp"] if lay.tp_placement == "inner" else ["cp", "tp", "pp", "dp"]
+        order = ["tp", "cp", "dp", "pp"] if lay.tp_placement == "inner" else ["cp", "tp", "dp", "pp"]
     else:
-        order = ["tp", "pp", "dp", "cp"] if lay.tp_placement == "inner" else ["pp", "dp", "cp", "tp"]
+        order = ["tp", "dp", "pp", "cp"] if lay.tp_placement == "inner" else ["dp", "pp", "cp", "tp"]
     strides, acc = {}, 1
     for g in order:
         strides[g] = acc

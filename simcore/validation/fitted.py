@@ -10,7 +10,7 @@ each factor's declared range, :data:`simcore.validation.fit.FACTORS`); ``hbm_usa
 (0.90) is not fitted and ``network_sip`` follows ``network_inter``. Never per point, nor
 per kind.
 
-* ``compute`` = 0.675, ``train_compute`` = 0.66 — inference and training matmuls.
+* ``compute`` = 0.677, ``train_compute`` = 0.662 — inference and training matmuls.
 * ``lowp_compute`` = 0.411 — inference FP8 / INT8 matmuls, as a fraction of the FP8
   data-sheet peak (2x the 16-bit one on Hopper): 0.822 of the 16-bit peak, i.e. FP8
   inference matmuls run 1.2x faster than 16-bit ones, not 2x. Training FP8 GEMMs keep
@@ -24,8 +24,8 @@ per kind.
   (``Workload.attention="flash2"``: torchtitan's PyTorch SDPA, llm-foundry's flash-attn)
   run at ``Topology.fa2_ratio`` (0.522 on Hopper, a cited measurement, not fitted) of it.
   Before that split the one factor sat at its lower bound (0.20), serving both.
-* ``memory`` = 0.631 — HBM streaming, once launch and per-step costs are separate.
-* ``network`` = 0.594 (NVLink-class), ``network_inter`` = 0.95 (the upper bound;
+* ``memory`` = 0.633 — HBM streaming, once launch and per-step costs are separate.
+* ``network`` = 0.592 (NVLink-class), ``network_inter`` = 0.95 (the upper bound;
   InfiniBand with the NICs of a node used in parallel).
 * ``op_latency_ns`` = 2,489 ns per kernel launch, ``step_overhead_ns`` = 0.75 ms per
   inference step (a quarter with CUDA graphs).
@@ -34,9 +34,14 @@ Served runs (aiconfigurator's silicon CSV, at a client concurrency) are predicte
 the steady-state step of :meth:`simcore.Workload.served`: the decode batch plus the
 prompt tokens of newly admitted requests in the same pass.
 
-Result (``simcore validate``, 158 points): in-sample mean absolute error 12.8% (training
-9.7%, prefill 15.9%, decode 19.4%), worst 85.4%; leave-one-source-out 14.7% (training
-10.6%, prefill 16.9%, decode 25.2%). The last change: pipelined torchtitan runs take
+Result (``simcore validate``, 158 points): in-sample mean absolute error 12.5% (training
+9.1%, prefill 15.9%, decode 19.4%), worst 85.4%; leave-one-source-out 14.3% (training
+9.9%, prefill 16.8%, decode 25.0%). The last change: pipeline stages outside the
+data-parallel replicas (Megatron-LM's, torchtitan's and DeepSpeed's order; DP was
+outermost before), refit moving ``compute``, ``memory``, ``network`` and
+``train_compute`` by 0.002 each, from 12.8% / 14.7% (training 9.7% / 10.6%; NeMo
+Automodel 17.5% → 10.2% and NeMo 24.07 9.7% → 8.5% leave-one-source-out; Megatron-Bridge's
+Qwen3-30B-A3B, its EP8 group now inside one node, −37% → −62%). Before it: pipelined torchtitan runs take
 torchtitan's default of PP micro-batches and Llama 3's interleaved schedule 2 virtual
 stages (13.4% / 15.4% before; a refit moved only ``compute`` by 0.002, so the factors
 were kept). Before it, the attention kernel: with
@@ -66,7 +71,7 @@ from ..specs import Efficiency
 __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.675, memory=0.631, network=0.594, hbm_usable=0.90,
-                               train_compute=0.66, network_inter=0.95, network_sip=None,
+FITTED_EFFICIENCY = Efficiency(compute=0.677, memory=0.633, network=0.592, hbm_usable=0.90,
+                               train_compute=0.662, network_inter=0.95, network_sip=None,
                                attention=0.95, train_attention=0.328, op_latency_ns=2489.0,
                                step_overhead_ns=745680.0, lowp_compute=0.411)
