@@ -21,7 +21,11 @@ What is used
   mean context. Prefill is left out; at these lengths it is < ~3% of the run.
 
 Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) and ``cuda_graphs`` come from each
-point's workload; an unstated KV dtype is taken as 16-bit.
+point's workload; an unstated KV dtype is taken as 16-bit. One exception: TensorRT-LLM
+v0.9's H100 / H200 tables are headed FP8 and list Mixtral 8x7B, but 0.9.0 could not
+quantize Mixtral to FP8 (FP8 Mixtral arrived in v0.10.0: its release notes, NVIDIA/
+TensorRT-LLM PR #1734; issue #1229 reports the FP8 export failing in 0.9.0), so those
+points run as 16-bit.
 
 Skipped, with the reason
 ------------------------
@@ -124,6 +128,12 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     src = sources[p["source"]]["citation"]
     ref = INFER_SOURCES[p["source"]]
     base = f"{p['where']} [json id {p['id']}]"
+    if p["source"] == "trtllm_perf_v090" and model.n_experts > 1 and dt["weight_dtype"] == "fp8":
+        # the FP8 tables list Mixtral, but TensorRT-LLM 0.9.0 had no FP8 Mixtral
+        dt.update(weight_dtype="", act_dtype="")
+        base += ("; run as 16-bit: TensorRT-LLM 0.9.0 had no FP8 Mixtral (its v0.10.0 "
+                 "release notes, NVIDIA/TensorRT-LLM PR #1734: 'Added FP8 quantization "
+                 "support for Mixtral'; issue #1229: FP8 export of Mixtral fails in 0.9.0)")
     out: list[Measurement] = []
     server = w.get("mode") == "server"
     ttft = _value(p, "ttft_ms")
