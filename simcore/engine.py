@@ -77,6 +77,7 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
     for name in kernels:
         module, func = name.split(".")
         kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
+        kernel = getattr(kernel, "public", kernel)  # _numba.Kernel: Python calls go there
         folder = getattr(getattr(kernel, "_cache", None), "_cache_path", None)
         try:
             files = os.listdir(folder) if folder else []

@@ -453,7 +453,7 @@ def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
 def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     # numba keeps NUMBA_CACHE_DIR's files in a subfolder per source folder
     code = ("import os, sys; from simcore import engine; from simcore.kernels import inference; "
-            "print(engine.kernels_cached()); folder = inference.point_one._cache._cache_path; "
+            "print(engine.kernels_cached()); folder = inference.point_one.public._cache._cache_path; "
             "os.makedirs(folder, exist_ok=True); "
             "[open(os.path.join(folder, k + '-1.py311.nbi'), 'w').close() "
             " for k in engine.FIRST_CALL_KERNELS['inference']]; "
