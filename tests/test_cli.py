@@ -463,6 +463,18 @@ def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     assert out == ["False", "True", "False"]
 
 
+def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
+    # what setup.py runs on the built package (a wheel then carries the machine code)
+    from simcore import _aot, engine
+    from simcore.kernels import _numba
+
+    assert _aot.main() == (0 if _numba.CACHE else 1)
+    assert capsys.readouterr().out == ""  # the rows of the commands it runs are dropped
+    if _numba.CACHE:
+        kernels = [k for names in engine.FIRST_CALL_KERNELS.values() for k in names]
+        assert engine.kernels_cached(kernels)
+
+
 def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):
     from simcore import engine
 
