@@ -316,7 +316,7 @@ def point_one(coeffs: np.ndarray, hw_row: np.ndarray, eff: schema.EfficiencyPara
     """Every output of one coefficient record (``coeffs[0]``) on one hardware row, serially."""
     from .kernels import inference
 
-    return inference.point_one(coeffs, hw_row, eff)
+    return inference.point_one.public(coeffs, hw_row, eff)  # _numba.Kernel: its Python entry
 
 
 def fused_metric(metric: str | Metric) -> tuple[Metric, int]:
