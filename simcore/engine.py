@@ -77,6 +77,7 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
     for name in kernels:
         module, func = name.split(".")
         kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
+        kernel = getattr(kernel, "public", kernel)  # _numba.Kernel: Python calls go there
         folder = getattr(getattr(kernel, "_cache", None), "_cache_path", None)
         try:
             files = os.listdir(folder) if folder else []
@@ -315,7 +316,7 @@ def point_one(coeffs: np.ndarray, hw_row: np.ndarray, eff: schema.EfficiencyPara
     """Every output of one coefficient record (``coeffs[0]``) on one hardware row, serially."""
     from .kernels import inference
 
-    return inference.point_one(coeffs, hw_row, eff)
+    return inference.point_one.public(coeffs, hw_row, eff)  # _numba.Kernel: its Python entry
 
 
 def fused_metric(metric: str | Metric) -> tuple[Metric, int]:

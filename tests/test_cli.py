@@ -453,7 +453,7 @@ def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
 def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     # numba keeps NUMBA_CACHE_DIR's files in a subfolder per source folder
     code = ("import os, sys; from simcore import engine; from simcore.kernels import inference; "
-            "print(engine.kernels_cached()); folder = inference.point_one._cache._cache_path; "
+            "print(engine.kernels_cached()); folder = inference.point_one.public._cache._cache_path; "
             "os.makedirs(folder, exist_ok=True); "
             "[open(os.path.join(folder, k + '-1.py311.nbi'), 'w').close() "
             " for k in engine.FIRST_CALL_KERNELS['inference']]; "
@@ -461,6 +461,18 @@ def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}).stdout.split()
     assert out == ["False", "True", "False"]
+
+
+def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
+    # what setup.py runs on the built package (a wheel then carries the machine code)
+    from simcore import _aot, engine
+    from simcore.kernels import _numba
+
+    assert _aot.main() == (0 if _numba.CACHE else 1)
+    assert capsys.readouterr().out == ""  # the rows of the commands it runs are dropped
+    if _numba.CACHE:
+        kernels = [k for names in engine.FIRST_CALL_KERNELS.values() for k in names]
+        assert engine.kernels_cached(kernels)
 
 
 def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):

@@ -4,10 +4,20 @@
 ``omp`` threading layer first (the one that is reliable on our machines), then ``tbb``,
 then ``workqueue`` where OpenMP is missing, unless ``NUMBA_THREADING_LAYER`` or
 ``NUMBA_THREADING_LAYER_PRIORITY`` is set.
+
+Every kernel is a :class:`Kernel`: what other kernels call is compiled without the
+Python and C entry points and is not written to the on-disk cache (the caller's cache
+entry holds the machine code it links in), and a call from Python goes to
+:attr:`Kernel.public`, an ordinary cached ``numba.njit`` dispatcher of the same function.
+A helper called only from kernels (``placement``, ``allreduce_hier``, the first-stage
+row functions) so compiles once per signature, without the entry-point wrappers (large
+for the parameter NamedTuples) and the cache files it never reads back: ~1 s of the
+~6.5 s cold ``simcore evaluate`` (docs/design.md, *Speed*).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Literal
 
@@ -17,14 +27,40 @@ os.environ.setdefault("NUMBA_THREADING_LAYER_PRIORITY", "omp tbb workqueue")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numba  # noqa: E402
+from numba.core.registry import CPUDispatcher  # noqa: E402
 
 CACHE: bool = os.environ.get("SIMCORE_NUMBA_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
 
+#: target options of the calls between kernels (no entry points for Python or C)
+_INTERNAL = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+
+
+class Kernel(CPUDispatcher):
+    """A numba dispatcher whose own compilations serve only calls from other kernels
+    (no Python / C entry point, not cached); calls from Python go to :attr:`public`."""
+
+    @functools.cached_property
+    def public(self) -> Any:
+        """The ordinary ``numba.njit`` dispatcher of the same function: what Python calls,
+        with the on-disk cache (``CACHE``)."""
+        options = {k: v for k, v in self.targetoptions.items()
+                   if k not in _INTERNAL and k != "nopython"}
+        return numba.njit(cache=CACHE, **options)(self.py_func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.public(*args, **kwargs)
+
 
 def jit(*, parallel: bool = False, inline: Literal["never", "always"] = "never") -> Any:
-    """``numba.njit`` with the project defaults (cache on, no fastmath: results must be
+    """A :class:`Kernel` with the project defaults (cache on, no fastmath: results must be
     bit-identical between the fused and the full-tensor paths)."""
-    return numba.njit(cache=CACHE, parallel=parallel, fastmath=False, nogil=True, inline=inline)
+    options = {"nopython": True, "parallel": parallel, "fastmath": False, "nogil": True,
+               "inline": inline, **_INTERNAL}
+
+    def decorate(py_func: Any) -> Kernel:
+        return Kernel(py_func, targetoptions=dict(options))
+
+    return decorate
 
 
 prange = numba.prange
