@@ -40,7 +40,7 @@ Result (``simcore validate``, 158 points): in-sample mean absolute error 12.2% (
 points on H100 / H200 are run as 16-bit, not FP8 (0.9.0 had no FP8 Mixtral: the v0.10.0
 release notes add it), and the refit (``memory`` 0.633 -> 0.639, ``step_overhead_ns``
 0.75 -> 0.64 ms, ``lowp_compute`` 0.411 -> 0.417, the others within 0.003), from 12.5% /
-14.3% (decode 19.4% / 25.0%; aiconfigurator 25.6% -> 18.0% leave-one-source-out, as the
+14.3% (decode 19.4% / 25.0%; aiconfigurator 25.6% -> 17.3% leave-one-source-out, as the
 Mixtral points no longer pull the FP8 factor down). An MoE grouped-GEMM factor (expert
 GEMMs at a fitted fraction of the dense rate, in place of the inference ``attention``
 factor) was tried with it and rejected: 12.15% in sample but 13.5% leave-one-source-out.
