@@ -1018,6 +1018,13 @@ class Workload:
         the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
         FSDP). None = the framework's default (DeepSpeed: on for ZeRO-3 only; Megatron:
         off, its argument default; FSDP: on).
+    moe_dispatch : {"per_expert", "per_rank"}
+        Training only, MoE with ``ep`` > 1: what the dispatch / combine all-to-all sends
+        per token. ``"per_expert"``: one copy per routed expert (Megatron-Core's
+        ``alltoall`` dispatcher permutes tokens by expert before the exchange);
+        ``"per_rank"``: one copy per destination rank however many of its experts the
+        token routes to (DeepEP, Megatron's ``flex`` dispatcher), i.e. under uniform
+        routing ``ep·(1 − C(E − E/ep, k) / C(E, k))`` copies instead of ``k``.
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1060,6 +1067,7 @@ class Workload:
     offload: str = "none"
     prefill_tokens: int = 0
     prefill_context: int = 0
+    moe_dispatch: str = "per_expert"
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1082,6 +1090,8 @@ class Workload:
                 "'deepspeed', 'megatron' or 'fsdp'")
         _choice("Workload", "offload", self.offload, ("none", "optimizer", "optimizer+params"),
                 "'none', 'optimizer' or 'optimizer+params'")
+        _choice("Workload", "moe_dispatch", self.moe_dispatch, ("per_expert", "per_rank"),
+                "'per_expert' (Megatron's alltoall dispatcher) or 'per_rank' (DeepEP)")
         if self.overlap_grad_reduce is not None:
             object.__setattr__(self, "overlap_grad_reduce",
                                _flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))

@@ -47,9 +47,10 @@ def test_measurement__mfu_hfu_and_tokens_per_gpu_agree():
 
 
 def test_train_measurements__moe_runs_with_expert_parallelism_are_kept():
-    """The six EP runs: their EP degree from the source, the models' stated sizes."""
+    """The seven EP runs: their EP degree from the source, the models' stated sizes."""
     by_id = {m.id: m for m in TRAIN_MEASUREMENTS}
-    stated = {"mb2511-qwen3-30b-a3b": (8, 30.5, 3.3), "am-qwen3-30b-a3b-8": (8, 30.5, 3.3),
+    stated = {"mb260201-qwen3-30b-a3b": (8, 30.5, 3.3), "mb260401-qwen3-30b-a3b": (16, 30.5, 3.3),
+              "am-qwen3-30b-a3b-8": (8, 30.5, 3.3),
               "mb2511-qwen3-235b-a22b": (32, 235, 22), "mb260401-qwen3-235b-a22b": (32, 235, 22),
               "am-deepseek-v3-256": (64, 671, 37), "am-deepseek-v3-1024": (64, 671, 37)}
     for pid, (ep, total_b, active_b) in stated.items():
@@ -60,6 +61,25 @@ def test_train_measurements__moe_runs_with_expert_parallelism_are_kept():
         assert "balanced routing" in m.notes
     assert by_id["am-deepseek-v3-256"].model.is_mla
     assert not any("expert parallelism" in why for why in TRAIN_SKIPPED.values())
+
+
+def test_train_measurements__configs_read_from_the_sources():
+    """Megatron-Bridge's FSDP column > 0 is Megatron-FSDP (full sharding); Automodel's MoE
+    benchmark configs recompute every layer and dispatch with DeepEP (one copy per rank);
+    the 25.11 Qwen3-30B-A3B row, superseded by the same layout measured 1.77x faster two
+    releases later, is skipped with that reason."""
+    by_id = {m.id: m for m in TRAIN_MEASUREMENTS}
+    fsdp = by_id["mb2511-llama3-8b"].workload
+    assert (fsdp.framework, fsdp.zero_stage) == ("fsdp", 3)
+    assert by_id["mb2511-llama3-70b"].workload.framework == "megatron"  # FSDP column 0
+    for pid in ("am-qwen3-30b-a3b-8", "am-deepseek-v3-256", "am-deepseek-v3-1024"):
+        w = by_id[pid].workload
+        assert (w.recompute, w.moe_dispatch) == ("full", "per_rank"), pid
+    assert by_id["mb260201-qwen3-30b-a3b"].workload.moe_dispatch == "per_expert"
+    assert by_id["am-llama31-70b-fsdp32-cp2"].workload.moe_dispatch == "per_expert"  # dense
+    assert "mb2511-qwen3-30b-a3b" not in by_id
+    assert TRAIN_SKIPPED["mb2511-qwen3-30b-a3b"].startswith("superseded: ")
+    assert "9058" in TRAIN_SKIPPED["mb2511-qwen3-30b-a3b"]
 
 
 def test_train_measurements__attention_kernel_and_pipeline_schedule_per_source():

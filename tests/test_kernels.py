@@ -199,7 +199,7 @@ def train_workloads(draw):
                     virtual_stages=draw(st.integers(1, 4)),
                     attention=draw(st.sampled_from(["flash", "flash2", "unfused"])), framework=framework,
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
-                    offload=offload)
+                    offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])))
 
 
 train_topologies = st.builds(

@@ -314,6 +314,37 @@ def test_training_ep__alltoall_volume_is_tokens_topk_dmodel_bytes():
     assert tp2["comm0_bytes"] == pytest.approx(4 * msg / 2 * 7 / 8 + attn_tp, rel=1e-12)
 
 
+def test_training_ep__per_rank_dispatch_sends_one_copy_per_destination_rank():
+    """DeepEP-style dispatch (``moe_dispatch="per_rank"``) sends a token once to every rank
+    holding one of its top-k experts: the all-to-all volume scales by the expected number
+    of distinct ranks (uniform routing, k of E experts without replacement, E/ep per rank)
+    over k. The closed form is checked against random routings drawn here."""
+    import numpy as np
+
+    m = QWEN3_30B  # 128 experts, top 8
+    wl = replace(EP_WL, zero_stage=0)
+    rng = np.random.default_rng(0)
+    for ep in (2, 8, 16):
+        routes = np.argsort(rng.random((40_000, m.n_experts)), axis=1)[:, :m.top_k]
+        ranks = routes // (m.n_experts // ep)
+        distinct = np.mean([len(set(r)) for r in ranks])
+        batch = 8 * ep
+        per_expert = _ep_row(m, replace(wl, batch=batch), dp=ep, ep=ep)
+        per_rank = _ep_row(m, replace(wl, batch=batch, moe_dispatch="per_rank"), dp=ep, ep=ep)
+        ratio = ((per_rank["comm0_bytes"] + per_rank["comm1_bytes"])
+                 / (per_expert["comm0_bytes"] + per_expert["comm1_bytes"]))
+        assert ratio == pytest.approx(distinct / m.top_k, rel=0.01), ep
+        assert ratio < 1.0
+        assert per_rank["comm_alpha_ns"] == per_expert["comm_alpha_ns"]  # same peers
+    # one expert per rank (ep = E) cannot deduplicate: k distinct ranks, as per expert
+    small = replace(m, n_experts=8, top_k=2)
+    a = _ep_row(small, replace(wl, batch=64), dp=8, ep=8)
+    b = _ep_row(small, replace(wl, batch=64, moe_dispatch="per_rank"), dp=8, ep=8)
+    assert b["comm0_bytes"] == pytest.approx(a["comm0_bytes"], rel=1e-12)
+    with pytest.raises(SpecError, match="moe_dispatch"):
+        replace(wl, moe_dispatch="deepep")
+
+
 def test_training_ep__divides_expert_states_over_ep():
     """Expert weights, gradients and optimizer states split over EP; dense and attention
     states as before; the expert-data-parallel group (tp·cp·dp/ep) shards what is left."""

@@ -37,16 +37,15 @@ def rows():
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.123, "train": 0.093, "prefill": 0.162, "decode": 0.179}
+RECORDED_CEILINGS = {"all": 0.125, "train": 0.097, "prefill": 0.162, "decode": 0.179}
 #: Configurations that ran but that simcore predicts not to fit (a known gap: unstated
-#: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory; Automodel's
-#: MoE runs: unstated recomputation, and MoE activations follow the dense formula).
+#: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory). Automodel's
+#: MoE runs and Megatron-Bridge's FSDP Llama 3 8B fit since their configs' recomputation and
+#: FSDP are read from the sources.
 KNOWN_NOT_FITTING = frozenset({
-    "am-deepseek-v3-256", "am-deepseek-v3-1024", "am-qwen3-30b-a3b-8",
     "falcon180b-blog-h200-llama70b-tp1-b192-128-2048:thr",
     "falcon180b-blog-h200-llama70b-tp1-b96-128-4096:thr", "llama3-405b-16k",
-    "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "mb2511-llama3-70b", "mb2511-llama3-8b",
-    "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b",
+    "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "mb2511-llama3-70b", "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b",
     "nemo-longseq-llama2-7b-4k", "nemo2407-gpt3-175b-512", "nemo2407-gpt3-20b",
     "nemo2407-llama3-8b", "nemo2407-nemotron-340b",
 })

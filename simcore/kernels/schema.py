@@ -239,6 +239,7 @@ class WorkloadParams(NamedTuple):
     offload: float = 0.0  #: :data:`OFFLOAD_CODES`
     mix_tokens: float = 0.0  #: decode: other requests' prompt tokens in the same pass
     mix_ctx: float = 0.0  #: decode: mean context those prompt tokens attend to
+    moe_per_rank: float = 0.0  #: train, EP: 1 if the all-to-all sends one copy per rank
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -352,6 +353,7 @@ def pack_workload(workload) -> WorkloadParams:
         grad_overlap=(1.0 if workload.grad_overlap else 0.0) if train else 0.0,
         offload=float(OFFLOAD_CODES[workload.offload]) if train else 0.0,
         mix_tokens=float(workload.prefill_tokens), mix_ctx=float(workload.prefill_context),
+        moe_per_rank=1.0 if (train and workload.moe_dispatch == "per_rank") else 0.0,
     )
 
 

@@ -357,7 +357,14 @@ def _train_row(lay, mp, wp, topo, out):
         # dispatch + combine all-to-all over the EP group per MoE layer: forward 2,
         # backward 2, +2 with full recompute; each rank's T/tp tokens, k copies
         n_a2a = (6.0 if rc == 2 else 4.0) * mp.moe_layers / L
-        msg = T / ftp * k * d * bw
+        copies = k  # per routed expert (Megatron's alltoall dispatcher)
+        if wp.moe_per_rank == 1.0:  # one per destination rank (DeepEP): expected distinct
+            # ranks among ep holding E/ep experts each, k experts drawn without replacement
+            miss = 1.0
+            for j in range(int(k)):
+                miss *= max(E - E / fep - j, 0.0) / (E - j)
+            copies = fep * (1.0 - miss)
+        msg = T / ftp * copies * d * bw
         a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
         acc[0] += n_a2a * a0 * msg
         acc[tier_ep] += n_a2a * a1 * msg

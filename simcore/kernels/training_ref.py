@@ -274,7 +274,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         # top_k copies of d_model each
         ffn_tp_layers = model.n_layers - (0 if model.n_shared_experts else model.n_moe_layers)
         n_a2a = 6 if rc == "full" else 4
-        sent = tokens / tp * model.top_k * d * wb
+        copies = model.top_k
+        if workload.moe_dispatch == "per_rank":  # DeepEP: a token goes once to each rank
+            copies = ep * (1 - math.comb(model.n_experts - model.n_experts // ep, model.top_k)
+                           / math.comb(model.n_experts, model.top_k))
+        sent = tokens / tp * copies * d * wb
         a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
         comm += n_a2a * a2a * model.n_moe_layers / model.n_layers
     if wide:

@@ -1,6 +1,6 @@
 """Public training measurements (``training_measurements.json``) as :class:`Measurement` s.
 
-``training_measurements.json`` (and its ``.md``) holds 107 public training measurements
+``training_measurements.json`` (and its ``.md``) holds 109 public training measurements
 from 14 sources, transcribed with citations, raw values and notes. This module turns
 the reproducible ones into :data:`TRAIN_MEASUREMENTS`, each keeping its citation (the
 source's citation plus the row it comes from) and, in ``notes``, every setting the
@@ -21,7 +21,10 @@ Choices, per the sources' own notes:
   SAC (``recompute="op"``);
 * frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
   with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
-  (their recipes' settings); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
+  (their recipes' settings), except where the table's FSDP column is > 0 (Megatron-FSDP:
+  ``framework="fsdp"``, ``zero_stage=3``); Automodel's MoE benchmarks recompute every
+  layer (``activation_checkpointing: true`` in the configs the table lists) and dispatch
+  with DeepEP (``moe_dispatch="per_rank"``: one copy of a token per destination rank); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
   Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
   with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
 * attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
@@ -46,6 +49,10 @@ point                             reason
 mlm-readme-* (9)                  model shape not stated (FFN size, KV heads, embedding tying)
 opt-175b-992gpu                   layout not stated (TP and DP unknown; a maximum, not a run)
 korthikanti-*, sc21-* (11)        already in :mod:`simcore.validation.data` (kept there)
+mb2511-qwen3-30b-a3b              superseded: the source's 26.02 and 26.02.01 tables measure one
+                                  layout on the same system at 5,113 and 9,058 tokens/s/GPU (a
+                                  software fix, 1.77x); 25.11's 5,275 is that software state. The
+                                  26.02.01 and 26.04.01 rows are used
 ================================  ==============================================================
 
 MoE runs with expert parallelism (Megatron-Bridge Qwen3-30B-A3B and Qwen3-235B-A22B,
@@ -159,6 +166,8 @@ def _skip_reason(p: dict[str, Any]) -> str | None:
         return "layout not stated"
     if not m.get("n_experts") and (not m.get("d_ff") or m.get("gated_ffn") is None):
         return "model shape not stated (FFN size, KV heads, embedding tying)"
+    if p.get("superseded"):
+        return "superseded: " + p["superseded"]
     return None
 
 
@@ -208,7 +217,11 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     if lay.get("vpp") is None and interleaved:
         v = 2
         assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
-    if src in _MEGATRON:
+    if src in _MEGATRON and lay.get("fsdp"):
+        # the table's FSDP column > 0: Megatron-FSDP over the DP group (parameters,
+        # gradients and optimizer states sharded, parameters gathered per layer)
+        wl_kw = dict(framework="fsdp", zero_stage=3)
+    elif src in _MEGATRON:
         wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
     elif src == "bloom_tr11":
         wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
@@ -238,6 +251,9 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
+    if ep > 1 and "DeepEP" in str(w.get("kernels") or ""):
+        # DeepEP sends a token once to each destination rank, not once per expert
+        wl_kw["moe_dispatch"] = "per_rank"
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v,
