@@ -1314,11 +1314,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.674
-    memory: float = 0.639
-    network: float = 0.59
+    compute: float = 0.676
+    memory: float = 0.633
+    network: float = 0.603
     hbm_usable: float = 0.90
-    train_compute: float = 0.662
+    train_compute: float = 0.66
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1328,11 +1328,11 @@ class Efficiency:
     attention: float | None = 0.95
     train_attention: float | None = 0.328
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2489.0
-    step_overhead_ns: float = 638691.0
+    op_latency_ns: float = 2297.0
+    step_overhead_ns: float = 817486.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.417
+    lowp_compute: float | None = 0.436
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

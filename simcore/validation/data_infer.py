@@ -21,11 +21,7 @@ What is used
   mean context. Prefill is left out; at these lengths it is < ~3% of the run.
 
 Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) and ``cuda_graphs`` come from each
-point's workload; an unstated KV dtype is taken as 16-bit. One exception: TensorRT-LLM
-v0.9's H100 / H200 tables are headed FP8 and list Mixtral 8x7B, but 0.9.0 could not
-quantize Mixtral to FP8 (FP8 Mixtral arrived in v0.10.0: its release notes, NVIDIA/
-TensorRT-LLM PR #1734; issue #1229 reports the FP8 export failing in 0.9.0), so those
-points run as 16-bit.
+point's workload; an unstated KV dtype is taken as 16-bit.
 
 Skipped, with the reason
 ------------------------
@@ -42,6 +38,13 @@ Skipped, with the reason
   Qwen2-57B-A14B (shared expert), Llama 4 Maverick (no architecture transcribed).
   (Qwen3-235B-A22B at TP8 EP8 on H100 is used: the experts split over the 8 TP ranks.)
 * LMSYS' 96xH100 DeepSeek run: node split and EP degrees not transcribed.
+* ``excluded`` points, where the source contradicts itself on a setting the run needs (an
+  independent audit against the sources, 2026-12-03): TensorRT-LLM v0.9's Falcon-180B
+  batch-1024 throughput (its own reproduction command runs batch 96) and its H100 / H200
+  Mixtral rows (headed FP8, but 0.9.0 had no FP8 Mixtral export, NVIDIA/TensorRT-LLM PR
+  #1734 / issue #1229, while one of them is faster than 16-bit weights can be read);
+  ``excluded_metrics``: lmdeploy's TTFT at batch > 1, a mean over client threads of each
+  request's first token, not one batched prefill.
 """
 
 from __future__ import annotations
@@ -107,6 +110,9 @@ def _value(p: dict, metric: str) -> float | None:
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if p.get("already_in_simcore"):
         return [], "already in simcore.validation.data"
+    if p.get("excluded"):  # the source contradicts itself on a setting the run needs
+        return [], "excluded: " + p["excluded"]
+    dropped = p.get("excluded_metrics") or {}
     model = _model(p["model"])
     if model is None:
         return [], "model architecture not described by simcore (MLA / shared experts)"
@@ -128,15 +134,9 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     src = sources[p["source"]]["citation"]
     ref = INFER_SOURCES[p["source"]]
     base = f"{p['where']} [json id {p['id']}]"
-    if p["source"] == "trtllm_perf_v090" and model.n_experts > 1 and dt["weight_dtype"] == "fp8":
-        # the FP8 tables list Mixtral, but TensorRT-LLM 0.9.0 had no FP8 Mixtral
-        dt.update(weight_dtype="", act_dtype="")
-        base += ("; run as 16-bit: TensorRT-LLM 0.9.0 had no FP8 Mixtral (its v0.10.0 "
-                 "release notes, NVIDIA/TensorRT-LLM PR #1734: 'Added FP8 quantization "
-                 "support for Mixtral'; issue #1229: FP8 export of Mixtral fails in 0.9.0)")
     out: list[Measurement] = []
     server = w.get("mode") == "server"
-    ttft = _value(p, "ttft_ms")
+    ttft = None if "ttft_ms" in dropped else _value(p, "ttft_ms")
     if ttft is not None and not server:
         wl = Workload("prefill", batch=batch, s_kv=isl, **dt)
         out.append(Measurement(f"{p['id']}:ttft", "prefill", model, family, layout, wl, "latency",
