@@ -698,13 +698,17 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
     safe = np.where(ok, best_idx, 0)
     data: dict[str, np.ndarray] = {}
     for q, name in enumerate(OUTPUT_NAMES[:N_BEST]):
-        data[name] = np.ascontiguousarray(vals[:, q])
+        data[name] = vals[:, q]  # views of the result buffer: no copies
     for name in ("mem_bytes", *MEM_PARTS, "n_devices"):
         data[name] = np.where(ok, p.column(name)[safe], np.nan)
-    positions = np.unravel_index(safe, p.space.shape)
-    for (dim, values), pos in zip(p.space.coords, positions, strict=True):
+    # each layout dim's position in turn (not all at once: a large sweep's peak memory)
+    stride = p.space.size
+    for dim, values in p.space.coords:
+        stride //= len(values)
         col = np.asarray(values, dtype=object if dim in CHOICES else np.int64)
-        data[f"best_{dim}"] = np.where(ok, col[pos], "" if dim in CHOICES else -1)
+        picked = col[(safe // stride) % len(values)]
+        picked[~ok] = "" if dim in CHOICES else -1
+        data[f"best_{dim}"] = picked
     data["best_layout_index"] = best_idx
     data["n_fits"] = n_fit
     data["any_fits"] = ok
