@@ -5,8 +5,9 @@ Prints JSON (one run, ratios from that run):
 * ``predict_us_per_call`` — :func:`simcore.predict`, warm, median of 7 repeats;
 * ``grid512`` — 512 configurations (8 batches × 64 layouts of Llama 2 7B decode on
   A100-80G) three ways: a ``predict`` loop, ``evaluate`` (kernel + xarray, split), and
-  the fused ``evaluate_best``; and, when llm-analysis is importable, its ``infer()`` on the
-  same 512 configurations, with the ratios;
+  the fused ``evaluate_best``; and, when llm-analysis is importable (``pip install
+  .[bench]``), its ``infer()`` on the same 512 configurations, with the ratios (without
+  it ``llm_analysis`` says why not);
 * ``cold_first_call_s`` — a fresh interpreter with an empty numba cache running
   ``simcore.predict`` once; ``cold_cli_evaluate_s`` — ``simcore evaluate`` with an empty
   cache; ``warm_cli_*_s`` — ``simcore --version`` and ``simcore evaluate`` with the cache
@@ -63,7 +64,11 @@ def grid512() -> dict:
 
     layouts = [{"tp": t, "pp": p, "dp": d} for t in TPS for p in PPS for d in DPS]
     wls = {b: Workload("decode", batch=b, s_kv=2048) for b in BATCHES}
-    space = {"tp": TPS, "pp": PPS, "dp": DPS}
+    # the same 64 layouts as the predict loop and llm-analysis: the other layout dims at
+    # predict's defaults (a mapping alone overrides dims of the full space: 15,360 layouts)
+    space = {"tp": TPS, "pp": PPS, "dp": DPS, "cp": (1,), "kv_shard_mode": ("head",),
+             "ffn_shard_scope": ("TP",), "tp_placement": ("inner",),
+             "cp_placement": ("inner",), "cp_ring_variant": ("qoml",), "ep": (1,)}
 
     def loop():
         for b in BATCHES:
@@ -90,7 +95,9 @@ def grid512() -> dict:
            "prepare_and_kernel_s": _best_of(kernel_only), "evaluate_best_s": _best_of(fused)}
     out["xarray_share_of_evaluate"] = round(1 - out["prepare_and_kernel_s"] / out["evaluate_s"], 3)
     peer = llm_analysis_grid()
-    if peer is not None:
+    if peer is None:
+        out["llm_analysis"] = "not importable: pip install .[bench] for the peer ratios"
+    else:
         out["llm_analysis_s"] = peer
         for k in ("predict_loop_s", "evaluate_s", "evaluate_best_s"):
             out[f"speedup_{k.removesuffix('_s')}_vs_llm_analysis"] = round(peer / out[k], 2)

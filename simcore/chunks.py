@@ -42,10 +42,10 @@ from .engine import (
     N_BEST,
     OUTPUT_NAMES,
     Prepared,
-    field_attrs,
     fused_metric,
 )
 from .errors import SimcoreInputError, SimcoreRetryError, SweepInterrupted
+from .labels import dataset, knob_coords, var_attrs, variable
 from .metrics import Metric
 from .options import OPTIONS
 from .space import CHOICES
@@ -693,34 +693,31 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
                   n_fit: np.ndarray) -> xr.Dataset:
     """Per-hardware winners (flat arrays over the C-order hw grid) → labelled Dataset."""
     shape = p.hw_shape
-    dims = list(HW_KNOBS)
+    dims = HW_KNOBS
     ok = best_idx >= 0
     safe = np.where(ok, best_idx, 0)
-    data: dict[str, Any] = {}
+    data: dict[str, np.ndarray] = {}
     for q, name in enumerate(OUTPUT_NAMES[:N_BEST]):
-        data[name] = (dims, vals[:, q].reshape(shape))
+        data[name] = vals[:, q]  # views of the result buffer: no copies
     for name in ("mem_bytes", *MEM_PARTS, "n_devices"):
-        data[name] = (dims, np.where(ok, p.column(name)[safe], np.nan).reshape(shape))
-    for j, (dim, values) in enumerate(p.space.coords):
+        data[name] = np.where(ok, p.column(name)[safe], np.nan)
+    # each layout dim's position in turn (not all at once: a large sweep's peak memory)
+    stride = p.space.size
+    for dim, values in p.space.coords:
+        stride //= len(values)
         col = np.asarray(values, dtype=object if dim in CHOICES else np.int64)
-        pos = np.unravel_index(safe, p.space.shape)[j]
-        picked = col[pos]
-        if dim in CHOICES:
-            picked = np.where(ok, picked, "")
-        else:
-            picked = np.where(ok, picked, -1)
-        data[f"best_{dim}"] = (dims, picked.reshape(shape))
-    data["best_layout_index"] = (dims, best_idx.reshape(shape))
-    data["n_fits"] = (dims, n_fit.reshape(shape))
-    data["any_fits"] = (dims, ok.reshape(shape))
-    data["fits"] = (dims, ok.reshape(shape))  # the winner fits (as best() reports it)
-    data["valid"] = (dims, ok.reshape(shape))
-    ds = xr.Dataset(data, coords=p.hw_coords())
-    for name in map(str, ds.variables):
-        if name in LAYOUT_OUTPUTS or name in OUTPUT_NAMES or name in HW_KNOBS:
-            units = field_attrs(name).get("units")
-            if units and name not in ("fits", "valid"):
-                ds[name].attrs["units"] = units
-    ds.attrs.update(p.attrs(), best_metric=m.name, best_direction=m.direction,
-                    n_layouts=int(p.space.size))
-    return ds
+        picked = col[(safe // stride) % len(values)]
+        picked[~ok] = "" if dim in CHOICES else -1
+        data[f"best_{dim}"] = picked
+    data["best_layout_index"] = best_idx
+    data["n_fits"] = n_fit
+    data["any_fits"] = ok
+    data["fits"] = ok  # the winner fits (as best() reports it)
+    data["valid"] = ok
+    units = {n for n in (*LAYOUT_OUTPUTS, *OUTPUT_NAMES) if n not in ("fits", "valid")}
+    variables = {n: variable(dims, a.reshape(shape),
+                             var_attrs(n, long_name=False) if n in units else None)
+                 for n, a in data.items()}
+    return dataset(variables, knob_coords(p.knobs, attrs="units"),
+                   {**p.attrs(), "best_metric": m.name, "best_direction": m.direction,
+                    "n_layouts": int(p.space.size)})

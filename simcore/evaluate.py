@@ -14,6 +14,7 @@ scalar ``batch`` / ``s_kv`` only replaces the workload's value, with today's sha
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -41,6 +42,7 @@ from .engine import (
     prepare,
 )
 from .errors import SimcoreInputError
+from .labels import dataset, space_coords, var_attrs, variable
 from .metrics import Metric
 from .options import OPTIONS
 from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, workload_points
@@ -64,7 +66,51 @@ def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]],
     Variables named in ``same`` do not depend on the workload (a layout's ``n_devices``)
     and keep the first point's dims. The swept fields leave the attrs (they are
     coordinates now), and so does ``s_q`` where it follows ``s_kv``.
+
+    The parts come from one prepared space and hardware grid (same coordinates, variables
+    and attrs but the workload's): in memory their arrays are stacked directly; lazy
+    (dask) parts go through ``xr.concat``, which gives the same Dataset.
     """
+    first = parts[0]
+    names = [str(n) for n in first.data_vars]
+    if not all(isinstance(q.variables[n].data, np.ndarray) for q in parts for n in names):
+        return _concat_points(parts, dims, same=same)
+    lead = tuple(dims)
+    shape = tuple(len(v) for v in dims.values())
+    data: dict[str, xr.Variable] = {}
+    for name in names:
+        var = first.variables[name]
+        if name in same:
+            data[name] = var.copy(deep=False)
+            continue
+        stacked = np.stack([q.variables[name].data for q in parts]).reshape(shape + var.shape)
+        data[name] = variable((*lead, *map(str, var.dims)), stacked, dict(var.attrs))
+    # xr.concat's order: the parts' coordinates, then the sweep's from the innermost out
+    swept = _sweep_coords(tuple((d, tuple(int(x) for x in dims[d])) for d in reversed(lead)))
+    ds = dataset(data, xr.Coordinates({**first.coords.variables, **swept.variables},
+                                      indexes={**first.xindexes, **swept.xindexes}),
+                 first.attrs)
+    return _sweep_attrs(ds, parts, dims)
+
+
+@functools.lru_cache(maxsize=64)
+def _sweep_coords(dims: tuple[tuple[str, tuple[int, ...]], ...]) -> xr.Coordinates:
+    return xr.Coordinates({d: xr.Variable(d, np.array(v, dtype=np.int64), dict(WORKLOAD_DIMS[d]))
+                           for d, v in dims})
+
+
+def _sweep_attrs(ds: xr.Dataset, parts: Sequence[xr.Dataset],
+                 dims: Mapping[str, Sequence[int]]) -> xr.Dataset:
+    for name in dims:
+        ds.attrs.pop(name, None)
+    if len({q.attrs.get("s_q") for q in parts}) > 1:
+        ds.attrs.pop("s_q", None)
+    return ds
+
+
+def _concat_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]], *,
+                   same: Sequence[str] = ()) -> xr.Dataset:
+    """:func:`stack_points` by ``xr.concat`` (any backing arrays, dask included)."""
     level = list(parts)
     for name, values in reversed(list(dims.items())):
         n = len(values)
@@ -78,10 +124,7 @@ def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]],
         ds[name] = ds[name].isel(first, drop=True)
     for name in dims:
         ds[name].attrs.update(WORKLOAD_DIMS[name])
-        ds.attrs.pop(name, None)
-    if len({q.attrs.get("s_q") for q in parts}) > 1:
-        ds.attrs.pop("s_q", None)
-    return ds
+    return _sweep_attrs(ds, parts, dims)
 
 
 def evaluate(
@@ -182,28 +225,32 @@ def evaluate(
 
 def _labelled(p: Prepared, chunks: int | dict[str, int] | None) -> xr.Dataset:
     """The full tensor of one prepared point as a labelled Dataset (lazy with ``chunks``)."""
+    if chunks is not None:
+        return _labelled_lazy(p, chunks)
+    full = (*HW_KNOBS, *PARALLEL_DIMS)
+    shape = p.hw_shape + p.space.shape
+    outs = p.combine(p.hw_rows(0, p.n_hw))
+    data = {n: variable(full, outs[n].reshape(shape), var_attrs(n)) for n in OUTPUT_NAMES}
+    data.update({n: variable(PARALLEL_DIMS, col.reshape(p.space.shape), var_attrs(n))
+                 for n, col in p.layout_values().items()})
+    return dataset(data, space_coords(p.space, p.knobs), p.attrs())
+
+
+def _labelled_lazy(p: Prepared, chunks: int | dict[str, int]) -> xr.Dataset:
+    """The full tensor as a dask-backed Dataset chunked along the hardware dims."""
     layout_shape = p.space.shape
     knob_das = [xr.DataArray(p.knobs[n], dims=[n], coords={n: p.knobs[n]}) for n in HW_KNOBS]
-    dask_mode: Literal["forbidden", "parallelized"] = "forbidden"
-    if chunks is not None:
-        if isinstance(chunks, int):
-            first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
-            chunks = {first: chunks}
-        knob_das = [da.chunk({n: chunks.get(n, -1)})
-                    for n, da in zip(HW_KNOBS, knob_das, strict=True)]
-        dask_mode = "parallelized"
-    outs = _apply(p, knob_das, dask_mode)
+    if isinstance(chunks, int):
+        first = next((n for n in HW_KNOBS if len(p.knobs[n]) > 1), HW_KNOBS[0])
+        chunks = {first: chunks}
+    knob_das = [da.chunk({n: chunks.get(n, -1)}) for n, da in zip(HW_KNOBS, knob_das, strict=True)]
+    outs = _apply(p, knob_das, "parallelized")
     ds = xr.Dataset(dict(zip(OUTPUT_NAMES, outs, strict=True)))
     for name, col in p.layout_values().items():
         ds[name] = (PARALLEL_DIMS, col.reshape(layout_shape))
     ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
     for name in map(str, ds.variables):
-        if name in UNITS:
-            ds[name].attrs["units"] = UNITS[name]
-        long_name = field_attrs(name).get("long_name")
-        if long_name:
-            ds[name].attrs["long_name"] = long_name
-            ds[name].attrs["description"] = long_name
+        ds[name].attrs.update(var_attrs(name))
     ds.attrs.update(p.attrs())
     return ds
 
