@@ -83,9 +83,40 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
             files = os.listdir(folder) if folder else []
         except OSError:
             return False
-        if not any(f.startswith(name + "-") and f.endswith(".nbi") for f in files):
+        index = [f for f in files if f.startswith(name + "-") and f.endswith(".nbi")]
+        if not index or not any(_index_matches_cpu(os.path.join(folder, f)) for f in index):
             return False
     return True
+
+
+def _index_matches_cpu(path: str) -> bool:
+    """Whether a numba cache index holds code for this machine's CPU (an index written on
+    another CPU, e.g. a wheel built elsewhere, makes numba recompile). numba 0.68 keys each
+    entry by (signature, (target triple, CPU name, CPU features), ...); an index in another
+    format is trusted (the answer only decides whether a notice is printed)."""
+    import pickle
+
+    try:
+        with open(path, "rb") as fh:
+            pickle.load(fh)  # the numba version that wrote it
+            _stamp, overloads = pickle.loads(fh.read())
+        keys = list(overloads)
+    except Exception:  # noqa: BLE001 - unknown or damaged index: numba decides, not us
+        return True
+    magic = _cpu_magic()
+    return any(isinstance(k, tuple) and len(k) >= 2 and k[1] == magic for k in keys)
+
+
+def _cpu_magic() -> tuple:
+    """numba's code-generation key for this machine, (triple, CPU name, CPU features), as
+    its CPU codegen builds it (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` override the
+    host's), without creating a target context."""
+    import llvmlite.binding as ll
+    import numba
+
+    name = numba.config.CPU_NAME or ll.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
+    return (ll.get_process_triple(), name, features)
 
 
 def _readonly(row: np.ndarray) -> np.ndarray:

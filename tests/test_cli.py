@@ -463,6 +463,35 @@ def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     assert out == ["False", "True", "False"]
 
 
+def test_kernels_cached__an_index_written_on_another_cpu_does_not_count(tmp_path):
+    """A numba index whose entries were compiled for another CPU (a wheel built elsewhere)
+    makes numba recompile, so the compile notice must be printed: the entries are keyed by
+    (signature, (triple, CPU name, CPU features), ...). An unreadable index is trusted."""
+    import pickle
+
+    import numba
+
+    from simcore import engine
+
+    here = engine._cpu_magic()
+    other = (here[0], "some-other-cpu", "+sse2")
+
+    def index(path, magics):
+        with open(path, "wb") as fh:
+            pickle.dump(numba.__version__, fh)
+            fh.write(pickle.dumps((0.0, {("(float64,)", m, ()): f"x{i}.nbc"
+                                         for i, m in enumerate(magics)})))
+        return str(path)
+
+    assert not engine._index_matches_cpu(index(tmp_path / "a.nbi", [other]))
+    assert engine._index_matches_cpu(index(tmp_path / "b.nbi", [other, here]))
+    (tmp_path / "c.nbi").write_bytes(b"not a pickle")
+    assert engine._index_matches_cpu(str(tmp_path / "c.nbi"))
+    from numba.core.registry import cpu_target
+
+    assert here == tuple(cpu_target.target_context.codegen().magic_tuple())
+
+
 def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
     # what setup.py runs on the built package (a wheel then carries the machine code)
     from simcore import _aot, engine
