@@ -84,7 +84,7 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
         except OSError:
             return False
         index = [f for f in files if f.startswith(name + "-") and f.endswith(".nbi")]
-        if not index or not any(_index_matches_cpu(os.path.join(folder, f)) for f in index):
+        if not index or not any(_index_matches_cpu(os.path.join(str(folder), f)) for f in index):
             return False
     return True
 
@@ -112,10 +112,10 @@ def _cpu_magic() -> tuple:
     its CPU codegen builds it (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` override the
     host's), without creating a target context."""
     import llvmlite.binding as ll
-    import numba
+    from numba.core import config
 
-    name = numba.config.CPU_NAME or ll.get_host_cpu_name()
-    features = numba.config.CPU_FEATURES or ll.get_host_cpu_features().flatten()
+    name = getattr(config, "CPU_NAME", None) or ll.get_host_cpu_name()
+    features = getattr(config, "CPU_FEATURES", None) or ll.get_host_cpu_features().flatten()
     return (ll.get_process_triple(), name, features)
 
 
