@@ -107,6 +107,7 @@ def _index_matches_cpu(path: str) -> bool:
     return any(isinstance(k, tuple) and len(k) >= 2 and k[1] == magic for k in keys)
 
 
+@functools.cache
 def _cpu_magic() -> tuple:
     """numba's code-generation key for this machine, (triple, CPU name, CPU features), as
     its CPU codegen builds it (``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES`` override the

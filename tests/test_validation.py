@@ -360,6 +360,7 @@ def test_infer_measurements__self_contradicting_rows_are_excluded_with_the_reaso
     assert "trt09-a100-mixtral-ttft2048:ttft" in ids  # the A100 table is FP16: no question
     lm = "lmdeploy-llama2-70b-tp4-b64-128-2048"
     assert f"{lm}:tpot" in ids and f"{lm}:ttft" not in ids
+    assert skipped[f"{lm}:ttft"].startswith("excluded: TTFT at batch > 1")
     v09 = [p for p in INFER_MEASUREMENTS if p.ref == "TRT-LLM v0.9 perf"]
     hopper_dense = [p for p in v09 if p.model.n_experts == 1 and p.family.name != "A100-80G"]
     assert hopper_dense and all(p.workload.act_dtype == "fp8" for p in hopper_dense)

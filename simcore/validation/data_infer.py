@@ -101,6 +101,9 @@ def _model(spec: dict) -> Model | None:
 
 
 def _value(p: dict, metric: str) -> float | None:
+    """The point's measured ``metric``, None if absent or excluded (``excluded_metrics``)."""
+    if metric in (p.get("excluded_metrics") or {}):
+        return None
     for m in p["measured"]:
         if m["metric"] == metric:
             return float(m["value"])
@@ -112,7 +115,6 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
         return [], "already in simcore.validation.data"
     if p.get("excluded"):  # the source contradicts itself on a setting the run needs
         return [], "excluded: " + p["excluded"]
-    dropped = p.get("excluded_metrics") or {}
     model = _model(p["model"])
     if model is None:
         return [], "model architecture not described by simcore (MLA / shared experts)"
@@ -136,7 +138,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     base = f"{p['where']} [json id {p['id']}]"
     out: list[Measurement] = []
     server = w.get("mode") == "server"
-    ttft = None if "ttft_ms" in dropped else _value(p, "ttft_ms")
+    ttft = _value(p, "ttft_ms")
     if ttft is not None and not server:
         wl = Workload("prefill", batch=batch, s_kv=isl, **dt)
         out.append(Measurement(f"{p['id']}:ttft", "prefill", model, family, layout, wl, "latency",
@@ -181,6 +183,8 @@ def load_infer_measurements() -> tuple[tuple[Measurement, ...], tuple[tuple[str,
         pts.extend(ms)
         if why:
             skipped.append((p["id"], why))
+        for metric, reason in (p.get("excluded_metrics") or {}).items():
+            skipped.append((f"{p['id']}:{metric.removesuffix('_ms')}", "excluded: " + reason))
     return tuple(pts), tuple(skipped)
 
 
