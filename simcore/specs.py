@@ -1024,7 +1024,17 @@ class Workload:
         ``alltoall`` dispatcher permutes tokens by expert before the exchange);
         ``"per_rank"``: one copy per destination rank however many of its experts the
         token routes to (DeepEP, Megatron's ``flex`` dispatcher), i.e. under uniform
-        routing ``ep·(1 − C(E − E/ep, k) / C(E, k))`` copies instead of ``k``.
+        routing ``ep·(1 − C(E − E/ep, k) / C(E, k))`` copies instead of ``k``; across
+        nodes DeepEP sends a token once per destination node over the scale-out tier and
+        forwards it inside that node over the scale-up tier (DeepSeek-V3 report §3.2.2),
+        so the scale-out copies are the distinct remote nodes, not ranks.
+    moe_routing : {"random", "round_robin"}
+        Training only, MoE with ``ep`` > 1 and ``moe_dispatch="per_rank"``: which experts
+        a token routes to, with experts placed contiguously over the EP ranks.
+        ``"random"``: k distinct experts uniformly at random; ``"round_robin"``: token i
+        of a rank takes experts i·k … i·k + k − 1 (mod E), NeMo Automodel's
+        ``FakeBalancedGate`` that its published benchmarks run with (Qwen3-30B-A3B at EP 8:
+        one rank per token; DeepSeek-V3 at EP 64: two ranks, on one node).
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1068,6 +1078,7 @@ class Workload:
     prefill_tokens: int = 0
     prefill_context: int = 0
     moe_dispatch: str = "per_expert"
+    moe_routing: str = "random"
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1092,6 +1103,8 @@ class Workload:
                 "'none', 'optimizer' or 'optimizer+params'")
         _choice("Workload", "moe_dispatch", self.moe_dispatch, ("per_expert", "per_rank"),
                 "'per_expert' (Megatron's alltoall dispatcher) or 'per_rank' (DeepEP)")
+        _choice("Workload", "moe_routing", self.moe_routing, ("random", "round_robin"),
+                "'random' or 'round_robin' (Automodel's FakeBalancedGate)")
         if self.overlap_grad_reduce is not None:
             object.__setattr__(self, "overlap_grad_reduce",
                                _flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))
@@ -1315,10 +1328,10 @@ class Efficiency:
     """
 
     compute: float = 0.676
-    memory: float = 0.633
-    network: float = 0.603
+    memory: float = 0.631
+    network: float = 0.600
     hbm_usable: float = 0.90
-    train_compute: float = 0.66
+    train_compute: float = 0.654
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1328,8 +1341,8 @@ class Efficiency:
     attention: float | None = 0.95
     train_attention: float | None = 0.328
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2297.0
-    step_overhead_ns: float = 817486.0
+    op_latency_ns: float = 2191.0
+    step_overhead_ns: float = 856408.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
     lowp_compute: float | None = 0.436

@@ -65,8 +65,10 @@ def test_train_measurements__moe_runs_with_expert_parallelism_are_kept():
 
 def test_train_measurements__configs_read_from_the_sources():
     """Megatron-Bridge's FSDP column > 0 is Megatron-FSDP (full sharding); Automodel's MoE
-    benchmark configs recompute every layer and dispatch with DeepEP (one copy per rank);
-    the 25.11 Qwen3-30B-A3B row, superseded by the same layout measured 1.77x faster two
+    benchmark configs recompute every layer, dispatch with DeepEP (one copy per rank) and
+    route with the FakeBalancedGate (``round_robin``); Megatron-Bridge's Qwen3-30B-A3B
+    recipes of those releases dispatch with DeepEP / HybridEP and route at random (forced
+    balance); its Qwen3-235B-A22B keeps the alltoall dispatcher; the 25.11 Qwen3-30B-A3B row, superseded by the same layout measured 1.77x faster two
     releases later, is skipped with that reason."""
     by_id = {m.id: m for m in TRAIN_MEASUREMENTS}
     fsdp = by_id["mb2511-llama3-8b"].workload
@@ -74,8 +76,12 @@ def test_train_measurements__configs_read_from_the_sources():
     assert by_id["mb2511-llama3-70b"].workload.framework == "megatron"  # FSDP column 0
     for pid in ("am-qwen3-30b-a3b-8", "am-deepseek-v3-256", "am-deepseek-v3-1024"):
         w = by_id[pid].workload
-        assert (w.recompute, w.moe_dispatch) == ("full", "per_rank"), pid
-    assert by_id["mb260201-qwen3-30b-a3b"].workload.moe_dispatch == "per_expert"
+        assert (w.recompute, w.moe_dispatch, w.moe_routing) == ("full", "per_rank",
+                                                                "round_robin"), pid
+    for pid in ("mb260201-qwen3-30b-a3b", "mb260401-qwen3-30b-a3b"):
+        w = by_id[pid].workload
+        assert (w.moe_dispatch, w.moe_routing) == ("per_rank", "random"), pid
+    assert by_id["mb260401-qwen3-235b-a22b"].workload.moe_dispatch == "per_expert"
     assert by_id["am-llama31-70b-fsdp32-cp2"].workload.moe_dispatch == "per_expert"  # dense
     assert "mb2511-qwen3-30b-a3b" not in by_id
     assert TRAIN_SKIPPED["mb2511-qwen3-30b-a3b"].startswith("superseded: ")

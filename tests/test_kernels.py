@@ -199,7 +199,8 @@ def train_workloads(draw):
                     virtual_stages=draw(st.integers(1, 4)),
                     attention=draw(st.sampled_from(["flash", "flash2", "unfused"])), framework=framework,
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
-                    offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])))
+                    offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])),
+                    moe_routing=draw(st.sampled_from(["random", "round_robin"])))
 
 
 train_topologies = st.builds(

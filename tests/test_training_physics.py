@@ -316,33 +316,78 @@ def test_training_ep__alltoall_volume_is_tokens_topk_dmodel_bytes():
 
 def test_training_ep__per_rank_dispatch_sends_one_copy_per_destination_rank():
     """DeepEP-style dispatch (``moe_dispatch="per_rank"``) sends a token once to every rank
-    holding one of its top-k experts: the all-to-all volume scales by the expected number
-    of distinct ranks (uniform routing, k of E experts without replacement, E/ep per rank)
-    over k. The closed form is checked against random routings drawn here."""
+    holding one of its top-k experts: inside a node the all-to-all volume scales by the
+    expected number of distinct ranks (uniform routing, k of E experts without
+    replacement, E/ep per rank) over k. Across nodes a token crosses InfiniBand once per
+    distinct remote node and is forwarded over NVLink to the ranks it needs there (not to
+    the receiving GPU itself). Both counts are checked against random routings drawn
+    here."""
     import numpy as np
 
     m = QWEN3_30B  # 128 experts, top 8
     wl = replace(EP_WL, zero_stage=0)
     rng = np.random.default_rng(0)
-    for ep in (2, 8, 16):
+    tok = 4096 * m.d_model * 2  # one micro-batch of 4096 tokens, bf16, one copy each
+    for ep in (2, 8, 16, 32):
         routes = np.argsort(rng.random((40_000, m.n_experts)), axis=1)[:, :m.top_k]
         ranks = routes // (m.n_experts // ep)
+        nodes = ranks // 8  # 8 GPUs per H100 node
         distinct = np.mean([len(set(r)) for r in ranks])
+        n_nodes = max(ep // 8, 1)
+        remote = np.mean([len(set(n)) for n in nodes]) * (n_nodes - 1) / n_nodes
         batch = 8 * ep
         per_expert = _ep_row(m, replace(wl, batch=batch), dp=ep, ep=ep)
         per_rank = _ep_row(m, replace(wl, batch=batch, moe_dispatch="per_rank"), dp=ep, ep=ep)
-        ratio = ((per_rank["comm0_bytes"] + per_rank["comm1_bytes"])
-                 / (per_expert["comm0_bytes"] + per_expert["comm1_bytes"]))
-        assert ratio == pytest.approx(distinct / m.top_k, rel=0.01), ep
-        assert ratio < 1.0
+        k = min(ep, 8)
+        assert per_rank["comm0_bytes"] == pytest.approx(4 * tok * distinct * (k - 1) / k,
+                                                        rel=0.01), ep
+        assert per_rank["comm1_bytes"] == pytest.approx(4 * tok * remote, rel=0.01), ep
+        if ep <= 8:  # one node: fewer copies than one per expert
+            assert per_rank["comm0_bytes"] < per_expert["comm0_bytes"]
+        else:  # across nodes: fewer over InfiniBand, more NVLink forwarding
+            assert per_rank["comm1_bytes"] < per_expert["comm1_bytes"]
+            assert per_rank["comm0_bytes"] > per_expert["comm0_bytes"]
         assert per_rank["comm_alpha_ns"] == per_expert["comm_alpha_ns"]  # same peers
-    # one expert per rank (ep = E) cannot deduplicate: k distinct ranks, as per expert
+    # one expert per rank (ep = E) in one node cannot deduplicate: k ranks, as per expert
     small = replace(m, n_experts=8, top_k=2)
     a = _ep_row(small, replace(wl, batch=64), dp=8, ep=8)
     b = _ep_row(small, replace(wl, batch=64, moe_dispatch="per_rank"), dp=8, ep=8)
     assert b["comm0_bytes"] == pytest.approx(a["comm0_bytes"], rel=1e-12)
     with pytest.raises(SpecError, match="moe_dispatch"):
         replace(wl, moe_dispatch="deepep")
+
+
+def test_training_ep__round_robin_routing_counts_the_ranks_the_gate_picks():
+    """``moe_routing="round_robin"`` is NeMo Automodel's FakeBalancedGate: token i of a rank
+    routes to experts i·k … i·k + k − 1 (mod E). The dispatch volume follows the ranks and
+    nodes those index lists land on, counted here from the gate's own index formula."""
+    import numpy as np
+
+    wl = replace(EP_WL, zero_stage=0, moe_dispatch="per_rank", moe_routing="round_robin")
+    for model, ep in ((QWEN3_30B, 8), (QWEN3_30B, 16), (DEEPSEEK_V3, 64),
+                      (replace(QWEN3_30B, n_experts=96, top_k=6), 32)):
+        E, k = model.n_experts, model.top_k
+        idx = np.arange(4096 * k).reshape(-1, k) % E  # the gate's indices for 4096 tokens
+        ranks = idx // (E // ep)
+        distinct = np.mean([len(set(r)) for r in ranks])
+        n_nodes = max(ep // 8, 1)
+        remote = (np.mean([len(set(r)) for r in ranks // 8]) * (n_nodes - 1) / n_nodes)
+        row = _ep_row(model, replace(wl, batch=8 * ep), dp=ep, ep=ep)
+        tok = 4096 * model.d_model * 2 * model.n_moe_layers / model.n_layers
+        kc = min(ep, 8)
+        assert row["comm0_bytes"] == pytest.approx(4 * tok * distinct * (kc - 1) / kc,
+                                                   rel=1e-9), (model.name, ep)
+        assert row["comm1_bytes"] == pytest.approx(4 * tok * remote, rel=1e-9), (model.name, ep)
+    # Qwen3-30B-A3B at EP 8: 16 experts per rank, 8 consecutive ones: one rank per token
+    row = _ep_row(QWEN3_30B, replace(wl, batch=64), dp=8, ep=8)
+    assert row["comm0_bytes"] == pytest.approx(4 * 4096 * QWEN3_30B.d_model * 2 * 7 / 8)
+    # routing does not change Megatron's per-expert dispatcher
+    a = _ep_row(QWEN3_30B, replace(EP_WL, zero_stage=0, batch=128), dp=16, ep=16)
+    b = _ep_row(QWEN3_30B, replace(EP_WL, zero_stage=0, batch=128, moe_routing="round_robin"),
+                dp=16, ep=16)
+    assert a["comm0_bytes"] == b["comm0_bytes"] and a["comm1_bytes"] == b["comm1_bytes"]
+    with pytest.raises(SpecError, match="moe_routing"):
+        replace(wl, moe_routing="balanced")
 
 
 def test_training_ep__divides_expert_states_over_ep():

@@ -240,6 +240,7 @@ class WorkloadParams(NamedTuple):
     mix_tokens: float = 0.0  #: decode: other requests' prompt tokens in the same pass
     mix_ctx: float = 0.0  #: decode: mean context those prompt tokens attend to
     moe_per_rank: float = 0.0  #: train, EP: 1 if the all-to-all sends one copy per rank
+    moe_round_robin: float = 0.0  #: train, EP: 1 if token i routes to experts i·k … i·k+k−1
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -354,6 +355,7 @@ def pack_workload(workload) -> WorkloadParams:
         offload=float(OFFLOAD_CODES[workload.offload]) if train else 0.0,
         mix_tokens=float(workload.prefill_tokens), mix_ctx=float(workload.prefill_context),
         moe_per_rank=1.0 if (train and workload.moe_dispatch == "per_rank") else 0.0,
+        moe_round_robin=1.0 if (train and workload.moe_routing == "round_robin") else 0.0,
     )
 
 

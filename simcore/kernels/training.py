@@ -183,6 +183,47 @@ def ep_groups(ep, tp, cp, dp, strides, cube):
 
 
 @jit()
+def _block_span(o, k, E, per, groups):
+    """Groups of ``per`` consecutive experts that experts o … o + k − 1 (mod E) touch."""
+    last = o + k - 1
+    if last < E:
+        return float(last // per - o // per + 1)
+    return min(groups, groups - o // per + (last - E) // per + 1.0)  # wraps once
+
+
+@jit()
+def ep_dispatch_copies(E, k, g, kc, round_robin):
+    """Expected (ranks, cubes) that one token's k routed experts reach: E experts placed
+    contiguously over g EP ranks, kc of them per cube (g / kc cubes).
+
+    Random routing (k distinct experts drawn uniformly): g·(1 − C(E − E/g, k) / C(E, k))
+    ranks, and the same with g / kc cubes. ``round_robin`` (NeMo Automodel's
+    ``FakeBalancedGate``, its benchmarks' router): token i takes experts i·k … i·k + k − 1
+    (mod E), so the average runs over the E start offsets (i·k) mod E."""
+    if E < g or g <= 1.0:  # not a valid EP layout (masked): any finite value
+        return 1.0, 1.0
+    ie = int(E)
+    ik = int(k)
+    n = max(int(round(g / kc)), 1)  # whole cubes (an uneven group counts its nearest)
+    per_r = ie // int(g)
+    per_c = ie // n
+    if not round_robin:
+        miss_r = 1.0
+        miss_c = 1.0
+        for j in range(ik):
+            miss_r *= max(E - per_r - j, 0.0) / (E - j)
+            miss_c *= max(E - per_c - j, 0.0) / (E - j)
+        return g * (1.0 - miss_r), n * (1.0 - miss_c)
+    tot_r = 0.0
+    tot_c = 0.0
+    for j in range(ie):
+        o = (j * ik) % ie
+        tot_r += _block_span(o, ik, ie, per_r, g)
+        tot_c += _block_span(o, ik, ie, per_c, n)
+    return tot_r / ie, tot_c / ie
+
+
+@jit()
 def _grad_reduce(tail, step, params, G, k, tier, zs, m, gb, bw, topo):
     """The data-parallel gradient reduction of ``params`` over G members (see
     ``_train_row``): ZeRO 2-3 a reduce-scatter per micro-batch (ZeRO 2: + one all-gather
@@ -357,17 +398,20 @@ def _train_row(lay, mp, wp, topo, out):
         # dispatch + combine all-to-all over the EP group per MoE layer: forward 2,
         # backward 2, +2 with full recompute; each rank's T/tp tokens, k copies
         n_a2a = (6.0 if rc == 2 else 4.0) * mp.moe_layers / L
-        copies = k  # per routed expert (Megatron's alltoall dispatcher)
-        if wp.moe_per_rank == 1.0:  # one per destination rank (DeepEP): expected distinct
-            # ranks among ep holding E/ep experts each, k experts drawn without replacement
-            miss = 1.0
-            for j in range(int(k)):
-                miss *= max(E - E / fep - j, 0.0) / (E - j)
-            copies = fep * (1.0 - miss)
-        msg = T / ftp * copies * d * bw
         a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
-        acc[0] += n_a2a * a0 * msg
-        acc[tier_ep] += n_a2a * a1 * msg
+        if wp.moe_per_rank == 1.0:  # DeepEP: once per destination rank, once per node
+            # over the scale-out tier (forwarded inside the node over NVLink)
+            c_rank, c_cube = ep_dispatch_copies(E, k, fep, k_ep, wp.moe_round_robin == 1.0)
+            tok = T / ftp * d * bw
+            n_cubes = fep / k_ep
+            lanes = min(k_ep, min(topo.nics_per_cube, cube)) * cube / min(topo.nics_per_cube,
+                                                                            cube)
+            acc[0] += n_a2a * c_rank * (k_ep - 1.0) / k_ep * tok
+            acc[tier_ep] += n_a2a * k_ep / lanes * c_cube * (n_cubes - 1.0) / n_cubes * tok
+        else:  # per routed expert (Megatron's alltoall dispatcher): k copies
+            msg = T / ftp * k * d * bw
+            acc[0] += n_a2a * a0 * msg
+            acc[tier_ep] += n_a2a * a1 * msg
         acc[3] += n_a2a * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier_ep))
     if wide:
         g = ftp * fcp

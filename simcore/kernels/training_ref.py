@@ -101,6 +101,25 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
     return (kvh % lay.tp == 0) if lay.tp <= kvh else (lay.tp % kvh == 0)
 
 
+def deepep_reach(n_experts: int, top_k: int, ep: int, per_node: int,
+                 routing: str) -> tuple[float, float]:
+    """Mean (ranks, nodes) one token's routed experts live on: experts contiguous over the
+    ep ranks, ``per_node`` EP ranks per node. ``"random"``: k distinct experts uniformly
+    (inclusion-exclusion over one group's experts); ``"round_robin"``: token i takes
+    experts i·k … i·k + k − 1 mod E (Automodel's FakeBalancedGate), averaged over the start
+    offsets the tokens cycle through, by listing each token's ranks and nodes."""
+    E, k = n_experts, top_k
+    n_nodes = max(round(ep / per_node), 1)
+    if routing == "random":
+        def reach(groups: int) -> float:
+            return groups * (1 - math.comb(E - E // groups, k) / math.comb(E, k))
+        return reach(ep), reach(n_nodes)
+    starts = [(i * k) % E for i in range(E)]
+    ranks = [len({((o + j) % E) // (E // ep) for j in range(k)}) for o in starts]
+    nodes = [len({((o + j) % E) // (E // n_nodes) for j in range(k)}) for o in starts]
+    return sum(ranks) / len(starts), sum(nodes) / len(starts)
+
+
 def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:
     """Step time, fit and breakdown of one training (hardware, layout) point."""
     nan = float("nan")
@@ -274,12 +293,21 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         # top_k copies of d_model each
         ffn_tp_layers = model.n_layers - (0 if model.n_shared_experts else model.n_moe_layers)
         n_a2a = 6 if rc == "full" else 4
-        copies = model.top_k
-        if workload.moe_dispatch == "per_rank":  # DeepEP: a token goes once to each rank
-            copies = ep * (1 - math.comb(model.n_experts - model.n_experts // ep, model.top_k)
-                           / math.comb(model.n_experts, model.top_k))
-        sent = tokens / tp * copies * d * wb
-        a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
+        if workload.moe_dispatch == "per_rank":
+            # DeepEP: a token crosses the scale-out tier once per remote node it routes
+            # to and is forwarded inside each node once per rank (not to itself)
+            ranks, nodes = deepep_reach(model.n_experts, model.top_k, ep, k_ep,
+                                        workload.moe_routing)
+            n_nodes = ep / k_ep
+            tok = tokens / tp * d * wb
+            intra, top = link_of(0), link_of(t_ep)
+            lanes = min(k_ep, min(nics, cube)) * top[0] * cube / min(nics, cube)
+            a2a = (ranks * (k_ep - 1) / k_ep * tok / intra[0] + (k_ep - 1) * intra[1]
+                   + k_ep * nodes * (n_nodes - 1) / n_nodes * tok / lanes
+                   + (ep - k_ep) * top[1])
+        else:  # Megatron's alltoall dispatcher: one copy per routed expert
+            sent = tokens / tp * model.top_k * d * wb
+            a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
         comm += n_a2a * a2a * model.n_moe_layers / model.n_layers
     if wide:
         span = max(gspan(tp, strides["tp"]), gspan(cp, strides["cp"]))

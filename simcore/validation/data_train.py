@@ -252,8 +252,13 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     if ep > 1 and "DeepEP" in str(w.get("kernels") or ""):
-        # DeepEP sends a token once to each destination rank, not once per expert
+        # DeepEP (and its hierarchical HybridEP) sends a token once to each destination
+        # rank, not once per expert
         wl_kw["moe_dispatch"] = "per_rank"
+    if ep > 1 and "fake balanced gate" in str(p.get("notes") or ""):
+        # the page's note: Automodel's FakeBalancedGate routes token i to experts
+        # i·k … i·k + k − 1 (nemo_automodel/components/moe/layers.py at 8d9bfb90)
+        wl_kw["moe_routing"] = "round_robin"
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v,
