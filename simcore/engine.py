@@ -24,6 +24,7 @@ declared in ``simcore/kernels/schema.py``; its names are re-exported here.
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -142,9 +143,27 @@ def build_coeffs(layouts: np.ndarray, model: Model, workload: Workload,
                  topology: Topology) -> np.ndarray:
     """Per-layout coefficient table (structured, ``schema.COEF_DTYPE``)."""
     k = _kernels(workload.mode == "train")
-    return k.layout_coeffs(np.ascontiguousarray(layouts, dtype=np.int64),
-                           schema.pack_model(model), schema.pack_workload(workload),
-                           schema.pack_topology(topology))
+    return k.layout_coeffs(np.ascontiguousarray(layouts, dtype=np.int64), _packed_model(model),
+                           schema.pack_workload(workload), _packed_topology(topology))
+
+
+def _packed_model(model: Model) -> schema.ModelParams:
+    """``schema.pack_model``, cached per model (specs are frozen; ~8 µs a pack, paid by
+    every workload point of a sweep otherwise); an unhashable model is packed anew."""
+    try:
+        return _pack_model_cached(model)
+    except TypeError:
+        return schema.pack_model(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _pack_model_cached(model: Model) -> schema.ModelParams:
+    return schema.pack_model(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_topology(topology: Topology) -> schema.TopologyParams:
+    return schema.pack_topology(topology)
 
 
 def check_gpus(gpus: Any, exact_gpus: Any = False) -> tuple[int | None, bool]:
@@ -396,7 +415,7 @@ class Prepared:
 
     @property
     def n_hw(self) -> int:
-        return int(np.prod(self.hw_shape))
+        return math.prod(self.hw_shape)
 
     def layout_coords(self) -> dict[str, Any]:
         return {d: np.asarray(v, dtype=object if d in CHOICES else np.int64)
@@ -423,6 +442,8 @@ class Prepared:
 
     def hw_rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of the flattened (C-order) hardware grid, shape (n, 6)."""
+        if self.n_hw == 1:  # one hardware point (the common case): no index arithmetic
+            return np.array([[self.knobs[k][0] for k in HW_KNOBS]])[start:stop]
         idx = np.unravel_index(np.arange(start, stop), self.hw_shape)
         return np.stack([self.knobs[k][i] for k, i in zip(HW_KNOBS, idx, strict=True)], axis=1)
 
@@ -636,13 +657,45 @@ def prepare(
     if hardware is None:
         hardware = fam.hardware
     knobs = hardware_grid(hardware)
-    sp = get_space(space, workload.mode)
-    eff = efficiency or Efficiency()
+    sp = _get_space(space, workload.mode)
+    eff = _default_efficiency() if efficiency is None else efficiency
     layouts, canonical = _space_table(sp)
     coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
-                    schema.pack_efficiency(eff, train=workload.mode == "train"), gpus,
-                    exact_gpus)
+                    _packed_efficiency(eff, workload.mode == "train"), gpus, exact_gpus)
+
+
+@functools.cache
+def _default_efficiency() -> Efficiency:
+    """``Efficiency()``, built once (a frozen spec: safe to share)."""
+    return Efficiency()
+
+
+@functools.lru_cache(maxsize=64)
+def _packed_efficiency(eff: Efficiency, train: bool) -> schema.EfficiencyParams:
+    return schema.pack_efficiency(eff, train=train)
+
+
+@functools.lru_cache(maxsize=64)
+def _space_of(items: Any, named: Any, mode: str) -> Space:
+    if items is None:
+        return get_space(named, mode)
+    return get_space({k: tuple(v for _, v in vals) for k, vals in items}, mode)
+
+
+def _get_space(space: Any, mode: str) -> Space:
+    """:func:`~simcore.space.get_space`, cached per (space, mode): a mapping by its items
+    with each value's type (so ``4`` and ``4.0`` stay apart); anything unhashable, or a
+    mapping whose values are not sequences, goes to ``get_space`` as it is."""
+    if isinstance(space, Space):
+        return space
+    try:
+        if isinstance(space, Mapping):
+            items = tuple((k, tuple((type(v), v) for v in vals)) for k, vals in space.items())
+            return _space_of(items, None, mode)
+        return _space_of(None, space, mode)
+    except TypeError:
+        return get_space(space, mode)
 
 
 def _counts(sizes: np.ndarray, most: int = 12) -> str:

@@ -12,7 +12,8 @@ a call. Here:
 * data variables are ``xr.Variable`` objects made directly from arrays simcore produced
   (C-contiguous numpy arrays of the declared dtype), with their attrs (``units``,
   ``long_name``) from the kernel schema (:func:`var_attrs`);
-* :func:`dataset` puts them together with the public constructor.
+* :func:`dataset` puts them together without xarray's merge and alignment (the inputs
+  agree by construction).
 
 The result is identical to the plain construction (``xr.testing.assert_identical``, the
 same variable, coordinate and dim order; tests check it).
@@ -105,5 +106,25 @@ def knob_coords(knobs: Mapping[str, np.ndarray], *, attrs: str = "all") -> xr.Co
 
 def dataset(data_vars: Mapping[str, xr.Variable], coords: xr.Coordinates,
             attrs: Mapping[str, Any]) -> xr.Dataset:
-    """A Dataset of ready variables over cached coordinates (which it copies)."""
-    return xr.Dataset(dict(data_vars), coords=coords, attrs=dict(attrs))
+    """A Dataset of ready variables over cached coordinates.
+
+    What ``xr.Dataset(data_vars, coords=coords, attrs=attrs)`` gives (variables: the data
+    variables, then the coordinates; dims in order of first use), put together directly:
+    the coordinate variables shallow copies (their attrs are the result's own), the index
+    objects shared (xarray treats them as immutable and shares them between a Dataset and
+    the ones derived from it), no merge or alignment (the inputs come from one prepared
+    space: same dims, same sizes). A dim whose sizes disagree is a ``ValueError``; an
+    xarray without ``Dataset._construct_direct`` gets the public constructor.
+    """
+    direct = getattr(xr.Dataset, "_construct_direct", None)
+    if direct is None or set(data_vars) & set(coords.variables):
+        return xr.Dataset(dict(data_vars), coords=coords, attrs=dict(attrs))
+    variables: dict[Any, xr.Variable] = dict(data_vars)
+    variables.update((k, v.copy(deep=False)) for k, v in coords.variables.items())
+    dims: dict[Any, int] = {}
+    for name, var in variables.items():
+        for dim, size in zip(var.dims, var.shape, strict=True):
+            if dims.setdefault(dim, size) != size:
+                raise ValueError(f"conflicting sizes for dimension {dim!r}: {dims[dim]} and "
+                                 f"{size} (variable {name!r})")
+    return direct(variables, set(coords.variables), dims, dict(attrs), dict(coords.xindexes))

@@ -405,6 +405,8 @@ def workload_points(
         else:
             fixed[name] = v
     base = _with(workload, **fixed) if fixed else workload
+    if not dims:
+        return dims, [base]
     points = []
     for combo in itertools.product(*dims.values()):
         at = dict(zip(dims, combo, strict=True))
@@ -413,4 +415,4 @@ def workload_points(
         except ValueError as exc:
             where = ", ".join(f"{k}={v}" for k, v in at.items())
             raise SimcoreInputError(f"{where}: {exc}") from None
-    return dims, points or [base]
+    return dims, points

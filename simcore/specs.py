@@ -85,27 +85,31 @@ def _bound(value: float) -> str:
 
 def _checked(owner: str, name: str, value: Any, rng: _Range) -> int | float:
     """``value`` as a Python int/float inside ``rng``, or :class:`SpecError`."""
-    kind = "an integer" if rng.integer else "a number"
-    unit = f" {rng.unit}" if rng.unit else ""
-    message = (f"{owner}.{name} must be {kind} in [{_bound(rng.lo)}, {_bound(rng.hi)}]{unit}, "
-               f"got {_show(value)}")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise SpecError(message)
+        raise _range_error(owner, name, value, rng)
     as_float = float(value)
     if not math.isfinite(as_float):
-        raise SpecError(message)
+        raise _range_error(owner, name, value, rng)
     if rng.integer:
         if isinstance(value, numbers.Integral):
             out: int | float = int(value)
         elif as_float.is_integer():
             out = int(as_float)
         else:
-            raise SpecError(message)
+            raise _range_error(owner, name, value, rng)
     else:
         out = as_float
     if not rng.lo <= out <= rng.hi:
-        raise SpecError(message)
+        raise _range_error(owner, name, value, rng)
     return out
+
+
+def _range_error(owner: str, name: str, value: Any, rng: _Range) -> SpecError:
+    """The :class:`SpecError` of a value outside its declared range (built only then)."""
+    kind = "an integer" if rng.integer else "a number"
+    unit = f" {rng.unit}" if rng.unit else ""
+    return SpecError(f"{owner}.{name} must be {kind} in [{_bound(rng.lo)}, {_bound(rng.hi)}]"
+                     f"{unit}, got {_show(value)}")
 
 
 def _validate_table(spec: Any, table: dict[str, _Range]) -> None:

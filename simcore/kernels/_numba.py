@@ -42,9 +42,10 @@ class Kernel(CPUDispatcher):
     @functools.cached_property
     def public(self) -> Any:
         """The ordinary ``numba.njit`` dispatcher of the same function: what Python calls,
-        with the on-disk cache (``CACHE``)."""
+        with the on-disk cache (``CACHE``) and the Python entry point only (no C entry
+        point: nothing calls one)."""
         options = {k: v for k, v in self.targetoptions.items()
-                   if k not in _INTERNAL and k != "nopython"}
+                   if k != "no_cpython_wrapper" and k != "nopython"}
         return numba.njit(cache=CACHE, **options)(self.py_func)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -67,18 +67,30 @@ def _alpha(topo, tier):
 
 @jit()
 def placement(tp, cp, pp, dp, tpp, cpp, topo):
-    """Strides of the TP/CP/PP/DP groups and the tier each spans (plus TP×CP and the
-    KV split-K subgroup are derived from these by the callers)."""
+    """Strides of the TP/CP/PP/DP groups (a 4-tuple) and the tier each spans (plus TP×CP
+    and the KV split-K subgroup are derived from these by the callers)."""
     cube = int(topo.pes_per_cube)
     sip = int(topo.pes_per_sip)
-    sizes = (tp, cp, pp, dp)
     order = _ORDERS[tpp + 2 * cpp]
-    strides = np.ones(4, dtype=np.int64)
+    # each group's stride: the product of the sizes of the groups inside it (scalars, not
+    # an array: no numpy allocation to compile)
+    s_tp = s_cp = s_pp = s_dp = 1
     acc = 1
     for j in range(4):
         g = order[j]
-        strides[g] = acc
-        acc *= sizes[g]
+        if g == 0:
+            s_tp = acc
+            acc *= tp
+        elif g == 1:
+            s_cp = acc
+            acc *= cp
+        elif g == 2:
+            s_pp = acc
+            acc *= pp
+        else:
+            s_dp = acc
+            acc *= dp
+    strides = (s_tp, s_cp, s_pp, s_dp)
     tier_tp = tier_of(group_span(tp, strides[0]), cube, sip)
     tier_cp = tier_of(group_span(cp, strides[1]), cube, sip)
     tier_pp = tier_of(group_span(pp, strides[2]), cube, sip)
@@ -118,7 +130,7 @@ def window_keys(n, w):
 
 
 @jit()
-def _coeff_row(lay, mp, wp, topo, out):
+def _coeff_row(lay, mp, wp, topo, out, acc):
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
     pp = lay[LAYOUT.pp]
@@ -293,7 +305,8 @@ def _coeff_row(lay, mp, wp, topo, out):
     b_head = mp.vocab_size * d * bw / ftp + Bm * mp.vocab_size / ftp * 4.0
 
     # -- communication per layer (effective bytes per tier, link latency) ----------------
-    acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
+    for t in range(4):  # per-tier wire bytes and link latency (add_comm accumulates)
+        acc[t] = 0.0
     act = T_lin * d * ba
     n_ops = _OPS_LAYER + (_OPS_MOE if E > 1.0 else 0.0)
     # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
@@ -440,12 +453,12 @@ def _coeff_row(lay, mp, wp, topo, out):
 
 
 @jit()
-def _layout_coeffs(layouts, mp, wp, topo):
-    n = layouts.shape[0]
-    out = np.empty(n, dtype=COEF_DTYPE)
-    for i in range(n):
-        _coeff_row(layouts[i], mp, wp, topo, out[i])
-    return out
+def _layout_coeffs(layouts, mp, wp, topo, out, acc):
+    """Fill ``out`` (records of ``COEF_DTYPE``, one per layout row) using ``acc`` (4
+    float64) as the per-row work array: both allocated by the caller, so the first call
+    compiles no numpy allocation."""
+    for i in range(layouts.shape[0]):
+        _coeff_row(layouts[i], mp, wp, topo, out[i], acc)
 
 
 def layout_coeffs(layouts, mp, wp, topo):
@@ -460,7 +473,9 @@ def layout_coeffs(layouts, mp, wp, topo):
                 f"Workload.act_dtype={name!r} needs a family with a {name.upper()} matmul rate "
                 f"(Topology.{name}_ratio > 0, e.g. 'H100-SXM'); pass act_dtype='bf16' (or "
                 f"weight_dtype={name!r} alone for weight-only quantisation)")
-    return _layout_coeffs(layouts, mp, wp, topo)
+    out = np.empty(layouts.shape[0], dtype=COEF_DTYPE)
+    _layout_coeffs(layouts, mp, wp, topo, out, np.zeros(4))
+    return out
 
 
 @jit(inline="always")
@@ -623,8 +638,12 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
     return best_idx, vals, n_fit
 
 
+#: :func:`point` compiled as a function of its own (not inlined), for :func:`point_one`
+_point_call = jit()(point.py_func)
+
+
 @jit()
 def point_one(coeffs, hw_row, eff):
     """:func:`point` for one coefficient record (``coeffs[0]``) and one hardware row,
     serially: the single-configuration fast path (no thread pool, no output arrays)."""
-    return point(coeffs[0], hw_row, eff)
+    return _point_call(coeffs[0], hw_row, eff)

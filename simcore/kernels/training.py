@@ -599,13 +599,14 @@ def layout_coeffs(layouts, mp, wp, topo):
         raise ValueError("Workload.offload needs host memory and a host link "
                          "(Topology.host_mem_gb > 0 and pcie_gbs > 0); this family has none: "
                          "pass offload='none' or a family such as A100-80G")
-    return _layout_coeffs(layouts, mp, wp, topo)
+    out = np.empty(layouts.shape[0], dtype=COEF_DTYPE)
+    _layout_coeffs(layouts, mp, wp, topo, out)
+    return out
 
 
 @jit()
-def _layout_coeffs(layouts, mp, wp, topo):
-    n = layouts.shape[0]
-    out = np.empty(n, dtype=COEF_DTYPE)
-    for i in range(n):
+def _layout_coeffs(layouts, mp, wp, topo, out):
+    """Fill ``out`` (records of ``COEF_DTYPE``, one per layout row; allocated by the
+    caller, as in ``inference._layout_coeffs``)."""
+    for i in range(layouts.shape[0]):
         _train_row(layouts[i], mp, wp, topo, out[i])
-    return out
