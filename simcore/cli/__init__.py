@@ -69,7 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 DEFAULT_COMMAND = "evaluate"
 #: commands that run the kernels (and so may compile them on a fresh install) -> how long
 #: that one-time compile took on a 2-core machine, in seconds (the notice's ~N)
-_COMPUTING: dict[str, int] = {"evaluate": 6, "explore": 15, "validate": 20, "tune": 8,
+_COMPUTING: dict[str, int] = {"evaluate": 3, "explore": 15, "validate": 20, "tune": 8,
                               "serving": 15, "compare": 15}
 _TOP_LEVEL_FLAGS = ("-h", "--help", "--version")
 
