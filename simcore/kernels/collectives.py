@@ -130,15 +130,22 @@ def members_per_cube(g: float, stride: float, cube: float) -> float:
 
 
 @jit()
+def cube_lanes(k: float, nics: float, cube: float) -> float:
+    """Devices' worth of top-tier bandwidth that k members of a cube share: min(k, NICs)
+    NICs, one NIC carrying cube/NICs devices' worth of the tier's per-device bandwidth
+    (more NICs than PEs: each PE drives its share at most)."""
+    nics = min(nics, cube)
+    return min(k, nics) * cube / nics
+
+
+@jit()
 def hier_factors(g: float, k: float, nics: float, cube: float, allreduce: bool):
     """(intra factor, top-tier factor, intra hops, top-tier hops) of a hierarchical
     all-reduce (``allreduce``) or all-gather / reduce-scatter over g members, k per cube."""
     m = 2.0 if allreduce else 1.0
     n = g / k
-    nics = min(nics, cube)  # more NICs than PEs: each PE drives its share at most
-    lanes = min(k, nics) * cube / nics
     f0 = m * (k - 1.0) / k
-    f1 = m * (n - 1.0) / n / lanes
+    f1 = m * (n - 1.0) / n / cube_lanes(k, nics, cube)
     h1 = m * math.ceil(math.log2(n)) if n > 1.0 else 0.0
     return f0, f1, m * (k - 1.0), h1
 
@@ -156,8 +163,22 @@ def alltoall_factors(g: float, k: float, nics: float, cube: float):
     """
     if g <= 1.0:
         return 0.0, 0.0, 0.0, 0.0
-    nics = min(nics, cube)
-    lanes = min(k, nics) * cube / nics
     f0 = (k - 1.0) / g
-    f1 = k * (g - k) / g / lanes
+    f1 = k * (g - k) / g / cube_lanes(k, nics, cube)
+    return f0, f1, k - 1.0, g - k
+
+
+@jit()
+def node_dedup_alltoall_factors(g: float, k: float, nics: float, cube: float,
+                                ranks: float, cubes: float):
+    """``alltoall_factors`` for DeepEP / HybridEP, per token row (one token's bytes): a
+    token crosses the top tier once per distinct remote cube of the ``cubes`` its experts
+    live on, and reaches each of the ``ranks`` distinct ranks once over the intra tier
+    (forwarded inside the destination cube, not to the receiving device itself, 1/k of
+    the ranks); the same peers, so the same latencies as the pairwise exchange."""
+    if g <= 1.0:
+        return 0.0, 0.0, 0.0, 0.0
+    n = g / k
+    f0 = ranks * (k - 1.0) / k
+    f1 = k / cube_lanes(k, nics, cube) * cubes * (n - 1.0) / n
     return f0, f1, k - 1.0, g - k

@@ -96,7 +96,28 @@ def alltoall_ns(nbytes: float, g: int, k: int, cube: int, nics: int,
     piece = nbytes / g
     inside = (k - 1) * piece  # to the k - 1 peers in the same cube
     leaving = (g - k) * piece  # to the g - k peers elsewhere, per member
-    nics = min(nics, cube)
-    cube_bw = min(k, nics) * top[0] * cube / nics  # the cube's NICs together
     return (inside / intra[0] + (k - 1) * intra[1]
-            + k * leaving / cube_bw + (g - k) * top[1])
+            + k * leaving / cube_top_bw(k, cube, nics, top[0]) + (g - k) * top[1])
+
+
+def cube_top_bw(k: int, cube: int, nics: int, per_device_gbs: float) -> float:
+    """Top-tier GB/s the k members of a cube share: min(k, NICs) NICs, each carrying
+    cube/NICs devices' worth (NICs capped at the cube's devices)."""
+    nics = min(nics, cube)
+    return min(k, nics) * per_device_gbs * cube / nics
+
+
+def node_dedup_alltoall_ns(token_bytes: float, g: int, k: int, cube: int, nics: int,
+                           ranks: float, nodes: float, intra: tuple[float, float],
+                           top: tuple[float, float]) -> float:
+    """DeepEP / HybridEP all-to-all of one member's tokens (``token_bytes``, one copy each)
+    over g members, k per cube: each token crosses the top tier once per remote node of
+    the ``nodes`` it routes to, and is forwarded over the intra tier to each of the
+    ``ranks`` distinct ranks it needs but the receiving device; one link latency per peer."""
+    if g <= 1:
+        return 0.0
+    n_nodes = g / k
+    return (ranks * (k - 1) / k * token_bytes / intra[0] + (k - 1) * intra[1]
+            + k * nodes * (n_nodes - 1) / n_nodes * token_bytes / cube_top_bw(k, cube, nics,
+                                                                               top[0])
+            + (g - k) * top[1])

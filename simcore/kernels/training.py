@@ -48,6 +48,7 @@ from .collectives import (
     alltoall_factors,
     hier_factors,
     members_per_cube,
+    node_dedup_alltoall_factors,
     tier_of,
 )
 from .inference import _alpha, add_comm, placement, window_keys
@@ -398,20 +399,17 @@ def _train_row(lay, mp, wp, topo, out):
         # dispatch + combine all-to-all over the EP group per MoE layer: forward 2,
         # backward 2, +2 with full recompute; each rank's T/tp tokens, k copies
         n_a2a = (6.0 if rc == 2 else 4.0) * mp.moe_layers / L
-        a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
         if wp.moe_per_rank == 1.0:  # DeepEP: once per destination rank, once per node
             # over the scale-out tier (forwarded inside the node over NVLink)
             c_rank, c_cube = ep_dispatch_copies(E, k, fep, k_ep, wp.moe_round_robin == 1.0)
-            tok = T / ftp * d * bw
-            n_cubes = fep / k_ep
-            lanes = min(k_ep, min(topo.nics_per_cube, cube)) * cube / min(topo.nics_per_cube,
-                                                                            cube)
-            acc[0] += n_a2a * c_rank * (k_ep - 1.0) / k_ep * tok
-            acc[tier_ep] += n_a2a * k_ep / lanes * c_cube * (n_cubes - 1.0) / n_cubes * tok
+            a0, a1, h0, h1 = node_dedup_alltoall_factors(fep, k_ep, topo.nics_per_cube, cube,
+                                                         c_rank, c_cube)
+            msg = T / ftp * d * bw  # one token row
         else:  # per routed expert (Megatron's alltoall dispatcher): k copies
+            a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
             msg = T / ftp * k * d * bw
-            acc[0] += n_a2a * a0 * msg
-            acc[tier_ep] += n_a2a * a1 * msg
+        acc[0] += n_a2a * a0 * msg
+        acc[tier_ep] += n_a2a * a1 * msg
         acc[3] += n_a2a * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier_ep))
     if wide:
         g = ftp * fcp

@@ -298,13 +298,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
             # to and is forwarded inside each node once per rank (not to itself)
             ranks, nodes = deepep_reach(model.n_experts, model.top_k, ep, k_ep,
                                         workload.moe_routing)
-            n_nodes = ep / k_ep
-            tok = tokens / tp * d * wb
-            intra, top = link_of(0), link_of(t_ep)
-            lanes = min(k_ep, min(nics, cube)) * top[0] * cube / min(nics, cube)
-            a2a = (ranks * (k_ep - 1) / k_ep * tok / intra[0] + (k_ep - 1) * intra[1]
-                   + k_ep * nodes * (n_nodes - 1) / n_nodes * tok / lanes
-                   + (ep - k_ep) * top[1])
+            a2a = coll.node_dedup_alltoall_ns(tokens / tp * d * wb, ep, k_ep, cube, nics,
+                                              ranks, nodes, link_of(0), link_of(t_ep))
         else:  # Megatron's alltoall dispatcher: one copy per routed expert
             sent = tokens / tp * model.top_k * d * wb
             a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
