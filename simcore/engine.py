@@ -244,7 +244,8 @@ _ROLES: dict[str, str] = {
                      "comm_alpha_ns", "ring_alpha_ns", "pp_alpha_ns", "layer_mult",
                      "tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns",
                      "tail_mem_bytes", "ovl0_bytes", "ovl1_bytes", "ovl2_bytes",
-                     "ovl_alpha_ns", "fixed_ns", "n_ops", "step_ops", "step_count"), "cost"),
+                     "ovl_alpha_ns", "fixed_ns", "n_ops", "step_ops", "step_count", "step_seqs"),
+                    "cost"),
     # bytes on the tier named by the paired coefficient: a cost per tier
     "ring_bytes": "tiered:ring_tier", "pp_bytes": "tiered:pp_tier",
     "ring_tier": "tier", "pp_tier": "tier",
@@ -274,8 +275,9 @@ def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
     is not monotone — a ring hidden under the attention core, all-gathers hidden under
     the layer's compute and exposed ring wait, a tail hidden under the backward — B's
     hiding inputs equal A's.
-    Then B's latency is <= A's in floating point too (sums, products, quotients and maxima
-    of non-negative terms are monotone under rounding), so A never is the first best
+    Then B's latency is <= A's in floating point too (sums, products, quotients, maxima
+    and minima of non-negative terms are monotone under rounding; an op's time is
+    ``max(tc, tm) + (1 - overlap) · min(tc, tm)`` with ``0 <= overlap <= 1``), so A never is the first best
     layout: dropping every dominated row leaves each winner, its value and its index
     (ties go to the earlier row) unchanged. Found as the rows off the Pareto frontier of
     these columns plus the row index (``pareto_mask``). Nothing is pruned where a
@@ -284,7 +286,8 @@ def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
     names = coeffs.dtype.names or ()
     out = np.zeros(len(coeffs), dtype=bool)
     valid = np.flatnonzero(coeffs["valid"] == 1.0)
-    if (set(names) != set(_ROLES) or len(valid) < 2 or eff.op_ns < 0.0 or eff.step_ns < 0.0):
+    if (set(names) != set(_ROLES) or len(valid) < 2 or eff.op_ns < 0.0 or eff.step_ns < 0.0
+            or eff.seq_ns < 0.0 or not 0.0 <= eff.overlap <= 1.0):
         return out
     c = {n: np.asarray(coeffs[n][valid], dtype=np.float64) for n in names}
     off = np.full(len(valid), -np.inf)  # a column that constrains nobody

@@ -1326,30 +1326,39 @@ class Efficiency:
     framework's floor per inference step (a quarter with CUDA graphs).
     ``lowp_compute`` scales the FP8 / INT8 matmul peak (``Topology.fp8_ratio`` /
     ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
+    ``roofline_overlap`` is how much of an op's shorter side (compute or HBM traffic)
+    hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
+    cost per sequence of an inference step.
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
     (158 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.676
-    memory: float = 0.631
-    network: float = 0.600
+    compute: float = 0.712
+    memory: float = 0.695
+    network: float = 0.641
     hbm_usable: float = 0.90
-    train_compute: float = 0.654
+    train_compute: float = 0.674
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.95
-    train_attention: float | None = 0.328
+    attention: float | None = None
+    train_attention: float | None = 0.33
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2191.0
-    step_overhead_ns: float = 856408.0
+    op_latency_ns: float = 2829.0
+    step_overhead_ns: float = 436727.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.436
+    lowp_compute: float | None = 0.52
+    #: share of the shorter of an op's compute time and HBM time that hides under the
+    #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
+    roofline_overlap: float = 0.587
+    #: the framework's cost per sequence it schedules in an inference step (ns): batch
+    #: bookkeeping, sampling, KV block tables; not paid by training steps
+    seq_overhead_ns: float = 18345.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)
@@ -1359,8 +1368,9 @@ class Efficiency:
             **{f: fraction for f in ("compute", "memory", "network", "hbm_usable",
                                      "train_compute")},
             **{f: fraction for f in optional if getattr(self, f) is not None},
+            "roofline_overlap": _Range(0, 1, "(share of the shorter side hidden)", integer=False),
             **{f: _Range(0, 1e9, "ns", integer=False)
-               for f in ("op_latency_ns", "step_overhead_ns")},
+               for f in ("op_latency_ns", "step_overhead_ns", "seq_overhead_ns")},
         })
 
 

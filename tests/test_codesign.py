@@ -120,8 +120,10 @@ def test_joint_explore__prefill_sensitivity_favours_compute_over_hbm():
     r = joint_explore("Llama 3.1 70B", s_kv=32768, mode="prefill", depth="two_stage")
     gain = {s.knob: s.rel_speedup for s in r.sensitivity}
     assert gain["peak_tflops_f16"] > 0.1
-    # (residual adds and norms are HBM-bound element-wise bytes, so HBM buys a little)
-    assert gain["peak_tflops_f16"] > 5 * gain["bw_hbm_gbs"]
+    # (residual adds and norms are HBM-bound element-wise bytes, and the part of a
+    # compute-bound op's HBM traffic that does not hide under its math, 1 -
+    # roofline_overlap, so HBM buys a little)
+    assert gain["peak_tflops_f16"] > 3 * gain["bw_hbm_gbs"]
 
 
 def test_joint_explore__fits_nowhere_is_empty_with_message():

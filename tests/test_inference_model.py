@@ -31,8 +31,9 @@ def _coeffs(model, wl, fam=None, **lay):
 
 def test_decode_overhead__launches_and_per_step_floor():
     wl = Workload("decode", s_kv=2048)
-    eff = Efficiency(op_latency_ns=2000.0, step_overhead_ns=1e6)
-    base = _one("Llama 3.1 8B", wl, "H100-SXM", Efficiency(op_latency_ns=0.0, step_overhead_ns=0.0))
+    eff = Efficiency(op_latency_ns=2000.0, step_overhead_ns=1e6, seq_overhead_ns=0.0)
+    base = _one("Llama 3.1 8B", wl, "H100-SXM",
+                Efficiency(op_latency_ns=0.0, step_overhead_ns=0.0, seq_overhead_ns=0.0))
     over = _one("Llama 3.1 8B", wl, "H100-SXM", eff)
     c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
     want = (32 * c["n_ops"] + c["step_ops"]) * 2000.0 + 1e6
@@ -44,6 +45,35 @@ def test_decode_overhead__launches_and_per_step_floor():
     # TP adds two all-reduce launches per layer, MoE routing four
     assert _coeffs("Llama 3.1 8B", wl, "H100-SXM", tp=2)["n_ops"] == 12
     assert _coeffs("Mixtral 8x7B", wl, "H100-SXM")["n_ops"] == 14
+
+
+def test_decode_overhead__framework_cost_per_sequence_of_the_replica():
+    # each sequence a replica schedules pays seq_overhead_ns per step; DP replicas
+    # schedule their own share, and training steps pay none of it
+    wl = Workload("decode", s_kv=2048, batch=64)
+    c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+    assert c["step_seqs"] == 64
+    assert _coeffs("Llama 3.1 8B", wl, "H100-SXM", dp=4)["step_seqs"] == 16
+    no = Efficiency(seq_overhead_ns=0.0)
+    per = Efficiency(seq_overhead_ns=20_000.0)
+    r0, r1 = (_one("Llama 3.1 8B", wl, "H100-SXM", e) for e in (no, per))
+    assert r1["overhead_ns"] - r0["overhead_ns"] == pytest.approx(64 * 20_000.0)
+    assert r1["latency_ns"] - r0["latency_ns"] == pytest.approx(64 * 20_000.0)
+    tr = Workload("train", s_kv=2048, batch=64)
+    assert _coeffs("Llama 3.1 8B", tr, "H100-SXM")["step_seqs"] == 0
+    t0, t1 = (_one("Llama 3.1 8B", tr, "H100-SXM", e) for e in (no, per))
+    assert t1["latency_ns"] == t0["latency_ns"]
+
+
+def test_roofline_overlap__between_sum_and_max_of_compute_and_memory():
+    # overlap 1 is max(compute, memory) per op, 0 their sum; in between, linear; never
+    # below the classic roofline and never faster with less overlap
+    wl = Workload("prefill", s_q=512, s_kv=512)
+    lat = {}
+    for ov in (0.0, 0.5, 1.0):
+        lat[ov] = _one("Llama 3.1 8B", wl, "H100-SXM", Efficiency(roofline_overlap=ov))["latency_ns"]
+    assert lat[1.0] < lat[0.5] < lat[0.0]
+    assert lat[0.5] == pytest.approx(0.5 * (lat[0.0] + lat[1.0]))
 
 
 def test_decode_bandwidth__small_transfers_reach_less_of_peak():

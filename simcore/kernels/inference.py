@@ -11,13 +11,14 @@ Two stages, so the inner loop over (hardware × layout) is a handful of flops:
    (hardware × layout) tensor; :func:`fused_best` reduces inside the loop and never
    materialises the tensor.
 
-The model (DESIGN.md): per op ``max(FLOPs/peak, bytes/bw_hbm)``; TP all-reduces of the
+The model (DESIGN.md): per op the longer of ``FLOPs/peak`` and ``bytes/bw_hbm`` plus the
+un-hidden part ``1 - roofline_overlap`` of the shorter; TP all-reduces of the
 activations; CP ring attention passing KV blocks (``kv``) or Q, O and the softmax
 statistics (``qoml``), overlapped with attention compute in prefill; ``kv_shard_mode``
 for TP beyond the KV heads; ``ffn_shard_scope`` TP or TP+CP; PP p2p and bubble; DP
 splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per layer and
-per step kernel launches and the framework floor (``n_ops``, ``step_ops``,
-``step_count``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
+per step kernel launches, the framework floor and its per-sequence cost (``n_ops``,
+``step_ops``, ``step_count``, ``step_seqs``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
 all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
 activation / KV dtypes with fp8 / int8 matmul rates. Multi-head latent attention
 (the latent cached, one head group for sharding, replicated down-projections, prefill
@@ -446,6 +447,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.n_ops = n_ops
     out.step_ops = _OPS_STEP + 2.0 * (fpp - 1.0)
     out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
+    out.step_seqs = Bd  # the replica's sequences (decode with PP: every micro-batch's)
     out.fixed_ns = 0.0
     lowp = 1.0 if wp.act_code != 0.0 else 0.0
     out.lowp_mm = lowp
@@ -479,12 +481,16 @@ def layout_coeffs(layouts, mp, wp, topo):
 
 
 @jit(inline="always")
-def _roof(f, b, P, M):
+def _roof(f, b, P, M, ov):
+    """One op's time: the longer of its compute and HBM times plus the part ``1 - ov`` of
+    the shorter that does not hide under it; charged to the longer side."""
     tc = f / P
     tm = b / M
     if tc > tm:
-        return tc, tc, 0.0
-    return tm, 0.0, tm
+        t = tc + (1.0 - ov) * tm
+        return t, t, 0.0
+    t = tm + (1.0 - ov) * tc
+    return t, 0.0, t
 
 
 @jit(inline="always")
@@ -514,10 +520,11 @@ def point(c, hw, eff):
     b1 = hw[HW.bw_inter_gbs] * eff.network_inter
     b2 = hw[HW.bw_intersip_gbs] * eff.network_sip
 
-    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P_mm, M)
-    t_core, cc, mc = _roof(c.f_core, c.b_core, PA, M)
-    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P_mm, M)
-    t_head, ch, mh = _roof(c.f_head, c.b_head, P_head, M)
+    ov = eff.overlap
+    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P_mm, M, ov)
+    t_core, cc, mc = _roof(c.f_core, c.b_core, PA, M, ov)
+    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P_mm, M, ov)
+    t_head, ch, mh = _roof(c.f_head, c.b_head, P_head, M, ov)
     t_elem = c.b_elem / M
 
     rt = c.ring_tier
@@ -548,7 +555,8 @@ def point(c, hw, eff):
     if t_tail < 0.0:
         t_tail = 0.0
     t_tail_mem = c.tail_mem_bytes / M
-    t_ops = mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+    t_ops = (mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+             + c.step_seqs * eff.seq_ns)
 
     t_layer = t_lin + t_core + t_ffn + exposed + comm_l
     latency = (mult * t_layer + t_head + t_pp + t_tail + t_tail_mem

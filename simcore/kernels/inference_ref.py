@@ -244,8 +244,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
+        # the longer side, plus what of the shorter does not hide under it
         t_c, t_m = flops / rate, nbytes / hbm
-        return (t_c, "compute") if t_c > t_m else (t_m, "memory")
+        hidden = efficiency.roofline_overlap * min(t_c, t_m)
+        return (t_c + t_m - hidden, "compute" if t_c > t_m else "memory")
 
     # communication of one layer (not overlapped)
     comm = 0.0
@@ -308,10 +310,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
     t_elem = elementwise / hbm
     # launches: per layer on the path, once per step (embedding, final norm, head,
-    # sampling, pipeline sends), and the framework's floor (a quarter with CUDA graphs)
+    # sampling, pipeline sends), the framework's floor (a quarter with CUDA graphs) and
+    # its cost per sequence of the replica
     floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
     overhead = ((path_layers * launches + 4 + 2 * (pp - 1)) * efficiency.op_latency_ns
-                + floor * efficiency.step_overhead_ns)
+                + floor * efficiency.step_overhead_ns
+                + seqs_replica * efficiency.seq_overhead_ns)  # per sequence scheduled
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
     memory = path_layers * (sum(t for t, kind in times.values() if kind == "memory") + t_elem)

@@ -91,6 +91,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("n_ops", "1", "kernel launches per layer"),
     Field("step_ops", "1", "kernel launches once per step (outside the layers)"),
     Field("step_count", "1", "framework steps per latency unit (each pays the per-step floor)"),
+    Field("step_seqs", "1", "sequences the framework schedules per inference step (each pays "
+          "the per-sequence cost)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
@@ -278,6 +280,8 @@ class EfficiencyParams(NamedTuple):
     op_ns: float
     step_ns: float
     lowp: float  #: fraction of the FP8 / INT8 matmul peak (for ``lowp_mm`` / ``lowp_head``)
+    overlap: float  #: share of an op's shorter side (compute or HBM) hidden under the longer
+    seq_ns: float  #: framework cost per scheduled sequence per inference step
 
 
 def pack_model(model) -> ModelParams:
@@ -383,7 +387,8 @@ def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
         compute, float(eff.memory), net, float(eff.hbm_usable), inter,
         inter if eff.network_sip is None else float(eff.network_sip),
         compute if attention is None else float(attention),
-        float(eff.op_latency_ns), float(eff.step_overhead_ns), lowp)
+        float(eff.op_latency_ns), float(eff.step_overhead_ns), lowp,
+        float(eff.roofline_overlap), 0.0 if train else float(eff.seq_overhead_ns))
 
 
 def field_attrs(name: str) -> dict[str, str]:

@@ -581,6 +581,7 @@ def _train_row(lay, mp, wp, topo, out):
     out.n_ops = 0.0
     out.step_ops = 0.0
     out.step_count = 0.0
+    out.step_seqs = 0.0
     out.fixed_ns = fixed
 
 

@@ -277,8 +277,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
+        # the longer side, plus what of the shorter does not hide under it
         t_c, t_m = flops / rate, nbytes / hbm
-        return (t_c, "compute") if t_c > t_m else (t_m, "memory")
+        hidden = efficiency.roofline_overlap * min(t_c, t_m)
+        return (t_c + t_m - hidden, "compute" if t_c > t_m else "memory")
 
     per_block = 3 if rc == "full" else (2.5 if rc == "op" else 2)
     comm = 0.0
