@@ -1334,11 +1334,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.718
-    memory: float = 0.701
-    network: float = 0.652
+    compute: float = 0.72
+    memory: float = 0.712
+    network: float = 0.721
     hbm_usable: float = 0.90
-    train_compute: float = 0.676
+    train_compute: float = 0.673
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1348,17 +1348,17 @@ class Efficiency:
     attention: float | None = None
     train_attention: float | None = 0.33
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 3152.0
-    step_overhead_ns: float = 108544.0
+    op_latency_ns: float = 3401.0
+    step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
     lowp_compute: float | None = 0.52
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.515
+    roofline_overlap: float = 0.49
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 15385.0
+    seq_overhead_ns: float = 16106.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

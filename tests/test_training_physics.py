@@ -182,6 +182,32 @@ def test_training__fp8_gemms_and_error_without_fp8():
         prepare(LLAMA2_7B, replace(wl, precision="fp8"), space=_space(dp=8), family=A100)
 
 
+def test_training__fp8_casts_are_memory_bound_bytes_counted_by_hand():
+    # Transformer Engine casts each GEMM's activation operand per forward pass and its
+    # output gradient in the backward: read 2 B, write the FP8 copy and its transpose (2 B)
+    wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, zero_stage=3, precision="bf16")
+    bf16 = _row(LLAMA2_7B, wl, dp=8)
+    fp8 = _row(LLAMA2_7B, replace(wl, precision="fp8"), dp=8)
+    d, ff, q = 4096, 11008, 32 * 128  # Llama 2 7B: MHA, 32 heads of 128
+    inputs = d + q + d + ff  # QKV, O, gate/up, down
+    grads = 3 * q + d + 2 * ff + d  # QKV out (Q, K, V), O out, gate/up out, down out
+    tokens = 4096
+    assert fp8["b_elem"] - bf16["b_elem"] == pytest.approx(4 * tokens * (inputs + grads))
+    # full recomputation runs the forward (and its casts of the inputs) twice
+    full = replace(wl, recompute="full")
+    extra = (_row(LLAMA2_7B, replace(full, precision="fp8"), dp=8)["b_elem"]
+             - _row(LLAMA2_7B, full, dp=8)["b_elem"])
+    assert extra == pytest.approx(4 * tokens * (2 * inputs + grads))
+    # per GEMM FLOP, a fine-grained MoE layer (Qwen3-30B-A3B: 128 experts of 768, top 8)
+    # casts far more than a dense one: its GEMMs are narrow
+    qwen = simcore.get_model("Qwen/Qwen3-30B-A3B")
+    moe = replace(wl, batch=16, precision="fp8")
+    rows = {m: (_row(m, moe, dp=8), _row(m, replace(moe, precision="bf16"), dp=8))
+            for m in (LLAMA31_8B, qwen)}
+    per_flop = {m.name: (f["b_elem"] - b["b_elem"]) / f["f_ffn"] for m, (f, b) in rows.items()}
+    assert per_flop[qwen.name] > 3 * per_flop[LLAMA31_8B.name]
+
+
 def test_training__zero1_is_reduce_scatter_plus_all_gather():
     wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=1, precision="bf16",
                   grad_bytes=2)

@@ -193,6 +193,29 @@ def _block_span(o, k, E, per, groups):
 
 
 @jit()
+def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, kc, bw, fwd_passes):
+    """HBM bytes per layer and micro-batch of Transformer Engine's FP8 casts: each
+    forward pass casts every GEMM's activation operand, the backward every GEMM's output
+    gradient; a cast reads the 16-bit tensor and writes an FP8 copy and its transpose
+    (the weight-gradient operand): ``bw + 2`` bytes per element.
+
+    Per token on one device: the QKV and FC1 inputs (``d``, on the sequence-parallel
+    shard; the FFN's per routed copy), the O input (query width / tp), the FC2 input
+    (``d_ff`` per copy / shard); gradients of the QKV output (query + KV width / tp), of
+    the O output (``d``), of the gate/up output and of the FC2 output (``d`` per copy).
+    """
+    d = mp.d_model
+    q_w = mp.qo_params / (2.0 * d) / ftp
+    qkv_w = (mp.qo_params / 2.0 + mp.kv_params) / d / ftp
+    ff_loc = mp.d_ff * kc / shard
+    up_w = mp.ffn_active_params / d / shard - ff_loc
+    fc1_rows = ffn_tokens * kc if kc > 1.0 else tok_res
+    inputs = tok_res * d + T * q_w + fc1_rows * d + ffn_tokens * ff_loc
+    grads = T * qkv_w + T * d + ffn_tokens * up_w + ffn_tokens * kc * d
+    return (bw + 2.0) * (fwd_passes * inputs + grads)
+
+
+@jit()
 def ep_dispatch_copies(E, k, g, kc, round_robin):
     """Expected (ranks, cubes) that one token's k routed experts reach: E experts placed
     contiguously over g EP ranks, kc of them per cube (g / kc cubes).
@@ -384,6 +407,9 @@ def _train_row(lay, mp, wp, topo, out):
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
     b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
+    if prec == 3 and topo.fp8_ratio > 0.0:
+        b_elem += fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, k if E > 1.0 else 1.0,
+                                 bw, p_lin - 2.0)
 
     # per layer, per micro-batch communication
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)

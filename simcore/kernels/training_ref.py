@@ -275,6 +275,19 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         residual_tokens * (2 * 2 * d + 2 * 3 * d)
         + tokens * 2 * (h / tp + kv_heads) * hd
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
+    if workload.precision == "fp8":
+        # Transformer Engine casts each GEMM's activation operand in every forward pass and
+        # its output gradient once in the backward: read 16 bits, write FP8 + its transpose
+        copies = model.top_k if model.n_experts > 1 else 1
+        query = (model.attn_params_per_layer - kv_w - rep_w) / 2 / d / tp  # O input width
+        fc2_in = model.d_ff * copies / ffn_ranks
+        act_in = (residual_tokens * d + tokens * query
+                  + (ffn_tokens * copies if copies > 1 else residual_tokens) * d
+                  + ffn_tokens * fc2_in)
+        grad_out = (tokens * (query + kv_w / d / tp) + tokens * d
+                    + ffn_tokens * (model.ffn_active_params_per_layer / d / ffn_ranks - fc2_in)
+                    + ffn_tokens * copies * d)
+        elem_bytes += (wb + 2) * ((lin_passes - 2) * act_in + grad_out)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         # the longer side, plus what of the shorter does not hide under it
