@@ -1039,6 +1039,11 @@ class Workload:
         of a rank takes experts i·k … i·k + k − 1 (mod E), NeMo Automodel's
         ``FakeBalancedGate`` that its published benchmarks run with (Qwen3-30B-A3B at EP 8:
         one rank per token; DeepSeek-V3 at EP 64: two ranks, on one node).
+    moe_a2a_overlap : bool
+        Training only, MoE with ``ep`` > 1: the dispatch / combine all-to-all of one
+        micro-batch runs under the compute of another (Megatron-Core's
+        ``overlap_moe_expert_parallel_comm``, Megatron-Bridge's ``moe_a2a_overlap``), so
+        only what outlasts the layer's compute is exposed.
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1083,6 +1088,7 @@ class Workload:
     prefill_context: int = 0
     moe_dispatch: str = "per_expert"
     moe_routing: str = "random"
+    moe_a2a_overlap: bool = False
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1109,6 +1115,8 @@ class Workload:
                 "'per_expert' (Megatron's alltoall dispatcher) or 'per_rank' (DeepEP)")
         _choice("Workload", "moe_routing", self.moe_routing, ("random", "round_robin"),
                 "'random' or 'round_robin' (Automodel's FakeBalancedGate)")
+        object.__setattr__(self, "moe_a2a_overlap",
+                           _flag("Workload", "moe_a2a_overlap", self.moe_a2a_overlap))
         if self.overlap_grad_reduce is not None:
             object.__setattr__(self, "overlap_grad_reduce",
                                _flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))
@@ -1336,7 +1344,7 @@ class Efficiency:
 
     compute: float = 0.72
     memory: float = 0.712
-    network: float = 0.721
+    network: float = 0.719
     hbm_usable: float = 0.90
     train_compute: float = 0.673
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1355,10 +1363,10 @@ class Efficiency:
     lowp_compute: float | None = 0.52
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.49
+    roofline_overlap: float = 0.488
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 16106.0
+    seq_overhead_ns: float = 15854.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

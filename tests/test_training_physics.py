@@ -340,6 +340,45 @@ def test_training_ep__alltoall_volume_is_tokens_topk_dmodel_bytes():
     assert tp2["comm0_bytes"] == pytest.approx(4 * msg / 2 * 7 / 8 + attn_tp, rel=1e-12)
 
 
+def test_training_ep__a2a_overlap_moves_the_alltoall_under_compute():
+    # moe_a2a_overlap: the same dispatch + combine bytes, accounted as overlapping the
+    # layer's compute (only the excess is exposed): never slower, and faster when the
+    # all-to-all was exposed
+    m = QWEN3_30B
+    wl = replace(EP_WL, zero_stage=0, batch=128)
+    plain = _ep_row(m, wl, dp=16, ep=16)
+    ovl = _ep_row(m, replace(wl, moe_a2a_overlap=True), dp=16, ep=16)
+    for t in ("0", "1"):
+        assert ovl[f"ovl{t}_bytes"] == pytest.approx(plain[f"comm{t}_bytes"], rel=1e-12)
+        assert ovl[f"comm{t}_bytes"] == 0.0
+    space = _ep_space(dp=16, ep=16)
+    lat = {f: float(simcore.evaluate(m, replace(wl, moe_a2a_overlap=f), space=space,
+                                     family=H100).latency_ns.values.ravel()[0])
+           for f in (False, True)}
+    assert lat[True] < lat[False]
+    with pytest.raises(SpecError, match="moe_a2a_overlap"):
+        Workload("train", moe_a2a_overlap="yes")
+
+
+def test_moe__token_permutation_bytes_per_routed_copy():
+    # per MoE layer and token: permute (read d, write k·d), unpermute + combine (read k·d,
+    # write d), and the experts' GEMMs read and write k copies where the FFN op counts
+    # one: 4·k·d elements of element-wise traffic per pass. Between top-8 and top-4 the
+    # element-wise bytes differ by that and by the activation function's k-fold width.
+    k8, k4 = QWEN3_30B, replace(QWEN3_30B, top_k=4, name="top-4")
+    wl = replace(EP_WL, zero_stage=0)
+    tokens, d, passes = 4096, k8.d_model, 3
+    act = (k8.ffn_active_params_per_layer - k4.ffn_active_params_per_layer) / d
+    diff = _ep_row(k8, wl, dp=8)["b_elem"] - _ep_row(k4, wl, dp=8)["b_elem"]
+    assert diff == pytest.approx(passes * 2 * tokens * (act + 4 * (8 - 4) * d), rel=1e-9)
+    # inference: one pass, at the activation dtype (the activation function's bytes sit
+    # in the FFN op there)
+    inf = Workload("prefill", s_q=1024, s_kv=1024)
+    b = {m.top_k: prepare(m, inf, space=_space(), family=H100).coeffs[0]["b_elem"]
+         for m in (k8, k4)}
+    assert b[8] - b[4] == pytest.approx(4 * (8 - 4) * d * 2 * 1024, rel=1e-9)
+
+
 def test_training_ep__per_rank_dispatch_sends_one_copy_per_destination_rank():
     """DeepEP-style dispatch (``moe_dispatch="per_rank"``) sends a token once to every rank
     holding one of its top-k experts: inside a node the all-to-all volume scales by the

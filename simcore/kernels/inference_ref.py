@@ -242,6 +242,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     head = (2 * replica_batch * d * model.vocab_size / tp,
             model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
     elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
+    if model.n_experts > 1:  # per MoE layer and token: permute (read 1, write k copies),
+        # unpermute + combine (read k, write 1), and the experts' GEMMs read and write k
+        # copies where the FFN op above counts one
+        k = model.top_k
+        moved = (1 + k) + (k + 1) + 2 * (k - 1)
+        elementwise += moved * d * ab * ffn_tokens * model.n_moe_layers / model.n_layers
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         # the longer side, plus what of the shorter does not hide under it

@@ -407,12 +407,16 @@ def _train_row(lay, mp, wp, topo, out):
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
     b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
+    if E > 1.0:  # per MoE layer: permute (read d, write k copies), unpermute + combine
+        # (read k, write 1), the experts' GEMM operands k copies where b_ffn counts one
+        b_elem += p_ffn * 4.0 * k * d * bw * ffn_tokens * mp.moe_layers / L
     if prec == 3 and topo.fp8_ratio > 0.0:
         b_elem += fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, k if E > 1.0 else 1.0,
                                  bw, p_lin - 2.0)
 
     # per layer, per micro-batch communication
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)
+    ovl = np.zeros(4)  # collectives that overlap the layer's compute (only the excess shows)
     act = T * d * bw
     # collectives per sub-block (attention, FFN); per-op SAC re-gathers the sequence-
     # parallel input of each recomputed matmul (half an all-reduce's traffic)
@@ -434,9 +438,12 @@ def _train_row(lay, mp, wp, topo, out):
         else:  # per routed expert (Megatron's alltoall dispatcher): k copies
             a0, a1, h0, h1 = alltoall_factors(fep, k_ep, topo.nics_per_cube, cube)
             msg = T / ftp * k * d * bw
-        acc[0] += n_a2a * a0 * msg
-        acc[tier_ep] += n_a2a * a1 * msg
-        acc[3] += n_a2a * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier_ep))
+        # Megatron-Core's EP overlap (moe_a2a_overlap): one micro-batch's dispatch and
+        # combine run under another's compute
+        a2a = ovl if wp.moe_a2a_overlap == 1.0 else acc
+        a2a[0] += n_a2a * a0 * msg
+        a2a[tier_ep] += n_a2a * a1 * msg
+        a2a[3] += n_a2a * (h0 * topo.alpha_intra_ns + h1 * _alpha(topo, tier_ep))
     if wide:
         g = ftp * fcp
         full_act = mb * s * d * bw
@@ -454,7 +461,7 @@ def _train_row(lay, mp, wp, topo, out):
         exp_layer = E / fep * mp.expert_params
     layer_dense = attn_w + ffn_w + mp.norm_params
     layer_params = layer_dense + exp_layer if use_ep else layer_dense
-    ovl = np.zeros(4)  # prefetched ZeRO-3 / FSDP parameter all-gathers (overlap compute)
+    # prefetched ZeRO-3 / FSDP parameter all-gathers overlap the compute too
     n_ag = 3.0 if rc == 2 else 2.0  # gathered for forward, backward (and recompute)
     if zs == 3 and g_sh > 1.0:
         _coll(ovl, layer_dense * bw, g_sh, k_sh, tier_sh, topo, False, n_ag)

@@ -275,6 +275,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         residual_tokens * (2 * 2 * d + 2 * 3 * d)
         + tokens * 2 * (h / tp + kv_heads) * hd
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
+    if model.n_experts > 1:  # per MoE layer, token and pass: permute (read 1, write k
+        # copies), unpermute + combine (read k, write 1), and the experts' GEMMs read and
+        # write k copies where the FFN op counts one
+        k = model.top_k
+        moved = (1 + k) + (k + 1) + 2 * (k - 1)
+        elem_bytes += (ffn_passes * moved * d * wb * ffn_tokens
+                       * model.n_moe_layers / model.n_layers)
     if workload.precision == "fp8":
         # Transformer Engine casts each GEMM's activation operand in every forward pass and
         # its output gradient once in the backward: read 16 bits, write FP8 + its transpose
@@ -297,6 +304,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     per_block = 3 if rc == "full" else (2.5 if rc == "op" else 2)
     comm = 0.0
+    overlapped_a2a = 0.0
     act = tokens * d * wb
     tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
     comm += tp_coll
@@ -318,7 +326,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         else:  # Megatron's alltoall dispatcher: one copy per routed expert
             sent = tokens / tp * model.top_k * d * wb
             a2a = coll.alltoall_ns(sent, ep, k_ep, cube, nics, link_of(0), link_of(t_ep))
-        comm += n_a2a * a2a * model.n_moe_layers / model.n_layers
+        a2a_time = n_a2a * a2a * model.n_moe_layers / model.n_layers
+        if workload.moe_a2a_overlap:  # under another micro-batch's compute
+            overlapped_a2a = a2a_time
+        else:
+            comm += a2a_time
     if wide:
         span = max(gspan(tp, strides["tp"]), gspan(cp, strides["cp"]))
         full_act = mb * s * d * wb
@@ -334,10 +346,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                         + model.norm_params_per_layer)
         expert_layer = 0.0
     layer_params = dense_params + expert_layer
-    prefetch = 0.0  # ZeRO-3 / FSDP all-gathers, prefetched under the layer's compute
+    # ZeRO-3 / FSDP all-gathers, prefetched under the layer's compute, and an overlapped
+    # EP all-to-all
+    prefetch = overlapped_a2a
     if zs == 3:
-        prefetch = (3 if rc == "full" else 2) * (sharded(dense_params * wb, False)
-                                                 + expert_sharded(expert_layer * wb, False))
+        prefetch += (3 if rc == "full" else 2) * (sharded(dense_params * wb, False)
+                                                  + expert_sharded(expert_layer * wb, False))
 
     ring = 0.0
     if cp > 1:

@@ -255,6 +255,9 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         # DeepEP (and its hierarchical HybridEP) sends a token once to each destination
         # rank, not once per expert
         wl_kw["moe_dispatch"] = "per_rank"
+    if ep > 1 and "moe_a2a_overlap True" in str(w.get("kernels") or ""):
+        # the recipe overlaps the EP all-to-all with another micro-batch's compute
+        wl_kw["moe_a2a_overlap"] = True
     if ep > 1 and "fake balanced gate" in str(p.get("notes") or ""):
         # the page's note: Automodel's FakeBalancedGate routes token i to experts
         # i·k … i·k + k − 1 (nemo_automodel/components/moe/layers.py at 8d9bfb90)
