@@ -1338,7 +1338,7 @@ class Efficiency:
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
     cost per sequence of an inference step.
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (158 published training and inference results from 22 sources); see
+    (151 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 

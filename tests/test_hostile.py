@@ -179,6 +179,8 @@ BAD_ARGV: list[tuple[list[str], str]] = [
     (["validate", "--efficiency", "compute=0"], "--efficiency"),
     (["validate", "--efficiency", "compute=1.5"], "--efficiency"),
     (["validate", "--efficiency", "compute=-0.1"], "--efficiency"),
+    (["validate", "--efficiency", "roofline_overlap=1.5"], "--efficiency"),
+    (["validate", "--efficiency", "seq_overhead_ns=-1"], "--efficiency"),
     (["validate", "--efficiency", "compute"], "--efficiency"),
     (["validate", "--efficiency", "op_latency_ns=-5"], "--efficiency"),
     (["validate", "--kind", "serving"], "--kind"),

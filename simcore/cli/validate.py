@@ -16,13 +16,25 @@ from typing import Any
 
 from ..errors import SimcoreInputError
 from ..specs import Efficiency
-from .options import add_output_options, assignment, fraction, positive_float
+from .options import OptionError, add_output_options, assignment, fraction, positive_float
 from .output import Column, emit_rows, for_script, note_stream
 
 __all__ = ["COLUMNS", "add_parser", "run"]
 
 _FACTORS = tuple(f.name for f in fields(Efficiency))
-_TIMES = ("op_latency_ns", "step_overhead_ns")
+_TIMES = ("op_latency_ns", "step_overhead_ns", "seq_overhead_ns")
+
+
+def _share(text: str) -> float:
+    """A number in [0, 1] (``roofline_overlap``: 0 is the sum of compute and memory)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise OptionError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise OptionError(f"expected a number in [0, 1], got {text!r}")
+    return v
+
 
 
 def _time_ns(text: str) -> float:
@@ -54,10 +66,13 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p.add_argument("--kind", choices=list(KINDS), action="append", default=None,
                    help="only this kind of measurement (repeatable; default: all)")
     p.add_argument("--efficiency",
-                   type=assignment({f: _time_ns if f in _TIMES else fraction for f in _FACTORS}),
+                   type=assignment({f: _time_ns if f in _TIMES else
+                                    (_share if f == "roofline_overlap" else fraction)
+                                    for f in _FACTORS}),
                    action="append", default=[], metavar="NAME=VALUE",
-                   help="override a fitted factor (repeatable): a fraction in (0, 1], or a "
-                        "time in ns for " + " and ".join(_TIMES) + ", e.g. compute=0.7; "
+                   help="override a fitted factor (repeatable): a fraction in (0, 1] "
+                        "([0, 1] for roofline_overlap), or a time in ns for "
+                        + ", ".join(_TIMES) + ", e.g. compute=0.7; "
                         "names: " + ", ".join(_FACTORS))
     p.add_argument("--no-loso", action="store_true",
                    help="skip the leave-one-source-out refit (about 10-60 s)")
