@@ -202,7 +202,8 @@ def train_workloads(draw):
                     attention=draw(st.sampled_from(["flash", "flash2", "unfused"])), framework=framework,
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
                     offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])),
-                    moe_routing=draw(st.sampled_from(["random", "round_robin"])))
+                    moe_routing=draw(st.sampled_from(["random", "round_robin"])),
+                    moe_a2a_overlap=draw(st.booleans()))
 
 
 train_topologies = st.builds(
