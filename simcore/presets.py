@@ -94,8 +94,14 @@ _GPU_CLUSTER = Topology(pes_per_cube=8, cubes_per_sip=16, n_sips=32,
 #: DGX A100: one HDR NIC per GPU, INT8 at 2x the FP16 dense peak (624 vs 312 TFLOP/s), no
 #: FP8, PCIe Gen4 x16 (~32 GB/s per direction) to the host, 1 TB host memory / 8 GPUs
 #: (NVIDIA DGX A100 and A100 Tensor Core GPU data sheets).
+#: ``mm_ratio``: the maximum achievable BF16 matmul rate measured on an A100 SXM is 271.2 of
+#: 312 TFLOP/s (86.9%), on an H100 SXM 794.5 of 989 (80.3%; "H200 is the same"): S.
+#: Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
+#: comparison table" (stas00/ml-engineering @ 744d01e18b79512572f64a6bbd8b5f4a725203a7).
+#: The efficiency factors are fitted in Hopper's terms, so the A100 runs its matmuls at
+#: 0.869 / 0.803 of that.
 _A100_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, int8_ratio=2.0, pcie_gbs=32.0,
-                        host_mem_gb=128.0)
+                        host_mem_gb=128.0, mm_ratio=(271.2 / 312.0) / (794.5 / 989.0))
 #: DGX H100 / HGX H200: one NDR NIC per GPU, FP8 and INT8 at 2x the BF16 dense peak
 #: (1979 vs 989 TFLOP/s), PCIe Gen5 x16 (~64 GB/s), 2 TB host memory / 8 GPUs (NVIDIA
 #: DGX H100 and H100/H200 Tensor Core GPU data sheets).

@@ -1267,6 +1267,8 @@ _TOPOLOGY_RANGES: dict[str, _Range] = {
     "int8_ratio": _Range(0, 1e3, "(INT8 peak / 16-bit peak; 0 = no INT8)", integer=False),
     "fa2_ratio": _Range(0.01, 1, "(FlashAttention-2-class / native attention rate)",
                         integer=False),
+    "mm_ratio": _Range(0.1, 10, "(achievable matmul fraction of peak / Hopper's)",
+                       integer=False),
     "pcie_gbs": _Range(0, 1e7, "GB/s (host link per device; 0 = none)", integer=False),
     "host_mem_gb": _Range(0, 1e9, "GB (host memory per device; 0 = none)", integer=False),
 }
@@ -1298,6 +1300,10 @@ class Topology:
     #: rate of a FlashAttention-2-class attention kernel (``Workload.attention="flash2"``)
     #: relative to the family's native fused kernel (1 = the same)
     fa2_ratio: float = 1.0
+    #: the family's measured maximum achievable matmul fraction of its data-sheet peak,
+    #: relative to Hopper's (the efficiency factors are fitted in Hopper's terms; 1 = the
+    #: same): scales the matmul rate (projections, FFN, LM head), not attention
+    mm_ratio: float = 1.0
     #: host link (PCIe) bandwidth per device in GB/s and host memory per device in GB,
     #: for offloading (0 = no offload possible)
     pcie_gbs: float = 0.0
@@ -1342,11 +1348,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.72
+    compute: float = 0.667
     memory: float = 0.712
-    network: float = 0.719
+    network: float = 0.764
     hbm_usable: float = 0.90
-    train_compute: float = 0.673
+    train_compute: float = 0.657
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1363,10 +1369,10 @@ class Efficiency:
     lowp_compute: float | None = 0.52
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.488
+    roofline_overlap: float = 0.507
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 15854.0
+    seq_overhead_ns: float = 20065.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -84,6 +84,7 @@ topologies = st.builds(
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
     fa2_ratio=st.sampled_from([1.0, 0.5, 329.483 / 631.338]),
+    mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
 )
 frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
@@ -216,6 +217,7 @@ train_topologies = st.builds(
     alpha_intersip_ns=st.floats(0, 1e4),
     nics_per_cube=st.integers(0, 16),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
+    mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
     pcie_gbs=st.floats(1.0, 128.0),
     host_mem_gb=st.floats(1.0, 4096.0),
 )

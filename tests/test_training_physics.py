@@ -208,6 +208,44 @@ def test_training__fp8_casts_are_memory_bound_bytes_counted_by_hand():
     assert per_flop[qwen.name] > 3 * per_flop[LLAMA31_8B.name]
 
 
+def test_training__unfused_attention_computes_and_moves_every_score():
+    # Megatron-LM's unfused core: QK^T and AV over all s x s scores (the causal mask sits in
+    # the softmax), and the score matrix written, read + written by the softmax and read by
+    # AV (4 x 2 bytes per score per pass); FlashAttention does the causal half only
+    m = LLAMA2_7B
+    wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, recompute="none",
+                  framework="megatron", zero_stage=1, precision="bf16")
+    un = _row(m, replace(wl, attention="unfused"), dp=8)
+    fl = _row(m, wl, dp=8)
+    s, h, hd = 2048, 32, 128
+    assert un["f_core"] == pytest.approx(3 * 4 * s * s * hd * h, rel=1e-12)  # 3 passes
+    assert fl["f_core"] == pytest.approx(3.5 * 4 * s * (s + 1) / 2 * hd * h, rel=1e-12)
+    kv = s * h * 2 * hd * 2  # K and V of the sequence, bf16
+    qo = 2 * s * h * hd * 2
+    assert un["b_core"] == pytest.approx(3 * (2 * kv + qo + 4 * 2 * h * s * s), rel=1e-12)
+
+
+def test_matmul_ratio__a100_runs_its_gemms_at_its_measured_share():
+    # A100 SXM 271.2 / 312 TFLOP/s (86.9%) against H100 SXM 794.5 / 989 (80.3%), the MAMF
+    # table cited in presets.py: A100 GEMMs at 1.082x the Hopper-fitted fraction of peak,
+    # attention unchanged; Hopper families and the default SiP at 1
+    ratio = (271.2 / 312) / (794.5 / 989)
+    assert A100.topology.mm_ratio == pytest.approx(ratio) and ratio == pytest.approx(1.082, abs=1e-3)
+    assert H100.topology.mm_ratio == HARDWARE_FAMILIES["H200"].topology.mm_ratio == 1.0
+    assert HARDWARE_FAMILIES["SiP"].topology.mm_ratio == 1.0
+    wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, zero_stage=3, precision="bf16")
+    a, h = _row(LLAMA2_7B, wl, family=A100, dp=8), _row(LLAMA2_7B, wl, dp=8)
+    for f in ("f_lin", "f_ffn", "f_head"):
+        assert a[f] == pytest.approx(h[f] / ratio, rel=1e-12)
+    assert a["f_core"] == h["f_core"]
+    inf = Workload("prefill", s_q=2048, s_kv=2048)
+    ai = prepare(LLAMA2_7B, inf, space=_space(), family=A100).coeffs[0]
+    hi = prepare(LLAMA2_7B, inf, space=_space(), family=H100).coeffs[0]
+    assert ai["f_ffn"] == pytest.approx(hi["f_ffn"] / ratio, rel=1e-12)
+    with pytest.raises(SpecError, match="mm_ratio"):
+        Topology(mm_ratio=0.0)
+
+
 def test_training__zero1_is_reduce_scatter_plus_all_gather():
     wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=1, precision="bf16",
                   grad_bytes=2)

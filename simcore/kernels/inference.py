@@ -157,6 +157,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         rate = topo.fp8_ratio
     elif wp.act_code == 2.0:
         rate = topo.int8_ratio
+    rate *= topo.mm_ratio  # the family's achievable matmul fraction relative to Hopper's
     E = mp.n_experts
     k = mp.top_k
     decode = wp.mode == 1.0

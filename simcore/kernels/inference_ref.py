@@ -112,7 +112,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     mm_eff = efficiency.compute
     if workload.act_dtype in ("fp8", "int8") and efficiency.lowp_compute is not None:
         mm_eff = efficiency.lowp_compute
-    peak = hardware.peak_tflops_f16 * 1e12 * mm_eff / 1e9 * mm_rate
+    # the family's achievable matmul fraction relative to Hopper's scales every matmul
+    peak = hardware.peak_tflops_f16 * 1e12 * mm_eff / 1e9 * mm_rate * topology.mm_ratio
     attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
     attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
     hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns

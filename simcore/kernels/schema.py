@@ -263,6 +263,7 @@ class TopologyParams(NamedTuple):
     fp8_ratio: float  #: FP8 matmul peak / 16-bit peak (0: no FP8)
     int8_ratio: float  #: INT8 matmul peak / 16-bit peak (0: no INT8)
     fa2_ratio: float  #: FlashAttention-2-class core rate / the native kernel's
+    mm_ratio: float  #: achievable matmul fraction of peak relative to Hopper's
     pcie_gbs: float  #: host link bandwidth per device (offload)
     host_mem_gb: float  #: host memory per device (offload)
 
@@ -372,7 +373,7 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.alpha_inter_ns), float(topology.alpha_intersip_ns),
                           float(topology.nics_per_cube or topology.pes_per_cube),
                           float(topology.fp8_ratio), float(topology.int8_ratio),
-                          float(topology.fa2_ratio),
+                          float(topology.fa2_ratio), float(topology.mm_ratio),
                           float(topology.pcie_gbs), float(topology.host_mem_gb))
 
 

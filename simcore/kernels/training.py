@@ -379,8 +379,16 @@ def _train_row(lay, mp, wp, topo, out):
 
     kv_block = mb * (s / fcp) * kvh_loc * (mp.qk_dim + mp.v_dim) * bw
     qo = 2.0 * mb * (s / fcp) * (h / ftp) * adim * bw
-    f_core = p_core * 4.0 * mb * s * s * causal * pair_frac * adim * h / (ftp * fcp)
-    b_core = p_core * (kv_block * (1.0 + fcp * causal * pair_frac) + qo)
+    if flash:  # causal (and windowed) pairs only
+        f_core = p_core * 4.0 * mb * s * s * causal * pair_frac * adim * h / (ftp * fcp)
+        b_core = p_core * (kv_block * (1.0 + fcp * causal * pair_frac) + qo)
+    else:
+        # unfused (Megatron-LM's CoreAttention): batched matmuls over all s x s scores, the
+        # causal mask applied in the softmax; the score matrix is written by QK^T, read and
+        # written by the fused scale-mask-softmax and read by AV: 4 x bw bytes per score
+        scores = mb * (h / ftp) * (s / fcp) * s
+        f_core = p_core * 4.0 * mb * s * s * adim * h / (ftp * fcp)
+        b_core = p_core * (kv_block * (1.0 + fcp) + qo + 4.0 * bw * scores)
 
     shard = ftp * fcp if wide else ftp
     ffn_tokens = mb * s if wide else T
@@ -574,6 +582,8 @@ def _train_row(lay, mp, wp, topo, out):
     out.lowp_head = 0.0
     if prec == 3 and topo.fp8_ratio > 0.0:  # fp8 GEMMs; attention and head stay bf16
         mm = 1.0 / topo.fp8_ratio
+    # the family's achievable matmul fraction relative to Hopper's (GEMMs, not attention)
+    mm /= topo.mm_ratio
     out.f_lin = mm * f_lin
     out.b_lin = b_lin
     # a FlashAttention-2-class core (flash2) runs at the family's fa2_ratio of the native
@@ -582,7 +592,7 @@ def _train_row(lay, mp, wp, topo, out):
     out.b_core = b_core
     out.f_ffn = mm * f_ffn
     out.b_ffn = b_ffn
-    out.f_head = slow * f_head
+    out.f_head = slow / topo.mm_ratio * f_head
     out.b_head = b_head
     out.ring_bytes = ring_bytes
     out.ring_tier = tier_cp

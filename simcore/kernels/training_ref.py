@@ -152,6 +152,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         gemm_peak = peak
     elif workload.precision == "fp8":
         gemm_peak = peak * topology.fp8_ratio  # Transformer Engine: fp8 GEMMs only
+    head_peak = peak * topology.mm_ratio  # GEMMs at the family's achievable matmul share
+    gemm_peak *= topology.mm_ratio
     hbm = hardware.bw_hbm_gbs * efficiency.memory
     bws = (hardware.bw_intra_gbs, hardware.bw_inter_gbs, hardware.bw_intersip_gbs)
     alphas = (topology.alpha_intra_ns, topology.alpha_inter_ns, topology.alpha_intersip_ns)
@@ -253,15 +255,20 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     else:
         ffn_read = (experts * model.expert_params + router) / ffn_ranks
 
+    # an unfused core computes every (query, key) score and masks in the softmax; its
+    # score matrix is written (QK^T), read + written (softmax) and read (AV) per pass
+    core_pairs = pairs if flash else s * s
+    score_bytes = 0.0 if flash else 4 * wb * mb * (h / tp) * (s / cp) * s
     ops = {
         "attn_linear": (attn_passes * 2 * tokens * ((model.attn_params_per_layer - rep_w) / tp
                                                    + rep_w),
                         attn_passes * (attn_weights * wb + tokens * d * wb * (2 + 2 / tp))),
         # scores (head_dim) and values (v_head_dim) per pair and head; K and V read for the
         # keys each query attends to
-        "attn_core": (core_passes * 2 * mb * pairs * (hd + vhd) * h / (tp * cp),
-                      core_passes * (kv_block + mb * kv_heads * (hd + vhd) * wb * pairs / s
-                                     + mb * (s / cp) * (h / tp) * (hd + vhd) * wb)),
+        "attn_core": (core_passes * 2 * mb * core_pairs * (hd + vhd) * h / (tp * cp),
+                      core_passes * (kv_block + mb * kv_heads * (hd + vhd) * wb * core_pairs / s
+                                     + mb * (s / cp) * (h / tp) * (hd + vhd) * wb
+                                     + score_bytes)),
         "ffn": (ffn_passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
                 ffn_passes * (ffn_read * wb + 2 * ffn_tokens * d * wb)),
     }
@@ -435,7 +442,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if host_bytes > topology.host_mem_gb * 1e9:
         return invalid
 
-    t_head, head_kind = roofline(*head)
+    t_head, head_kind = roofline(*head, rate=head_peak)
     t_elem = elem_bytes / hbm
     layer = work + exposed + comm
     latency = (slots * (layer + t_elem + exposed_gather) + t_head + t_pp + t_grad + t_opt
