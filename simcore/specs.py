@@ -1348,8 +1348,8 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.667
-    memory: float = 0.712
+    compute: float = 0.665
+    memory: float = 0.71
     network: float = 0.764
     hbm_usable: float = 0.90
     train_compute: float = 0.657
@@ -1369,7 +1369,7 @@ class Efficiency:
     lowp_compute: float | None = 0.52
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.507
+    roofline_overlap: float = 0.512
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
     seq_overhead_ns: float = 20065.0

@@ -31,13 +31,13 @@ def rows():
 
 
 # --- accuracy -----------------------------------------------------------------------------
-# The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not met on the
-# 149-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
+# The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not both met on
+# the 151-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
 # errors measured when the factors were fitted, so a change that makes any of them worse
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.086, "train": 0.078, "prefill": 0.101, "decode": 0.1}
+RECORDED_CEILINGS = {"all": 0.087, "train": 0.079, "prefill": 0.101, "decode": 0.103}
 #: Configurations that ran but that simcore predicts not to fit (a known gap: unstated
 #: recomputation, Llama 3's custom sharding, TP1 Llama-70B runs in FP8 memory). Automodel's
 #: MoE runs and Megatron-Bridge's FSDP Llama 3 8B fit since their configs' recomputation and
@@ -267,10 +267,20 @@ def test_cli_validate__kind_filter_and_unmodelled(capsys):
     assert main(["validate", "--kind", "decode", "--unmodelled", "--no-loso"]) == 1
     out = capsys.readouterr().out
     assert "lmdeploy-llama2-70b-tp4-decode" in out and "korthikanti-175b-full" not in out
-    assert "not covered by the cost model" not in out  # no decode point is unmodelled
+    assert "listed, not counted" not in out  # no decode point is set aside
     assert main(["validate", "--kind", "prefill", "--unmodelled", "--no-loso"]) == 1
     out = capsys.readouterr().out
-    assert "not covered by the cost model" in out and "trtllm-llama-7b-tp1-in128" in out
+    listed = out[out.index("listed, not counted"):]
+    assert "trtllm-llama-7b-tp1-in2048" in listed and "superseded" in listed
+    assert "trtllm-llama-7b-tp1-in128" not in listed  # counted since the roofline overlap
+
+
+def test_cli_validate__overrides_accept_a_zero_overlap_and_a_zero_sequence_cost(capsys):
+    # roofline_overlap=0 (compute and memory summed) and seq_overhead_ns=0 are legal values
+    assert main(["validate", "--kind", "decode", "--no-loso", "--efficiency",
+                 "roofline_overlap=0", "--efficiency", "seq_overhead_ns=0"]) == 1
+    out = capsys.readouterr().out
+    assert "roofline_overlap=0," in out and "seq_overhead_ns=0" in out
 
 
 def test_cli_validate__threshold_failure_exits_1(capsys):

@@ -163,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  memory mean |error| {100 * mem_err:.1f}% over {len(mem_rows)} runs",
                   file=notes)
     if gaps and not machine:
-        print("\nnot covered by the cost model (not counted above):")
+        print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
+              "by a later table of the same source):")
         emit_rows(_rows(gaps, refs, modelled=False), COLUMNS, "table")
         gap_ids = {g.id for g in gaps}
         for m in UNMODELLED:

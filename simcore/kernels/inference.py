@@ -301,8 +301,10 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     b_ffn = ffn_read * bw + ffn_tokens * d * ba * 2.0
     # residual adds + norms outside the GEMMs: read and write the hidden state twice
     b_elem = 4.0 * T_lin * d * ba
-    if E > 1.0:  # permute (read d, write k copies), unpermute + combine (read k, write 1)
-        b_elem += 4.0 * k * d * ba * ffn_tokens * mp.moe_layers / L
+    if E > 1.0:  # permute (read d, write k copies), unpermute + combine (read k, write 1);
+        # with EP each TP rank permutes its 1/tp slice of the tokens
+        perm = T_lin / ftp if use_ep else ffn_tokens
+        b_elem += 4.0 * k * d * ba * perm * mp.moe_layers / L
 
     # -- LM head (last stage; TTFT needs the last position's logits only) ----------------
     f_head = 2.0 * Bm * d * mp.vocab_size / ftp / rate

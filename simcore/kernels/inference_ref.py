@@ -248,7 +248,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         # copies where the FFN op above counts one
         k = model.top_k
         moved = (1 + k) + (k + 1) + 2 * (k - 1)
-        elementwise += moved * d * ab * ffn_tokens * model.n_moe_layers / model.n_layers
+        rows = tokens_local / tp if ep > 1 else ffn_tokens  # EP: each TP rank's 1/tp slice
+        elementwise += moved * d * ab * rows * model.n_moe_layers / model.n_layers
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         # the longer side, plus what of the shorter does not hide under it

@@ -193,26 +193,35 @@ def _block_span(o, k, E, per, groups):
 
 
 @jit()
-def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, kc, bw, fwd_passes):
+def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw, fwd_passes):
     """HBM bytes per layer and micro-batch of Transformer Engine's FP8 casts: each
     forward pass casts every GEMM's activation operand, the backward every GEMM's output
     gradient; a cast reads the 16-bit tensor and writes an FP8 copy and its transpose
-    (the weight-gradient operand): ``bw + 2`` bytes per element.
+    (the weight-gradient operand): ``bw + 2`` bytes per element, 2 where the cast is
+    fused into the norm before the GEMM (QKV, and FC1 of dense layers: the norm's own
+    read and write are element-wise bytes already).
 
-    Per token on one device: the QKV and FC1 inputs (``d``, on the sequence-parallel
-    shard; the FFN's per routed copy), the O input (query width / tp), the FC2 input
-    (``d_ff`` per copy / shard); gradients of the QKV output (query + KV width / tp), of
-    the O output (``d``), of the gate/up output and of the FC2 output (``d`` per copy).
+    Per token on one device, layer-averaged over dense and MoE layers: the QKV input
+    (``d`` on the sequence-parallel shard), the O input (query width / tp), the FC1
+    input (``d`` per routed copy; ``ep_div`` = tp when EP spreads a rank's T/tp tokens'
+    copies), the FC2 input (``ffn_width`` / shard: every copy's expert width); the
+    gradients of the QKV output (query + KV width / tp), the O output (``d``), the
+    gate/up output and the FC2 output (``d`` per copy). MLA's projections are read as
+    query and KV widths (an approximation).
     """
     d = mp.d_model
+    s_m = mp.moe_layers / mp.n_layers
+    k = mp.top_k if s_m > 0.0 else 1.0
     q_w = mp.qo_params / (2.0 * d) / ftp
     qkv_w = (mp.qo_params / 2.0 + mp.kv_params) / d / ftp
-    ff_loc = mp.d_ff * kc / shard
-    up_w = mp.ffn_active_params / d / shard - ff_loc
-    fc1_rows = ffn_tokens * kc if kc > 1.0 else tok_res
-    inputs = tok_res * d + T * q_w + fc1_rows * d + ffn_tokens * ff_loc
-    grads = T * qkv_w + T * d + ffn_tokens * up_w + ffn_tokens * kc * d
-    return (bw + 2.0) * (fwd_passes * inputs + grads)
+    ff = ffn_tokens * mp.ffn_width / shard
+    up = (2.0 if mp.gated_ffn == 1.0 else 1.0) * ff
+    routed = ffn_tokens * s_m * k / ep_div
+    dense = ffn_tokens * (1.0 - s_m)
+    fused = tok_res * d * (2.0 - s_m)
+    inputs = T * q_w + routed * d + ff
+    grads = T * qkv_w + T * d + up + (routed + dense) * d
+    return fwd_passes * (2.0 * fused + (bw + 2.0) * inputs) + (bw + 2.0) * grads
 
 
 @jit()
@@ -415,12 +424,13 @@ def _train_row(lay, mp, wp, topo, out):
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
     b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
+    ep_div = ftp if use_ep else 1.0  # EP: a rank permutes its sequence-parallel T/tp slice
     if E > 1.0:  # per MoE layer: permute (read d, write k copies), unpermute + combine
         # (read k, write 1), the experts' GEMM operands k copies where b_ffn counts one
-        b_elem += p_ffn * 4.0 * k * d * bw * ffn_tokens * mp.moe_layers / L
+        b_elem += p_ffn * 4.0 * k * d * bw * ffn_tokens / ep_div * mp.moe_layers / L
     if prec == 3 and topo.fp8_ratio > 0.0:
-        b_elem += fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, k if E > 1.0 else 1.0,
-                                 bw, p_lin - 2.0)
+        b_elem += fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw,
+                                 p_lin - 2.0)
 
     # per layer, per micro-batch communication
     acc = np.zeros(4)  # per-tier wire bytes and link latency (add_comm accumulates)

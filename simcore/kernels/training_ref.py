@@ -282,26 +282,32 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         residual_tokens * (2 * 2 * d + 2 * 3 * d)
         + tokens * 2 * (h / tp + kv_heads) * hd
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
+    # with EP a rank handles its sequence-parallel 1/tp slice of the tokens' routed copies
+    ep_share = 1 / tp if ep > 1 else 1
     if model.n_experts > 1:  # per MoE layer, token and pass: permute (read 1, write k
         # copies), unpermute + combine (read k, write 1), and the experts' GEMMs read and
         # write k copies where the FFN op counts one
         k = model.top_k
         moved = (1 + k) + (k + 1) + 2 * (k - 1)
-        elem_bytes += (ffn_passes * moved * d * wb * ffn_tokens
+        elem_bytes += (ffn_passes * moved * d * wb * ffn_tokens * ep_share
                        * model.n_moe_layers / model.n_layers)
     if workload.precision == "fp8":
         # Transformer Engine casts each GEMM's activation operand in every forward pass and
         # its output gradient once in the backward: read 16 bits, write FP8 + its transpose
-        copies = model.top_k if model.n_experts > 1 else 1
+        # (only the writes where the cast is fused into the preceding norm)
+        moe_share = model.n_moe_layers / model.n_layers
+        copies = model.top_k if moe_share else 1
         query = (model.attn_params_per_layer - kv_w - rep_w) / 2 / d / tp  # O input width
-        fc2_in = model.d_ff * copies / ffn_ranks
-        act_in = (residual_tokens * d + tokens * query
-                  + (ffn_tokens * copies if copies > 1 else residual_tokens) * d
-                  + ffn_tokens * fc2_in)
+        width = model.ffn_active_params_per_layer / ((3 if model.gated_ffn else 2) * d)
+        fc2_in = ffn_tokens * width / ffn_ranks
+        routed = ffn_tokens * moe_share * copies * ep_share
+        dense_rows = ffn_tokens * (1 - moe_share)
+        norm_fused = residual_tokens * d + residual_tokens * d * (1 - moe_share)
+        act_in = tokens * query + routed * d + fc2_in
         grad_out = (tokens * (query + kv_w / d / tp) + tokens * d
-                    + ffn_tokens * (model.ffn_active_params_per_layer / d / ffn_ranks - fc2_in)
-                    + ffn_tokens * copies * d)
-        elem_bytes += (wb + 2) * ((lin_passes - 2) * act_in + grad_out)
+                    + (2 if model.gated_ffn else 1) * fc2_in + (routed + dense_rows) * d)
+        elem_bytes += ((lin_passes - 2) * (2 * norm_fused + (wb + 2) * act_in)
+                       + (wb + 2) * grad_out)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         # the longer side, plus what of the shorter does not hide under it

@@ -115,7 +115,8 @@ whose refit without it lands in another of the fit's flat minima (``op_latency_n
 12.14% in sample from 12.18% before the data change, LOSO 13.45 -> 13.98): the A100's
 measured matmul efficiency (271.2 of 312 TFLOP/s against the H100's 794.5 of 989, S. Bekman,
 ml-engineering, "Maximum Achievable Matmul FLOPS" table) as a per-family matmul ratio;
-Korthikanti 7.6% -> 6.0% in sample, but out of sample no better. Before it: TensorRT-LLM v0.9's four Mixtral
+Korthikanti 7.6% -> 6.0% in sample, but out of sample no better (adopted on 2026-12-04 as
+``Topology.mm_ratio``, with the unfused-attention fix that made the two agree). Before it: TensorRT-LLM v0.9's four Mixtral
 points on H100 / H200 are run as 16-bit, not FP8 (0.9.0 had no FP8 Mixtral: the v0.10.0
 release notes add it), and the refit (``memory`` 0.633 -> 0.639, ``step_overhead_ns``
 0.75 -> 0.64 ms, ``lowp_compute`` 0.411 -> 0.417, the others within 0.003), from 12.5% /
@@ -145,9 +146,11 @@ gathered through the step (15.5% / 18.0%), then the six MoE runs with expert par
 joined (16.0% / 20.2%: without torchtitan the one training-attention factor sped up for
 the MoE runs and torchtitan's long-sequence runs came out too fast). Refits after each of
 those changes moved the in-sample mean by < 0.05 points, so the factors were kept. Before the served-step model and ``lowp_compute``: 19.2%
-in sample, 23.7% leave-one-source-out, worst 156.6%. The largest remaining errors:
-SGLang at TP8 and concurrency 512 (−56%), Megatron-Bridge's FP8 Qwen3-30B-A3B (−45% /
-−33%), Qwen3-235B FP8 at EP8 inference (−38%). 14 configurations that ran are predicted not to fit (listed in
+in sample, 23.7% leave-one-source-out, worst 156.6%. The largest errors at the start of
+2026-12-04: SGLang at TP8 and concurrency 512 (−56%), Megatron-Bridge's FP8 Qwen3-30B-A3B
+(−45% / −33%), Qwen3-235B FP8 at EP8 inference (−38%); now (see the result above)
+Megatron-Bridge's 26.02.01 FP8 Qwen3-30B-A3B (−44%) and the H100vsA100 blog's GPT-J FP8
+TTFT at 128 tokens (−40%). 14 configurations that ran are predicted not to fit (listed in
 ``tests/test_validation.py``). Refit whenever the cost model changes.
 """
 
@@ -158,8 +161,8 @@ from ..specs import Efficiency
 __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.667, memory=0.712, network=0.764, hbm_usable=0.90,
+FITTED_EFFICIENCY = Efficiency(compute=0.665, memory=0.71, network=0.764, hbm_usable=0.90,
                                train_compute=0.657, network_inter=0.95, network_sip=None,
                                attention=None, train_attention=0.33, op_latency_ns=3401.0,
                                step_overhead_ns=0.0, lowp_compute=0.52,
-                               roofline_overlap=0.507, seq_overhead_ns=20065.0)
+                               roofline_overlap=0.512, seq_overhead_ns=20065.0)
