@@ -40,7 +40,7 @@ __all__ = [
     "add_space_option", "add_workload_options",
     "assignment", "budget_kwargs", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "positive_float", "positive_floats", "positive_int", "resolve_family",
-    "resolve_model", "store_path", "sweep_kwargs",
+    "resolve_model", "share", "store_path", "sweep_kwargs",
 ]
 
 #: The layout space every command uses unless told otherwise: the engine's default
@@ -171,6 +171,17 @@ def fraction(text: str) -> float:
         raise OptionError(f"expected a number in (0, 1], got {text!r}") from None
     if not 0.0 < v <= 1.0:
         raise OptionError(f"expected a number in (0, 1], got {text!r}")
+    return v
+
+
+def share(text: str) -> float:
+    """A number in [0, 1] (a share that may be zero, e.g. ``roofline_overlap``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise OptionError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= v <= 1.0:
+        raise OptionError(f"expected a number in [0, 1], got {text!r}")
     return v
 
 

@@ -16,25 +16,13 @@ from typing import Any
 
 from ..errors import SimcoreInputError
 from ..specs import Efficiency
-from .options import OptionError, add_output_options, assignment, fraction, positive_float
+from .options import add_output_options, assignment, fraction, positive_float, share
 from .output import Column, emit_rows, for_script, note_stream
 
 __all__ = ["COLUMNS", "add_parser", "run"]
 
 _FACTORS = tuple(f.name for f in fields(Efficiency))
 _TIMES = ("op_latency_ns", "step_overhead_ns", "seq_overhead_ns")
-
-
-def _share(text: str) -> float:
-    """A number in [0, 1] (``roofline_overlap``: 0 is the sum of compute and memory)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise OptionError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise OptionError(f"expected a number in [0, 1], got {text!r}")
-    return v
-
 
 
 def _time_ns(text: str) -> float:
@@ -67,7 +55,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                    help="only this kind of measurement (repeatable; default: all)")
     p.add_argument("--efficiency",
                    type=assignment({f: _time_ns if f in _TIMES else
-                                    (_share if f == "roofline_overlap" else fraction)
+                                    (share if f == "roofline_overlap" else fraction)
                                     for f in _FACTORS}),
                    action="append", default=[], metavar="NAME=VALUE",
                    help="override a fitted factor (repeatable): a fraction in (0, 1] "

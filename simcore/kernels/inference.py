@@ -131,6 +131,14 @@ def window_keys(n, w):
 
 
 @jit()
+def moe_permute_bytes(k, d, nbytes, rows):
+    """HBM bytes of MoE token permutation per MoE layer (one pass) for ``rows`` tokens:
+    permute (read d, write k copies), unpermute + combine (read k copies, write d), and
+    the experts' GEMM operands at k copies where the FFN op counts one: 4·k·d elements."""
+    return 4.0 * k * d * nbytes * rows
+
+
+@jit()
 def _coeff_row(lay, mp, wp, topo, out, acc):
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
@@ -301,10 +309,9 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     b_ffn = ffn_read * bw + ffn_tokens * d * ba * 2.0
     # residual adds + norms outside the GEMMs: read and write the hidden state twice
     b_elem = 4.0 * T_lin * d * ba
-    if E > 1.0:  # permute (read d, write k copies), unpermute + combine (read k, write 1);
-        # with EP each TP rank permutes its 1/tp slice of the tokens
+    if E > 1.0:  # token permutation; with EP each TP rank permutes its 1/tp slice
         perm = T_lin / ftp if use_ep else ffn_tokens
-        b_elem += 4.0 * k * d * ba * perm * mp.moe_layers / L
+        b_elem += moe_permute_bytes(k, d, ba, perm) * mp.moe_layers / L
 
     # -- LM head (last stage; TTFT needs the last position's logits only) ----------------
     f_head = 2.0 * Bm * d * mp.vocab_size / ftp / rate

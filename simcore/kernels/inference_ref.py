@@ -46,6 +46,20 @@ def cache_heads(model) -> int:
     return 1 if model.is_mla else model.n_kv_heads
 
 
+def op_time(t_c: float, t_m: float, overlap: float) -> tuple[float, str]:
+    """One roofline op from its compute and HBM times: the longer side plus what of the
+    shorter does not hide under it (``overlap`` of it does), and the bound side."""
+    return t_c + t_m - overlap * min(t_c, t_m), "compute" if t_c > t_m else "memory"
+
+
+def moe_permute_elems(top_k: int) -> int:
+    """Elements of width d_model moved per token and MoE layer beyond a dense layer's:
+    permute (read 1, write k copies), unpermute + combine (read k, write 1), and the
+    experts' GEMMs reading and writing k copies where the FFN op counts one."""
+    k = top_k
+    return (1 + k) + (k + 1) + 2 * (k - 1)
+
+
 def keys_in_window(first: int, last: int, window: int) -> float:
     """Keys the queries at positions ``first..last`` (1-based) attend to when each sees at
     most ``window`` keys: the sum of ``min(p, window)``."""
@@ -243,19 +257,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     head = (2 * replica_batch * d * model.vocab_size / tp,
             model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
     elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
-    if model.n_experts > 1:  # per MoE layer and token: permute (read 1, write k copies),
-        # unpermute + combine (read k, write 1), and the experts' GEMMs read and write k
-        # copies where the FFN op above counts one
-        k = model.top_k
-        moved = (1 + k) + (k + 1) + 2 * (k - 1)
+    if model.n_experts > 1:  # token permutation per MoE layer
         rows = tokens_local / tp if ep > 1 else ffn_tokens  # EP: each TP rank's 1/tp slice
-        elementwise += moved * d * ab * rows * model.n_moe_layers / model.n_layers
+        elementwise += (moe_permute_elems(model.top_k) * d * ab * rows
+                        * model.n_moe_layers / model.n_layers)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
-        # the longer side, plus what of the shorter does not hide under it
-        t_c, t_m = flops / rate, nbytes / hbm
-        hidden = efficiency.roofline_overlap * min(t_c, t_m)
-        return (t_c + t_m - hidden, "compute" if t_c > t_m else "memory")
+        return op_time(flops / rate, nbytes / hbm, efficiency.roofline_overlap)
 
     # communication of one layer (not overlapped)
     comm = 0.0

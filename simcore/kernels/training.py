@@ -51,7 +51,7 @@ from .collectives import (
     node_dedup_alltoall_factors,
     tier_of,
 )
-from .inference import _alpha, add_comm, placement, window_keys
+from .inference import _alpha, add_comm, moe_permute_bytes, placement, window_keys
 from .schema import COEF_DTYPE, LAYOUT
 
 #: Adam step bytes per parameter besides the gradient: read+write fp32 master, m, v
@@ -425,9 +425,8 @@ def _train_row(lay, mp, wp, topo, out):
     b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
     ep_div = ftp if use_ep else 1.0  # EP: a rank permutes its sequence-parallel T/tp slice
-    if E > 1.0:  # per MoE layer: permute (read d, write k copies), unpermute + combine
-        # (read k, write 1), the experts' GEMM operands k copies where b_ffn counts one
-        b_elem += p_ffn * 4.0 * k * d * bw * ffn_tokens / ep_div * mp.moe_layers / L
+    if E > 1.0:  # token permutation, every pass over the FFN
+        b_elem += p_ffn * moe_permute_bytes(k, d, bw, ffn_tokens / ep_div) * mp.moe_layers / L
     if prec == 3 and topo.fp8_ratio > 0.0:
         b_elem += fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw,
                                  p_lin - 2.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from . import collectives_ref as coll
-from .inference_ref import Layout, _strides, keys_in_window
+from .inference_ref import Layout, _strides, keys_in_window, moe_permute_elems, op_time
 
 ADAM_BYTES_PER_PARAM = 26.0
 #: DeepSpeed's model-state bytes per parameter, ``{width: {stage: (kept whole,
@@ -284,13 +284,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
     # with EP a rank handles its sequence-parallel 1/tp slice of the tokens' routed copies
     ep_share = 1 / tp if ep > 1 else 1
-    if model.n_experts > 1:  # per MoE layer, token and pass: permute (read 1, write k
-        # copies), unpermute + combine (read k, write 1), and the experts' GEMMs read and
-        # write k copies where the FFN op counts one
-        k = model.top_k
-        moved = (1 + k) + (k + 1) + 2 * (k - 1)
-        elem_bytes += (ffn_passes * moved * d * wb * ffn_tokens * ep_share
-                       * model.n_moe_layers / model.n_layers)
+    if model.n_experts > 1:  # token permutation per MoE layer and pass
+        elem_bytes += (ffn_passes * moe_permute_elems(model.top_k) * d * wb * ffn_tokens
+                       * ep_share * model.n_moe_layers / model.n_layers)
     if workload.precision == "fp8":
         # Transformer Engine casts each GEMM's activation operand in every forward pass and
         # its output gradient once in the backward: read 16 bits, write FP8 + its transpose
@@ -310,10 +306,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                        + (wb + 2) * grad_out)
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
-        # the longer side, plus what of the shorter does not hide under it
-        t_c, t_m = flops / rate, nbytes / hbm
-        hidden = efficiency.roofline_overlap * min(t_c, t_m)
-        return (t_c + t_m - hidden, "compute" if t_c > t_m else "memory")
+        return op_time(flops / rate, nbytes / hbm, efficiency.roofline_overlap)
 
     per_block = 3 if rc == "full" else (2.5 if rc == "op" else 2)
     comm = 0.0
