@@ -114,9 +114,7 @@ def _errors(pred: np.ndarray, measured: np.ndarray) -> np.ndarray:
 def _value(eff: Efficiency, name: str) -> float:
     v = getattr(eff, name)
     if v is None:  # an unset factor starts from the one it falls back to
-        v = getattr(eff, {"network_inter": "network",
-                          "attention": "compute", "train_attention": "train_compute",
-                          "lowp_compute": "compute"}[name])
+        v = getattr(eff, {"train_attention": "train_compute", "lowp_compute": "compute"}[name])
     return float(v)
 
 
