@@ -76,6 +76,18 @@ def test_efficiency__fractions_only():
         Efficiency(compute=1.5)
 
 
+@pytest.mark.parametrize("kw, pattern", [
+    ({"roofline_overlap": 1.5}, r"roofline_overlap must be a number in \[0, 1\]"),
+    ({"roofline_overlap": -0.1}, r"roofline_overlap must be a number in \[0, 1\]"),
+    ({"seq_overhead_ns": -1.0}, r"seq_overhead_ns must be a number in \[0, 1000000000\] ns"),
+])
+def test_efficiency__overlap_and_sequence_cost_ranges(kw, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        Efficiency(**kw)
+    # the edges are legal: the plain sum of compute and memory, no per-sequence cost
+    assert Efficiency(roofline_overlap=0.0, seq_overhead_ns=0.0).roofline_overlap == 0.0
+
+
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_presets__parameter_counts_match_reported(name):
     p = PRESETS[name]
