@@ -987,15 +987,26 @@ class Workload:
     zero_stage : int
         Training only: ZeRO stage 0–3 for model-state memory and DP communication.
     grad_bytes : int
-        Training only: bytes per gradient element in the data-parallel reduction.
+        Training only: bytes per gradient element in the data-parallel reduction (and,
+        under ``framework="megatron"``, in its gradient buffer: 4 for fp32
+        ``grad_reduce_in_fp32``, 2 for bf16).
     precision : {"fp16", "bf16", "fp32", "fp8"}
         Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
         bf16/fp32/fp8: 16N). fp32 also halves the usable matmul peak; fp8 runs the
         matmuls (projections, FFN) at the family's ``fp8_ratio`` x the 16-bit peak
         (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
     weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
-        Inference only: storage dtype of the weights, dtype of activations / matmul
-        inputs (and so of every message on the wire), and of the KV cache. ``""`` keeps
+        Inference: storage dtype of the weights, dtype of activations / matmul
+        inputs (and so of every message on the wire), and of the KV cache. Training,
+        with ``precision="fp8"`` only: ``weight_dtype="fp8"`` keeps the parameters
+        themselves in FP8 (Megatron's ``--fp8-param-gather``, ``framework="megatron"``):
+        1 byte per parameter in the model states and in every parameter all-gather;
+        ``act_dtype="fp8"`` saves the FP8 copies of the GEMM inputs for the backward
+        (Transformer Engine's ``Linear``), 1 byte instead of 2 for the QKV, FC1 and FC2
+        inputs (6 of Korthikanti et al.'s 34 bytes per token and hidden unit; the
+        attention output stays 16-bit for the attention backward); ``""`` keeps them
+        16-bit (torchao's float8 training saves the high-precision inputs).
+        ``kv_dtype`` is inference-only. ``""`` keeps
         the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
         is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
         the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
@@ -1015,8 +1026,10 @@ class Workload:
     framework : {"deepspeed", "megatron", "fsdp"}
         Training only: whose model-state formula and defaults apply. ``deepspeed``:
         DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
-        layer); ``megatron``: 18 B/param, distributed optimizer (``zero_stage=1``)
-        6 + 12/d; ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
+        layer); ``megatron``: 16-bit (or FP8) parameters + ``grad_bytes`` gradients + 12
+        bytes of fp32 master weights and Adam states per parameter, the last /d with the
+        distributed optimizer (``zero_stage=1``): 18 B/param, 6 + 12/d with fp32
+        gradients; ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
     overlap_grad_reduce : bool or None
         Training only: data-parallel gradient reduction bucketed and overlapped with
         the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
@@ -1105,6 +1118,8 @@ class Workload:
         if self.act_dtype == "int4":
             raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
+        if self.mode == "train":
+            self._check_train_dtypes()
         _choice("Workload", "attention", self.attention, ("flash", "flash2", "unfused"),
                 "'flash', 'flash2' or 'unfused'")
         _choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
@@ -1161,6 +1176,29 @@ class Workload:
                 f"Workload.batch={self.batch} (global batch) must be a multiple of "
                 f"micro_batch={self.micro_batch}"
             )
+
+    def _check_train_dtypes(self) -> None:
+        """Training reads ``weight_dtype`` / ``act_dtype`` as Transformer Engine's FP8
+        storage options (see the class docstring); anything else is refused."""
+        if self.kv_dtype:
+            raise SpecError(f"Workload.kv_dtype={self.kv_dtype!r} is inference-only (training "
+                            "keeps no KV cache); pass kv_dtype='' for mode='train'")
+        for f, what in (("weight_dtype", "FP8 primary weights (Megatron --fp8-param-gather)"),
+                        ("act_dtype", "FP8 copies of the GEMM inputs saved for backward "
+                                      "(Transformer Engine)")):
+            v = getattr(self, f)
+            if v in ("", "bf16", "fp16"):
+                continue
+            if v != "fp8":
+                raise SpecError(f"Workload.{f}={v!r} is not a training option: pass '' (16-bit) "
+                                f"or 'fp8' ({what}) for mode='train'")
+            if self.precision != "fp8":
+                raise SpecError(f"Workload.{f}='fp8' ({what}) needs FP8 GEMMs: pass "
+                                f"precision='fp8', got precision={self.precision!r}")
+        if self.weight_dtype == "fp8" and self.framework != "megatron":
+            raise SpecError("Workload.weight_dtype='fp8' in training is Megatron's FP8 primary "
+                            "weights (--fp8-param-gather): pass framework='megatron', got "
+                            f"framework={self.framework!r}")
 
     @property
     def seq_len(self) -> int:
@@ -1350,7 +1388,7 @@ class Efficiency:
 
     compute: float = 0.665
     memory: float = 0.71
-    network: float = 0.764
+    network: float = 0.761
     hbm_usable: float = 0.90
     train_compute: float = 0.657
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1369,10 +1407,10 @@ class Efficiency:
     lowp_compute: float | None = 0.52
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.512
+    roofline_overlap: float = 0.514
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 20065.0
+    seq_overhead_ns: float = 19751.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -194,11 +194,16 @@ def train_workloads(draw):
     zs = draw(zero)
     offload = draw(st.sampled_from(
         ["none"] + (["optimizer"] if zs else []) + (["optimizer+params"] if zs == 3 else [])))
+    precision = draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"]))
+    fp8 = precision == "fp8"
+    # FP8 storage (precision fp8 only): FP8 primary weights (Megatron), FP8-saved inputs
+    dtypes = dict(weight_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 and framework == "megatron" else "",
+                  act_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 else "")
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
                     micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full", "op"])),
                     sequence_parallel=draw(st.booleans()), zero_stage=zs,
                     grad_bytes=draw(st.sampled_from([2, 4])),
-                    precision=draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"])),
+                    precision=precision, **dtypes,
                     virtual_stages=draw(st.integers(1, 4)),
                     attention=draw(st.sampled_from(["flash", "flash2", "unfused"])), framework=framework,
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),

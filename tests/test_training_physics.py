@@ -152,6 +152,61 @@ def test_training__megatron_states_and_distributed_optimizer():
         Workload("train", framework="megatron", zero_stage=3)
 
 
+def test_training__megatron_states_follow_gradient_and_parameter_bytes():
+    # Megatron: parameters + main gradients whole, 12 B of fp32 master + Adam over d;
+    # bf16 gradients (grad_reduce_in_fp32=False) 2 B, FP8 primary weights 1 B
+    model = Model("m", n_layers=2, d_model=1024, n_heads=8, n_kv_heads=8, d_ff=4096,
+                  vocab_size=1024)
+    wl = Workload("train", batch=8, s_kv=1024, micro_batch=1, precision="fp8",
+                  framework="megatron", zero_stage=1)
+    n = _row(model, replace(wl, zero_stage=0), dp=1)["mem_weights_bytes"] / 18
+    for gb, w, per in ((4, "", 6 + 12 / 8), (2, "", 4 + 12 / 8), (2, "fp8", 3 + 12 / 8)):
+        row = _row(model, replace(wl, grad_bytes=gb, weight_dtype=w), dp=8)
+        assert row["mem_weights_bytes"] == pytest.approx(per * n), (gb, w)
+    # the gradient reduce-scatter (tail) and the after-step parameter all-gather (comm,
+    # never hidden) halve with them
+    full = _row(model, wl, dp=8)
+    lean = _row(model, replace(wl, grad_bytes=2, weight_dtype="fp8"), dp=8)
+    assert lean["tail0_bytes"] == pytest.approx(full["tail0_bytes"] / 2)
+    assert lean["comm0_bytes"] == pytest.approx(full["comm0_bytes"] / 2)
+
+
+def test_training__fp8_saved_gemm_inputs_by_hand():
+    # Transformer Engine keeps the FP8 copies of the QKV, FC1 and FC2 inputs for the
+    # weight gradients: 34 -> 28 bytes per token and hidden unit with sequence
+    # parallelism (Korthikanti et al.'s count, flash attention: no scores)
+    wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, precision="fp8",
+                  framework="megatron", zero_stage=1, sequence_parallel=True)
+    m = LLAMA2_7B
+    a16 = _row(m, wl, tp=4, dp=2)["mem_act_bytes"]
+    a8 = _row(m, replace(wl, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"]
+    per_layer = 4096 * m.d_model / 4
+    assert a16 - a8 == pytest.approx(m.n_layers * 6 * per_layer)
+    # without sequence parallelism 2 of the 10 replicated bytes and 4 of the 24 sharded
+    nosp = replace(wl, sequence_parallel=False)
+    d = (_row(m, nosp, tp=4, dp=2)["mem_act_bytes"]
+         - _row(m, replace(nosp, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"])
+    assert d == pytest.approx(m.n_layers * 4096 * m.d_model * (2 + 4 / 4))
+    # full recomputation keeps only the layer inputs (16-bit): unchanged but for the
+    # layer being recomputed
+    full = replace(wl, recompute="full")
+    d = (_row(m, full, tp=4, dp=2)["mem_act_bytes"]
+         - _row(m, replace(full, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"])
+    assert d == pytest.approx(6 * per_layer)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(precision="bf16", act_dtype="fp8"), "precision='fp8'"),
+    (dict(precision="fp8", weight_dtype="fp8", framework="fsdp", zero_stage=3),
+     "framework='megatron'"),
+    (dict(precision="fp8", weight_dtype="int4"), "not a training option"),
+    (dict(precision="bf16", kv_dtype="fp8"), "inference-only"),
+])
+def test_training__fp8_storage_options_refuse_impossible_settings(kw, match):
+    with pytest.raises(SpecError, match=match):
+        Workload("train", batch=8, s_kv=1024, **kw)
+
+
 def test_training__fsdp_states_keep_no_16_bit_copy():
     # FSDP's sharded fp32 parameters are the master (cast to 16 bits when gathered):
     # 16 N/G at full sharding plus the gathered largest layer's 16-bit params and grads,

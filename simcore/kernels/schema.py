@@ -349,8 +349,11 @@ def pack_workload(workload) -> WorkloadParams:
         zero_stage=float(workload.zero_stage) if train else 0.0,
         grad_bytes=float(workload.grad_bytes) if train else 0.0,
         precision=float(PRECISION_CODES[workload.precision]) if train else 0.0,
-        w_bytes=0.0 if train else workload.dtype_bytes("weight_dtype"),
-        a_bytes=0.0 if train else workload.dtype_bytes("act_dtype"),
+        # training: 1.0 marks FP8 primary weights / FP8-saved GEMM inputs, else 0
+        w_bytes=(1.0 if workload.weight_dtype == "fp8" else 0.0) if train
+        else workload.dtype_bytes("weight_dtype"),
+        a_bytes=(1.0 if workload.act_dtype == "fp8" else 0.0) if train
+        else workload.dtype_bytes("act_dtype"),
         kv_bytes=0.0 if train else workload.dtype_bytes("kv_dtype"),
         act_code=0.0 if train else float(ACT_CODES[workload.act_dtype]),
         cuda_graphs=1.0 if (workload.cuda_graphs and not train) else 0.0,

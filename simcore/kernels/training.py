@@ -92,17 +92,27 @@ def zero_state_bytes(stage, sixteen_bit, fsdp):
 
 
 @jit()
-def activation_bytes_per_layer(s, b, d, a, t, recompute, sp):
-    """Korthikanti et al. 2022, Table 2 (16-bit activations) for one layer, one micro-batch."""
+def activation_bytes_per_layer(s, b, d, a, t, recompute, sp, fp8):
+    """Korthikanti et al. 2022, Table 2 (16-bit activations) for one layer, one micro-batch.
+
+    Per token and hidden unit: 10 bytes outside the TP shards without sequence
+    parallelism (the two norm inputs 4, the QKV and FC1 inputs 4, two dropout masks 2)
+    and 24 inside (Q, K, V 6, the attention output 2, the GeLU input 8, the FC2 input
+    8), + 5·a·s/d of attention scores unless they are recomputed (or never stored, as
+    with flash attention: ``recompute`` 1). ``fp8``: Transformer Engine saves the FP8
+    copies of the QKV, FC1 and FC2 inputs (1 byte instead of 2): 2 bytes off the
+    replicated part, 4 off the sharded one."""
     if recompute == 2:  # full: only each layer's input is kept
         return 2.0 * s * b * d / (t if sp else 1.0)
+    rep = 8.0 if fp8 else 10.0
+    shard = 20.0 if fp8 else 24.0
     if sp:
-        if recompute == 1:
-            return s * b * d * 34.0 / t
-        return s * b * d / t * (34.0 + 5.0 * a * s / d)
-    if recompute == 1:
-        return s * b * d * (10.0 + 24.0 / t)
-    return s * b * d * (10.0 + 24.0 / t + 5.0 * a * s / (d * t))
+        per = (rep + shard) / t
+    else:
+        per = rep + shard / t
+    if recompute == 0:
+        per += 5.0 * a * s / (d * t)
+    return s * b * d * per
 
 
 @jit()
@@ -261,7 +271,7 @@ def _grad_reduce(tail, step, params, G, k, tier, zs, m, gb, bw, topo):
     """The data-parallel gradient reduction of ``params`` over G members (see
     ``_train_row``): ZeRO 2-3 a reduce-scatter per micro-batch (ZeRO 2: + one all-gather
     of the updated parameters), ZeRO 1 one reduce-scatter + one all-gather, ZeRO 0 one
-    all-reduce."""
+    all-reduce. ``gb``: bytes per gradient, ``bw``: per gathered parameter."""
     if G <= 1.0:
         return
     grads = params * gb
@@ -296,6 +306,9 @@ def _train_row(lay, mp, wp, topo, out):
     hd = mp.head_dim
     adim = 0.5 * (mp.qk_dim + mp.v_dim)  # mean of the score and value widths per head
     bw = mp.bytes_per_param
+    # FP8 primary weights (Megatron --fp8-param-gather): 1-byte parameter copies
+    pw = 1.0 if wp.w_bytes == 1.0 else bw
+    fp8_saved = wp.a_bytes == 1.0  # Transformer Engine keeps FP8 copies of GEMM inputs
     E = mp.n_experts
     k = mp.top_k
     B = wp.batch
@@ -481,9 +494,9 @@ def _train_row(lay, mp, wp, topo, out):
     # prefetched ZeRO-3 / FSDP parameter all-gathers overlap the compute too
     n_ag = 3.0 if rc == 2 else 2.0  # gathered for forward, backward (and recompute)
     if zs == 3 and g_sh > 1.0:
-        _coll(ovl, layer_dense * bw, g_sh, k_sh, tier_sh, topo, False, n_ag)
+        _coll(ovl, layer_dense * pw, g_sh, k_sh, tier_sh, topo, False, n_ag)
     if zs == 3 and f_edp > 1.0:
-        _coll(ovl, exp_layer * bw, f_edp, k_edp, tier_edp, topo, False, n_ag)
+        _coll(ovl, exp_layer * pw, f_edp, k_edp, tier_edp, topo, False, n_ag)
 
     ring_bytes = 0.0
     ring_alpha = 0.0
@@ -514,9 +527,9 @@ def _train_row(lay, mp, wp, topo, out):
 
     tail = np.zeros(4)  # once-per-step wire bytes per tier and latency
     step = np.zeros(4)  # once-per-step collectives that cannot overlap (after the step)
-    _grad_reduce(tail, step, p_dense, g_sh, k_sh, tier_sh, zs, m, gb, bw, topo)
+    _grad_reduce(tail, step, p_dense, g_sh, k_sh, tier_sh, zs, m, gb, pw, topo)
     if use_ep:  # expert gradients over the expert-data-parallel group only
-        _grad_reduce(tail, step, p_exp, f_edp, k_edp, tier_edp, zs, m, gb, bw, topo)
+        _grad_reduce(tail, step, p_exp, f_edp, k_edp, tier_edp, zs, m, gb, pw, topo)
     hide = 0.0
     if overlap:  # bucketed: hides under the backward of the micro-batches it follows
         back = 2.0 / p_ffn
@@ -526,14 +539,15 @@ def _train_row(lay, mp, wp, topo, out):
         opt_share = p_dense / g_sh + p_exp / f_edp
     tail_mem = 0.0 if offload >= 1 else opt_share * (ADAM_BYTES_PER_PARAM + gb)
 
-    # model states (16-bit weights, fp32 main grads, fp32 Adam for Megatron, /d with the
-    # distributed optimizer; DeepSpeed's per-stage formulas otherwise); experts over EDP
+    # model states (Megatron: 16-bit or FP8 weights, grad_bytes main grads, fp32 master
+    # weights and Adam, /d with the distributed optimizer; DeepSpeed's per-stage formulas
+    # otherwise); experts over EDP
     G = g_sh
     largest = max(layer_params, mp.vocab_size * d / ftp)
-    if fw == 1:  # Megatron: 16-bit weights, fp32 main grads, fp32 Adam (distributed: /d)
-        states = (18.0 if zs == 0 else 6.0 + 12.0 / G) * p_dense
+    if fw == 1:  # Megatron: weights + main grads whole, fp32 master + Adam (distributed: /d)
+        states = (pw + gb + (12.0 if zs == 0 else 12.0 / G)) * p_dense
         if use_ep:  # routed experts over the expert-data-parallel group
-            states += (18.0 if zs == 0 else 6.0 + 12.0 / f_edp) * p_exp
+            states += (pw + gb + (12.0 if zs == 0 else 12.0 / f_edp)) * p_exp
     else:
         whole, part = zero_state_bytes(zs, prec != 2, fw == 2)
         # ZeRO-3 holds the fully gathered largest layer (its parameters + gradients)
@@ -561,13 +575,14 @@ def _train_row(lay, mp, wp, topo, out):
         act_layer = op_sac_bytes_per_layer(s / fcp, mb, d, kvh_loc * hd, mp.ffn_width / ftp,
                                            gated, ftp, sp)
     else:
-        act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp)
+        act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp, fp8_saved)
     inflight = min(fpp, m)
     if vs > 1.0 and pp > 1:  # interleaving holds more micro-batches on the first stage
         inflight = inflight * (1.0 + (fpp - 1.0) / (fpp * vs))
     act_mem = lps * inflight * act_layer
     if rc == 2:  # the layer being recomputed holds its full working set
-        act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 1 if flash else 0, sp)
+        act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 1 if flash else 0, sp,
+                                              fp8_saved)
     logits = T * mp.vocab_size / ftp * 4.0
     mem = states + act_mem + logits
 

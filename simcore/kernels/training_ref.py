@@ -17,17 +17,22 @@ ZERO_BYTES = {"16-bit": {0: (20, 0), 1: (4, 16), 2: (2, 18), 3: (4, 18)},
 
 
 def activations_per_layer(seq: float, micro: int, d: int, heads: int, tp: int, recompute: str,
-                          sequence_parallel: bool) -> float:
-    """Korthikanti et al. 2022, Table 2, bytes for one layer and micro-batch."""
+                          sequence_parallel: bool, fp8_saved: bool = False) -> float:
+    """Korthikanti et al. 2022, Table 2, bytes for one layer and micro-batch; with
+    ``fp8_saved`` (Transformer Engine) the QKV, FC1 and FC2 inputs are kept as 1-byte FP8
+    copies: 34 → 28 bytes per token and hidden unit (10 → 8 outside the TP shards)."""
     sbh = seq * micro * d
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
     attn_scores = 5 * heads * seq / d
+    outside, inside = (8, 20) if fp8_saved else (10, 24)
     if sequence_parallel:
-        return sbh * 34 / tp if recompute == "selective" else sbh / tp * (34 + attn_scores)
-    if recompute == "selective":
-        return sbh * (10 + 24 / tp)
-    return sbh * (10 + 24 / tp + attn_scores / tp)
+        per = (outside + inside) / tp
+    else:
+        per = outside + inside / tp
+    if recompute != "selective":
+        per += attn_scores / tp
+    return sbh * per
 
 
 def op_sac_activations_per_layer(seq: float, micro: int, model, tp: int,
@@ -132,6 +137,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     d, h, kvh, hd = model.d_model, model.n_heads, _kv_heads(model), model.head_dim
     vhd = model.value_head_dim
     wb = model.bytes_per_param
+    # FP8 primary weights: 1-byte parameter copies (states and parameter all-gathers)
+    pw = 1 if workload.weight_dtype == "fp8" else wb
+    fp8_saved = workload.act_dtype == "fp8"
     B, s, mb = workload.batch, workload.s_kv, workload.micro_batch
     rc, sp, zs = workload.recompute, workload.sequence_parallel, workload.zero_stage
     flash = workload.attention in ("flash", "flash2")
@@ -356,8 +364,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # EP all-to-all
     prefetch = overlapped_a2a
     if zs == 3:
-        prefetch += (3 if rc == "full" else 2) * (sharded(dense_params * wb, False)
-                                                  + expert_sharded(expert_layer * wb, False))
+        prefetch += (3 if rc == "full" else 2) * (sharded(dense_params * pw, False)
+                                                  + expert_sharded(expert_layer * pw, False))
 
     ring = 0.0
     if cp > 1:
@@ -394,9 +402,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         """(gradient reduction, parameter all-gather after the step) of p parameters."""
         grads = p * workload.grad_bytes
         if zs >= 2:  # reduce-scatter after every micro-batch
-            return micro_batches * over(grads, False), over(p * wb, False) if zs == 2 else 0.0
+            return micro_batches * over(grads, False), over(p * pw, False) if zs == 2 else 0.0
         if zs == 1:
-            return over(grads, False), over(p * wb, False)
+            return over(grads, False), over(p * pw, False)
         return over(grads, True), 0.0
 
     t_grad, after_step = reduction(dense, sharded)  # after_step: never hidden
@@ -416,8 +424,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
 
     largest = max(layer_params, model.vocab_size * d / tp)
     if workload.framework == "megatron":
-        states = sum((18 if zs == 0 else 6 + 12 / g) * p for p, g in ((dense, g_sh),
-                                                                      (expert, g_edp)))
+        # parameters + gradients whole, fp32 master weights + Adam (12 B) over the group
+        gb = workload.grad_bytes
+        states = sum((pw + gb + (12 if zs == 0 else 12 / g)) * p
+                     for p, g in ((dense, g_sh), (expert, g_edp)))
     else:
         fp32 = workload.precision == "fp32"
         whole, part = ZERO_BYTES["fp32" if fp32 or workload.framework == "fsdp" else "16-bit"][zs]
@@ -463,11 +473,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if rc == "op":
         act_layer = op_sac_activations_per_layer(s / cp, mb, model, tp, sp)
     else:
-        act_layer = activations_per_layer(s / cp, mb, d, h, tp, act_kind, sp)
+        act_layer = activations_per_layer(s / cp, mb, d, h, tp, act_kind, sp, fp8_saved)
     act_mem = layers_per_stage * in_flight * act_layer
     if rc == "full":
         act_mem += activations_per_layer(s / cp, mb, d, h, tp,
-                                         "selective" if flash else "none", sp)
+                                         "selective" if flash else "none", sp, fp8_saved)
     logits = tokens * model.vocab_size / tp * 4
     mem = states + act_mem + logits
 

@@ -89,6 +89,23 @@ H100_96G = HardwareFamily(
 )
 
 _MEGATRON = {"nemo_perf_2407", "nemo_long_seq", "mbridge_perf"}
+#: Where each Megatron-family source's recipes reduce gradients in bf16 (``grad_bytes=2``):
+#: NeMo-Framework-Launcher's H100 FP8 training examples pass
+#: ``+training.model.optim.grad_sync_dtype=bf16`` (``examples/training/*/h100/*_fp8*.sh`` at
+#: tag 24.07, 8325688d8345a5513660f0f8390f0482a721c009, and at 24.03.01,
+#: 5c7e280a4b7be0afe3c0b0295cc7b1586125f6d4); Megatron-Bridge's performance configs set
+#: ``cfg.ddp.grad_reduce_in_fp32 = False`` (``set_llama3_common_configs`` and the Llama 3.1
+#: and Qwen3 equivalents, ``scripts/performance/configs/`` at v0.2.2,
+#: 0465189601951c14ad592bd8eefbb673929e25bc, and v0.4.2,
+#: c810129341a84e58f4cbed3093f70668a088c028).
+_BF16_GRADS = {
+    "nemo_perf_2407": "NeMo-Framework-Launcher 24.07 examples/training/*/h100/*_fp8*.sh: "
+                      "grad_sync_dtype=bf16",
+    "nemo_long_seq": "NeMo-Framework-Launcher 24.03.01 examples/training/llama/h100/"
+                     "llama2_7b_fp8.sh: grad_sync_dtype=bf16",
+    "mbridge_perf": "Megatron-Bridge scripts/performance configs: ddp.grad_reduce_in_fp32 = "
+                    "False",
+}
 #: Sources whose attention core is a FlashAttention-2-class kernel (``attention="flash2"``):
 #: torchtitan calls PyTorch SDPA, whose cuDNN backend became opt-in in October 2024
 #: (pytorch/pytorch#138522) and which torchtitan enabled on B200 only (pytorch/torchtitan
@@ -251,6 +268,24 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
+    dtypes: dict[str, Any] = {}
+    if src in _MEGATRON:
+        wl_kw["grad_bytes"] = 2
+        assumed.append("bf16 gradient buffers and reduction (" + _BF16_GRADS[src] + ")")
+        if precision == "fp8":
+            # Transformer Engine's Linear saves the FP8 cast of its input for the weight
+            # gradient (transformer_engine/pytorch/module/linear.py, _Linear.forward)
+            dtypes["act_dtype"] = "fp8"
+            assumed.append("Transformer Engine keeps FP8 copies of the GEMM inputs for "
+                           "backward")
+        if (precision == "fp8" and src == "mbridge_perf"
+                and wl_kw.get("framework") == "megatron"):
+            # get_precision_config("fp8_cs") -> bf16_with_fp8_current_scaling_mixed():
+            # fp8_param_gather = True (scripts/performance/utils, v0.2.2 helpers.py, v0.4.2
+            # precision.py; src/megatron/bridge/training/mixed_precision.py)
+            dtypes["weight_dtype"] = "fp8"
+            assumed.append("FP8 primary weights (fp8_param_gather=True in the fp8_cs "
+                           "precision config)")
     if ep > 1 and "DeepEP" in str(w.get("kernels") or ""):
         # DeepEP (and its hierarchical HybridEP) sends a token once to each destination
         # rank, not once per expert
@@ -266,7 +301,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v,
                   attention="flash2" if src in _FA2 else "flash",
-                  **wl_kw)  # type: ignore[arg-type]
+                  **dtypes, **wl_kw)  # type: ignore[arg-type]
     if src in _FA2:
         assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
                        "backend / the flash-attn package; see _FA2)")
