@@ -1057,6 +1057,13 @@ class Workload:
         micro-batch runs under the compute of another (Megatron-Core's
         ``overlap_moe_expert_parallel_comm``, Megatron-Bridge's ``moe_a2a_overlap``), so
         only what outlasts the layer's compute is exposed.
+    tp_comm_overlap : bool
+        Training only: tensor-parallel communication overlap (Megatron's
+        ``--tp-comm-overlap`` with Transformer Engine's userbuffers, torchtitan's
+        AsyncTP): the TP all-gathers and reduce-scatters run pipelined with the GEMMs
+        they feed, so, like the overlapped collectives above, only what outlasts the
+        layer's compute is exposed. Needs ``sequence_parallel`` (both implementations
+        overlap the sequence-parallel collectives).
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1102,6 +1109,7 @@ class Workload:
     moe_dispatch: str = "per_expert"
     moe_routing: str = "random"
     moe_a2a_overlap: bool = False
+    tp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1132,6 +1140,12 @@ class Workload:
                 "'random' or 'round_robin' (Automodel's FakeBalancedGate)")
         object.__setattr__(self, "moe_a2a_overlap",
                            _flag("Workload", "moe_a2a_overlap", self.moe_a2a_overlap))
+        object.__setattr__(self, "tp_comm_overlap",
+                           _flag("Workload", "tp_comm_overlap", self.tp_comm_overlap))
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise SpecError("Workload.tp_comm_overlap overlaps the sequence-parallel "
+                            "all-gathers / reduce-scatters with the GEMMs: pass "
+                            "sequence_parallel=True (or tp_comm_overlap=False)")
         if self.overlap_grad_reduce is not None:
             object.__setattr__(self, "overlap_grad_reduce",
                                _flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))
@@ -1386,11 +1400,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.665
-    memory: float = 0.71
-    network: float = 0.761
+    compute: float = 0.668
+    memory: float = 0.713
+    network: float = 0.739
     hbm_usable: float = 0.90
-    train_compute: float = 0.657
+    train_compute: float = 0.648
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1398,19 +1412,19 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = None
-    train_attention: float | None = 0.33
+    train_attention: float | None = 0.332
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
     op_latency_ns: float = 3401.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.52
+    lowp_compute: float | None = 0.523
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.514
+    roofline_overlap: float = 0.478
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 19751.0
+    seq_overhead_ns: float = 17236.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -194,6 +194,7 @@ def train_workloads(draw):
     zs = draw(zero)
     offload = draw(st.sampled_from(
         ["none"] + (["optimizer"] if zs else []) + (["optimizer+params"] if zs == 3 else [])))
+    sp = draw(st.booleans())
     precision = draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"]))
     fp8 = precision == "fp8"
     # FP8 storage (precision fp8 only): FP8 primary weights (Megatron), FP8-saved inputs
@@ -201,7 +202,7 @@ def train_workloads(draw):
                   act_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 else "")
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
                     micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full", "op"])),
-                    sequence_parallel=draw(st.booleans()), zero_stage=zs,
+                    sequence_parallel=sp, tp_comm_overlap=sp and draw(st.booleans()), zero_stage=zs,
                     grad_bytes=draw(st.sampled_from([2, 4])),
                     precision=precision, **dtypes,
                     virtual_stages=draw(st.integers(1, 4)),
@@ -262,7 +263,9 @@ def test_training_kernel__matches_reference(model, workload, hw, topo, eff, lay)
        st.booleans())
 def test_training_kernel__matches_reference_with_ep(model, workload, hw, topo, eff, lay, sp):
     # MoE models with expert parallelism, mostly in its valid region (SP, TP-only FFN)
-    workload = replace(workload, sequence_parallel=sp or lay.tp == 1,
+    sp = sp or lay.tp == 1
+    workload = replace(workload, sequence_parallel=sp,
+                       tp_comm_overlap=workload.tp_comm_overlap and sp,
                        batch=workload.batch * lay.dp)
     lay = replace(lay, ffn_shard_scope="TP", kv_shard_mode="head",
                   ep=min(lay.ep, model.n_experts))

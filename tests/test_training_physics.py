@@ -57,6 +57,25 @@ def test_training__zero3_gathers_are_prefetched_under_compute():
     assert row["comm1_bytes"] == pytest.approx(z2["comm1_bytes"] * 0)  # nothing blocking
 
 
+def test_training__tp_comm_overlap_hides_tp_collectives_under_compute():
+    # Megatron's --tp-comm-overlap / userbuffers: the TP all-gathers and reduce-scatters
+    # move from the blocking channel to the overlapping one (only the excess shows)
+    wl = Workload("train", batch=16, s_kv=4096, micro_batch=1, precision="bf16",
+                  framework="megatron", zero_stage=1, sequence_parallel=True)
+    off = _row(LLAMA2_7B, wl, tp=8, dp=2)
+    on = _row(LLAMA2_7B, replace(wl, tp_comm_overlap=True), tp=8, dp=2)
+    assert off["comm0_bytes"] > 0 and on["comm0_bytes"] < off["comm0_bytes"]
+    assert on["ovl0_bytes"] == pytest.approx(off["comm0_bytes"] - on["comm0_bytes"])
+    e_off = _eval(LLAMA2_7B, wl, tp=8, dp=2)
+    e_on = _eval(LLAMA2_7B, replace(wl, tp_comm_overlap=True), tp=8, dp=2)
+    assert e_on["latency_ns"] < e_off["latency_ns"] and e_on["comm_ns"] < e_off["comm_ns"]
+    # nothing to hide at TP 1
+    one = _eval(LLAMA2_7B, replace(wl, tp_comm_overlap=True), tp=1, dp=16)
+    assert one["latency_ns"] == pytest.approx(_eval(LLAMA2_7B, wl, tp=1, dp=16)["latency_ns"])
+    with pytest.raises(SpecError, match="sequence_parallel=True"):
+        replace(wl, sequence_parallel=False, tp_comm_overlap=True)
+
+
 # -- 2. NICs and hierarchical collectives --------------------------------------------------
 def test_training__nics_per_node_reverse_llama2_7b_layout_choice():
     """64 H100s: counting the 8 NICs per node makes TP1 DP64 beat TP2 DP32 (a flat ring

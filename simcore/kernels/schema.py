@@ -244,6 +244,7 @@ class WorkloadParams(NamedTuple):
     moe_per_rank: float = 0.0  #: train, EP: 1 if the all-to-all sends one copy per rank
     moe_round_robin: float = 0.0  #: train, EP: 1 if token i routes to experts i·k … i·k+k−1
     moe_a2a_overlap: float = 0.0  #: train, EP: 1 if the all-to-all hides under compute
+    tp_overlap: float = 0.0  #: train: 1 if the TP collectives hide under compute
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -366,6 +367,7 @@ def pack_workload(workload) -> WorkloadParams:
         moe_per_rank=1.0 if (train and workload.moe_dispatch == "per_rank") else 0.0,
         moe_round_robin=1.0 if (train and workload.moe_routing == "round_robin") else 0.0,
         moe_a2a_overlap=1.0 if (train and workload.moe_a2a_overlap) else 0.0,
+        tp_overlap=1.0 if (train and workload.tp_comm_overlap) else 0.0,
     )
 
 

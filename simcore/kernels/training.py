@@ -451,8 +451,12 @@ def _train_row(lay, mp, wp, topo, out):
     # collectives per sub-block (attention, FFN); per-op SAC re-gathers the sequence-
     # parallel input of each recomputed matmul (half an all-reduce's traffic)
     n_half = 3.0 if rc == 2 else (2.5 if rc == 3 else 2.0)
+    # TP communication overlap (Megatron's userbuffers --tp-comm-overlap, torchtitan's
+    # AsyncTP): the sequence-parallel all-gathers / reduce-scatters run pipelined with the
+    # adjacent GEMMs, so only what outlasts the layer's compute shows
+    tp_acc = ovl if wp.tp_overlap == 1.0 else acc
     if tp > 1:
-        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
+        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
     ffn_tp = 1.0  # share of the layers whose FFN runs TP-sharded with its TP collectives
     if use_ep:  # dense layers and shared experts keep them; routed experts do not (ETP 1)
         ffn_tp = (L - mp.moe_layers + (mp.moe_layers if mp.shared_experts > 0.0 else 0.0)) / L
@@ -482,7 +486,7 @@ def _train_row(lay, mp, wp, topo, out):
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
                  n_half * (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
-        _coll(acc, act, ftp, k_tp, tier_tp, topo, True, n_half * ffn_tp)
+        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half * ffn_tp)
 
     ffn_w = mp.ffn_params / shard
     exp_layer = 0.0  # local routed-expert weights per layer (EP), sharded over EDP

@@ -321,7 +321,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     overlapped_a2a = 0.0
     act = tokens * d * wb
     tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
-    comm += tp_coll
+    # TP communication overlap: the TP collectives hide under the layer's compute
+    overlapped_tp = 0.0
+    if workload.tp_comm_overlap:
+        overlapped_tp += tp_coll
+    else:
+        comm += tp_coll
     ffn_tp_layers = model.n_layers  # layers whose FFN runs TP-sharded (TP collectives)
     if ep > 1:
         # routed experts run whole (expert TP 1): only dense layers and shared experts keep
@@ -351,7 +356,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
     else:
-        comm += tp_coll if ep == 1 else tp_coll * ffn_tp_layers / model.n_layers
+        ffn_coll = tp_coll if ep == 1 else tp_coll * ffn_tp_layers / model.n_layers
+        if workload.tp_comm_overlap:
+            overlapped_tp += ffn_coll
+        else:
+            comm += ffn_coll
     if ep > 1:
         dense_params = attn_weights + router / tp + model.norm_params_per_layer
         expert_layer = model.n_experts / ep * model.expert_params
@@ -362,7 +371,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layer_params = dense_params + expert_layer
     # ZeRO-3 / FSDP all-gathers, prefetched under the layer's compute, and an overlapped
     # EP all-to-all
-    prefetch = overlapped_a2a
+    prefetch = overlapped_a2a + overlapped_tp
     if zs == 3:
         prefetch += (3 if rc == "full" else 2) * (sharded(dense_params * pw, False)
                                                   + expert_sharded(expert_layer * pw, False))

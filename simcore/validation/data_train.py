@@ -98,6 +98,17 @@ _MEGATRON = {"nemo_perf_2407", "nemo_long_seq", "mbridge_perf"}
 #: and Qwen3 equivalents, ``scripts/performance/configs/`` at v0.2.2,
 #: 0465189601951c14ad592bd8eefbb673929e25bc, and v0.4.2,
 #: c810129341a84e58f4cbed3093f70668a088c028).
+#: TP communication overlap (``Workload.tp_comm_overlap``) per Megatron-family run, as its
+#: recipe sets it: NeMo-Framework-Launcher 24.07 ``launcher_scripts/conf/training/<model>.yaml``
+#: ``ub_tp_comm_overlap`` (GPT-3 20B, Llama 2 70B, Llama 3 70B, Nemotron 8B / 22B true;
+#: GPT-3 5B / 175B, Llama 2 7B / 13B, Llama 3 8B, Nemotron 340B false); Megatron-Bridge's
+#: Llama 3 / 3.1 recipes ``tp_comm_overlap=True`` (``src/megatron/bridge/recipes/llama/
+#: llama3.py`` at v0.2.2, kept by ``scripts/performance/configs/llama/`` at v0.4.2) and its
+#: Qwen3-235B-A22B H100 config ``CommOverlapConfig(tp_comm_overlap=False)``. torchtitan's
+#: AsyncTP rows carry ``async_tp`` in the transcription.
+_TP_OVERLAP = {"nemo2407-gpt3-20b", "nemo2407-llama2-70b", "nemo2407-llama3-70b",
+               "nemo2407-nemotron-8b", "nemo2407-nemotron-22b", "mb2511-llama3-70b",
+               "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b"}
 _BF16_GRADS = {
     "nemo_perf_2407": "NeMo-Framework-Launcher 24.07 examples/training/*/h100/*_fp8*.sh: "
                       "grad_sync_dtype=bf16",
@@ -269,6 +280,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     dtypes: dict[str, Any] = {}
+    if tp > 1 and p["id"] in _TP_OVERLAP:
+        wl_kw["tp_comm_overlap"] = True
+        assumed.append("TP communication overlapped with the GEMMs (the recipe's "
+                       "tp_comm_overlap)")
     if src in _MEGATRON:
         wl_kw["grad_bytes"] = 2
         assumed.append("bf16 gradient buffers and reduction (" + _BF16_GRADS[src] + ")")

@@ -165,8 +165,8 @@ from ..specs import Efficiency
 __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.665, memory=0.71, network=0.761, hbm_usable=0.90,
-                               train_compute=0.657, network_inter=0.95, network_sip=None,
-                               attention=None, train_attention=0.33, op_latency_ns=3401.0,
-                               step_overhead_ns=0.0, lowp_compute=0.52,
-                               roofline_overlap=0.514, seq_overhead_ns=19751.0)
+FITTED_EFFICIENCY = Efficiency(compute=0.668, memory=0.713, network=0.739, hbm_usable=0.90,
+                               train_compute=0.648, network_inter=0.95, network_sip=None,
+                               attention=None, train_attention=0.332, op_latency_ns=3401.0,
+                               step_overhead_ns=0.0, lowp_compute=0.523,
+                               roofline_overlap=0.478, seq_overhead_ns=17236.0)
