@@ -27,6 +27,11 @@ Choices, per the sources' own notes:
   with DeepEP (``moe_dispatch="per_rank"``: one copy of a token per destination rank); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
   Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
   with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
+* Megatron-family precision and overlap, from the recipes (see :data:`_BF16_GRADS` and
+  :data:`_TP_OVERLAP`): bf16 gradient buffers and reduction (``grad_bytes=2``), FP8
+  primary weights for Megatron-Bridge's ``fp8_cs`` runs (``weight_dtype="fp8"``),
+  Transformer Engine's FP8-saved GEMM inputs for every FP8 run (``act_dtype="fp8"``),
+  and TP communication overlap where the recipe turns it on (``tp_comm_overlap``);
 * attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
   (the flash-attn package) run FlashAttention-2-class kernels (``attention="flash2"``,
   at the family's ``Topology.fa2_ratio`` of the native rate on Hopper); the others
