@@ -60,7 +60,8 @@ def test_console_script__help_documents_options():
     out = subprocess.run([sys.executable, "-m", "simcore", "evaluate", "--help"],
                          capture_output=True, text=True, check=True).stdout
     for opt in ("--model", "--family", "--mode", "--s-kv", "--batch", "--space", "--metric", "--top",
-                "--set", "--micro-batch", "--recompute", "--zero-stage", "--format", "--out"):
+                "--set", "--micro-batch", "--recompute", "--zero-stage", "--dtype", "--kv-dtype",
+                "--format", "--out"):
         assert opt in out
 
 
@@ -226,6 +227,99 @@ def test_main__evaluate_batch_and_s_kv_lists_give_the_top_per_point(capsys):
     assert "s_kv  batch  TP" in capsys.readouterr().out
 
 
+def _layouts(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[tuple, dict]:
+    """The JSON rows of ``simcore evaluate argv`` keyed by their layout."""
+    assert main(["evaluate", *argv, "--format", "json"]) == 0
+    keys = ("tp", "cp", "pp", "dp", "kv_shard_mode", "ffn_shard_scope", "tp_placement",
+            "cp_placement", "cp_ring_variant")
+    return {tuple(r[k] for k in keys): r for r in json.loads(capsys.readouterr().out)}
+
+
+def test_make_workload__dtype_and_kv_dtype_set_the_workload_fields():
+    from simcore.cli.options import make_workload
+
+    parser = build_parser()
+
+    def wl(*argv):
+        return make_workload(parser.parse_args(["evaluate", *argv]))
+
+    fields = ("weight_dtype", "act_dtype", "kv_dtype", "precision")
+    assert [getattr(wl(), f) for f in fields] == ["", "", "", "fp16"]
+    assert [getattr(wl("--dtype", "fp8"), f) for f in fields] == ["fp8", "fp8", "", "fp16"]
+    assert [getattr(wl("--dtype", "int4"), f) for f in fields] == ["int4", "", "", "fp16"]  # W4A16
+    assert [getattr(wl("--mode", "prefill", "--dtype", "int8", "--kv-dtype", "fp8"), f)
+            for f in fields] == ["int8", "int8", "fp8", "fp16"]
+    assert [getattr(wl("--mode", "train", "--dtype", "bf16"), f)
+            for f in fields] == ["", "", "", "bf16"]
+
+
+def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engine(capsys):
+    from simcore.metrics import top_points
+    from simcore.specs import Workload
+
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "8",
+            "--top", "3"]
+    bf16, fp8, default = (_layouts([*argv, *extra], capsys)
+                          for extra in (["--dtype", "bf16"], ["--dtype", "fp8"], []))
+    assert [r["latency_ms"] for r in bf16.values()] == [r["latency_ms"] for r in default.values()]
+    common = bf16.keys() & fp8.keys()
+    assert common
+    for k in common:  # batch-1 decode streams the weights: half the bytes in fp8
+        assert fp8[k]["latency_ms"] < 0.9 * bf16[k]["latency_ms"]
+        assert fp8[k]["memory_ms"] < 0.6 * bf16[k]["memory_ms"]
+        assert fp8[k]["mem_gb"] < 0.6 * bf16[k]["mem_gb"]
+    ev = importlib.import_module("simcore.evaluate")
+    ds = ev.evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192, weight_dtype="fp8",
+                                              act_dtype="fp8"), family="H100-SXM", gpus=8)
+    want = [float(w["latency_ns"]) / 1e6 for w in top_points(ds, "latency", n=3)]
+    assert [r["latency_ms"] for r in fp8.values()] == pytest.approx(want, rel=1e-12)
+
+
+def test_main__evaluate_kv_dtype_fp8_halves_the_kv_cache(capsys):
+    # batch 16 x 32K context: the KV cache (~69 GB in bf16) outweighs the 16 GB of weights
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "32768", "--batch",
+            "16", "--gpus", "8", "--top", "20"]
+    bf16, fp8 = (_layouts([*argv, *extra], capsys) for extra in ([], ["--kv-dtype", "fp8"]))
+    common = bf16.keys() & fp8.keys()
+    assert common
+    for k in common:
+        assert fp8[k]["mem_gb"] < 0.75 * bf16[k]["mem_gb"]
+        assert fp8[k]["latency_ms"] < bf16[k]["latency_ms"]
+
+
+def test_main__evaluate_dtype_int4_is_weight_only(capsys):
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "8",
+            "--top", "3"]
+    bf16, int4 = (_layouts([*argv, *extra], capsys) for extra in ([], ["--dtype", "int4"]))
+    for k in bf16.keys() & int4.keys():  # a quarter of the weight bytes, same KV cache
+        assert int4[k]["mem_gb"] < 0.35 * bf16[k]["mem_gb"]
+        assert int4[k]["latency_ms"] < bf16[k]["latency_ms"]
+    assert main(["evaluate", *argv, "--dtype", "int4", "--top", "1"]) == 0
+    assert "batch=1 (weights int4) on H100-SXM" in capsys.readouterr().out
+
+
+def test_main__evaluate_dtype_fp8_sets_the_training_precision(capsys):
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--mode", "train", "--s-kv",
+            "4096", "--batch", "64", "--gpus", "8", "--top", "3"]
+    bf16, fp8 = (_layouts([*argv, "--dtype", d], capsys) for d in ("bf16", "fp8"))
+    common = bf16.keys() & fp8.keys()
+    assert common
+    for k in common:  # the GEMMs at the FP8 rate
+        assert fp8[k]["compute_ms"] < 0.9 * bf16[k]["compute_ms"]
+
+
+def test_main__evaluate_dtype_the_family_has_no_rate_for_exits_2(capsys):
+    assert main(["evaluate", *SMALL, "--dtype", "fp8", "--family", "A100-80G"]) == 2
+    line = _one_error_line(capsys.readouterr().err, "evaluate")
+    assert line.endswith("--dtype fp8: A100-80G has no FP8 matmul rate (Topology.fp8_ratio = 0); "
+                         "pass --family H100-SXM or H200, or --dtype bf16, fp16, int8 or int4")
+    assert main(["evaluate", *SMALL, "--dtype", "int8", "--family", "A100-80G", "--top", "1"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", *SMALL, "--mode", "train", "--dtype", "fp8"]) == 2  # SiP: no FP8
+    assert "pass --family H100-SXM or H200, or --dtype fp16, bf16 or fp32" in _one_error_line(
+        capsys.readouterr().err, "evaluate")
+
+
 def test_main__explore_gpus_budget_keeps_each_candidates_layout_within_it(capsys):
     argv = ["explore", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192",
             "--depth", "two_stage", "--no-progress", "--format", "json"]
@@ -276,6 +370,12 @@ def test_main__tune_readme_example_runs_through_the_command_table(tmp_path, caps
     ["evaluate", "--family", "TPU"],
     ["evaluate", "--bogus"],
     ["evaluate", "--mode", "train", "--batch", "6", "--micro-batch", "4"],
+    ["evaluate", "--dtype", "fp4"],
+    ["evaluate", "--dtype", "fp32"],
+    ["evaluate", "--dtype", "fp8"],
+    ["evaluate", "--kv-dtype", "int4"],
+    ["evaluate", "--kv-dtype", "fp8", "--mode", "train"],
+    ["evaluate", "--dtype", "int4", "--mode", "train"],
     ["explore", "--model", "nope"],
     ["explore", "--set", "speed=5"],
     ["explore", "--format", "xml"],
@@ -304,7 +404,8 @@ def test_main__bad_input_one_line_exit_2(argv, capsys):
 def test_main__bad_input_names_the_option(capsys):
     cases = {("--model", "nope"): "--model", ("--set", "speed=5"): "--set",
              ("--family", "TPU"): "--family", ("--format", "xml"): "--format",
-             ("--out", "/no/such/folder/x.json"): "--out"}
+             ("--out", "/no/such/folder/x.json"): "--out", ("--dtype", "fp4"): "--dtype",
+             ("--dtype", "fp32"): "--dtype", ("--kv-dtype", "fp4"): "--kv-dtype"}
     for (opt, val), name in cases.items():
         assert main(["evaluate", opt, val]) == 2
         assert name in _one_error_line(capsys.readouterr().err, "evaluate")

@@ -15,6 +15,7 @@ from typing import Any
 
 from .options import (
     add_budget_options,
+    add_dtype_options,
     add_hardware_overrides,
     add_metric_options,
     add_model_options,
@@ -42,6 +43,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                     "that fit in memory.")
     add_model_options(p)
     add_workload_options(p, train=True, sweep=True)
+    add_dtype_options(p, train=True)
     add_budget_options(p)
     add_hardware_overrides(p)
     add_space_option(p)
@@ -59,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from ..space import workload_points
 
     model = resolve_model(args)
-    wl = make_workload(args)
     fam = resolve_family(args)
+    wl = make_workload(args, family=fam)
     budget = budget_kwargs(args)
     sweep = sweep_kwargs(args)
     notes = note_stream(args)
@@ -83,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
                                     f" {budget['gpus']} devices")
     valid = np.logical_or.reduce([p.valid for p in preps])  # valid at some point of the sweep
     p0 = preps[0]
-    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
+    prec = ", ".join(f"{what} {v}" for what, v in (
+        ("weights", wl.weight_dtype), ("activations", wl.act_dtype), ("KV", wl.kv_dtype),
+        ("precision", wl.precision if args.dtype and wl.mode == "train" else "")) if v)
+    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch}{f' ({prec})' if prec else ''} "
+          f"on {p0.family} "
           f"({p0.topology.n_devices} devices{within}), {args.space} space: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory"
           + (f" (over {len(preps)} batch/s_kv points)" if dims else ""), file=notes)

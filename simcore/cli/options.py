@@ -4,6 +4,7 @@ Every command builds its parser from these helpers, so an option has one spellin
 default and one help text everywhere: :func:`add_model_options` (``--model``,
 ``--family``), :func:`add_workload_options` (``--mode``, ``--s-kv``, ``--batch`` and the
 training options; with ``sweep=True`` ``--s-kv`` and ``--batch`` take comma lists),
+:func:`add_dtype_options` (``--dtype``, ``--kv-dtype``),
 :func:`add_budget_options` (``--gpus``, ``--exact-gpus``),
 :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
 :func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
@@ -32,11 +33,12 @@ from typing import Any, NoReturn
 
 from ..errors import SimcoreInputError
 from ..presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+from ..specs import DTYPE_BYTES
 
 __all__ = [
-    "DEFAULT_SPACE", "FORMATS", "METRICS", "SPACES",
+    "DEFAULT_SPACE", "DTYPES", "FORMATS", "KV_DTYPES", "METRICS", "SPACES", "TRAIN_PRECISIONS",
     "OptionError", "Parser", "ParserExit", "UsageError",
-    "add_budget_options", "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
+    "add_budget_options", "add_dtype_options", "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
     "add_space_option", "add_workload_options",
     "assignment", "budget_kwargs", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "positive_float", "positive_floats", "positive_int", "resolve_family",
@@ -49,6 +51,12 @@ DEFAULT_SPACE = "reduced"
 SPACES = ("reduced", "full")
 FORMATS = ("table", "json", "csv")
 METRICS = ("latency", "throughput", "FLOPS")
+#: ``--dtype`` of decode / prefill (``Workload.weight_dtype`` and ``act_dtype``; int4 is
+#: weight-only, W4A16), of train (``Workload.precision``), and ``--kv-dtype``
+#: (``Workload.kv_dtype``)
+DTYPES: tuple[str, ...] = tuple(DTYPE_BYTES)
+TRAIN_PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "fp32", "fp8")
+KV_DTYPES: tuple[str, ...] = tuple(d for d in DTYPE_BYTES if d != "int4")
 
 
 # -- errors and the parser --------------------------------------------------------------
@@ -288,6 +296,24 @@ def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
                        help="train: ZeRO stage for model-state memory (default: 0)")
 
 
+def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> None:
+    """``--dtype`` (weights and activations of decode / prefill; with ``train=True`` also
+    the training precision) and ``--kv-dtype`` (the KV cache); read by
+    :func:`make_workload`."""
+    names = list(dict.fromkeys([*DTYPES, *(TRAIN_PRECISIONS if train else ())]))
+    p.add_argument("--dtype", choices=names, default=None, metavar="DTYPE",
+                   help="decode/prefill: precision of weights and activations, bf16, fp16, "
+                        "fp8 or int8 (fp8 / int8 matmuls at the family's FP8 / INT8 rate), or "
+                        "int4: int4 weights, 16-bit activations (W4A16)"
+                        + ("; train: the training precision, fp16, bf16, fp32 or fp8"
+                           if train else "")
+                        + " (default: the model's own, 16-bit for the presets"
+                        + ("; train: fp16" if train else "") + ")")
+    p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None, metavar="DTYPE",
+                   help="decode/prefill: precision of the KV cache, bf16, fp16, fp8 or int8 "
+                        "(default: the model's own; --dtype leaves it as it is)")
+
+
 def add_budget_options(p: argparse.ArgumentParser) -> None:
     """``--gpus N`` (a device budget: layouts using more are masked) and ``--exact-gpus``
     (also spelled ``--gpus-exact``: exactly N); read them with :func:`budget_kwargs`."""
@@ -421,7 +447,8 @@ def resolve_family(args: argparse.Namespace) -> Any:
 
 _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
                      "micro_batch": "--micro-batch", "recompute": "--recompute",
-                     "zero_stage": "--zero-stage"}
+                     "zero_stage": "--zero-stage", "precision": "--dtype",
+                     "weight_dtype": "--dtype", "act_dtype": "--dtype", "kv_dtype": "--kv-dtype"}
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -434,18 +461,71 @@ def _first(value: int | list[int]) -> int:
     return value[0] if isinstance(value, list) else value
 
 
-def make_workload(args: argparse.Namespace) -> Any:
+def _or(names: Any) -> str:
+    """``["a", "b", "c"]`` -> ``"a, b or c"``."""
+    names = list(names)
+    return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
+
+
+def _dtype_kwargs(args: argparse.Namespace) -> dict[str, str]:
+    """``--dtype`` / ``--kv-dtype`` as :class:`~simcore.specs.Workload` fields."""
+    dtype, kv = getattr(args, "dtype", None), getattr(args, "kv_dtype", None)
+    if args.mode == "train":
+        if kv:
+            raise SimcoreInputError(
+                f"--kv-dtype {kv}: --mode train keeps no KV cache; drop --kv-dtype (--dtype "
+                f"sets the training precision: {_or(TRAIN_PRECISIONS)})")
+        if dtype and dtype not in TRAIN_PRECISIONS:
+            raise SimcoreInputError(
+                f"--dtype {dtype}: --mode train takes {_or(TRAIN_PRECISIONS)} "
+                f"({dtype} is an inference dtype)")
+        return {"precision": dtype} if dtype else {}
+    if dtype and dtype not in DTYPES:
+        raise SimcoreInputError(
+            f"--dtype {dtype}: --mode {args.mode} takes {_or(DTYPES)} ({dtype} is a "
+            "training precision); leave --dtype out for the model's own")
+    kw = {"weight_dtype": dtype, "act_dtype": "" if dtype == "int4" else dtype} if dtype else {}
+    return {**kw, "kv_dtype": kv} if kv else kw
+
+
+def _check_rate(wl: Any, family: Any) -> None:
+    """``--dtype fp8`` / ``int8`` needs the family's FP8 / INT8 matmul rate (what the
+    kernels' ``layout_coeffs`` requires)."""
+    need = wl.precision if wl.mode == "train" else wl.act_dtype
+    if need not in (("fp8",) if wl.mode == "train" else ("fp8", "int8")):
+        return
+    rate = f"{need}_ratio"
+    if getattr(family.topology, rate) > 0:
+        return
+    fams = [n for n, f in HARDWARE_FAMILIES.items() if getattr(f.topology, rate) > 0]
+    if wl.mode == "train":
+        others = [d for d in TRAIN_PRECISIONS if d != need]
+    else:
+        others = [d for d in DTYPES if d not in ("fp8", "int8")
+                  or getattr(family.topology, f"{d}_ratio") > 0]
+    raise SimcoreInputError(
+        f"--dtype {need}: {family.name} has no {need.upper()} matmul rate (Topology.{rate} = "
+        f"0); pass --family {_or(fams)}, or --dtype {_or(others)}")
+
+
+def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
     """The :class:`~simcore.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ...
-    (the first value of a comma list; :func:`sweep_kwargs` gives the lists)."""
+    (the first value of a comma list; :func:`sweep_kwargs` gives the lists), with
+    ``--dtype`` / ``--kv-dtype`` where the command has them; with ``family``, also checks
+    that it has the matmul rate of ``--dtype``."""
     from ..specs import Workload
 
     kw: dict[str, Any] = {"batch": _first(args.batch), "s_kv": _first(args.s_kv)}
     if args.mode == "train":
         kw.update(micro_batch=args.micro_batch, recompute=args.recompute,
                   zero_stage=args.zero_stage)
+    kw.update(_dtype_kwargs(args))
     try:
-        return Workload(args.mode, **kw)
+        wl = Workload(args.mode, **kw)
     except ValueError as exc:
         named = [opt for field, opt in _WORKLOAD_OPTIONS.items()
                  if re.search(rf"\b{field}\b", str(exc))]
-        raise SimcoreInputError(f"{'/'.join(named) or '--mode'}: {exc}") from None
+        raise SimcoreInputError(f"{'/'.join(dict.fromkeys(named)) or '--mode'}: {exc}") from None
+    if family is not None:
+        _check_rate(wl, family)
+    return wl
