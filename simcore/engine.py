@@ -272,8 +272,9 @@ def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
     (per tier for tiered bytes, more ``tail_hide`` counts as less cost), the switches and
     workload constants are equal, B fits wherever A fits (B's memory <= A's, or B fits
     in ``fit_bytes``), for FLOPS per device B uses no more devices, and where ``point``
-    is not monotone — a ring hidden under the attention core, all-gathers hidden under
-    the layer's compute and exposed ring wait, a tail hidden under the backward — B's
+    is not monotone — a ring hidden under the attention core, collectives hidden under
+    the layer's compute (ZeRO-3 all-gathers, an overlapped EP all-to-all, overlapped TP
+    all-gathers / reduce-scatters) and exposed ring wait, a tail hidden under the backward — B's
     hiding inputs equal A's.
     Then B's latency is <= A's in floating point too (sums, products, quotients, maxima
     and minima of non-negative terms are monotone under rounding; an op's time is

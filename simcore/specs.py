@@ -999,12 +999,15 @@ class Workload:
         Inference: storage dtype of the weights, dtype of activations / matmul
         inputs (and so of every message on the wire), and of the KV cache. Training,
         with ``precision="fp8"`` only: ``weight_dtype="fp8"`` keeps the parameters
-        themselves in FP8 (Megatron's ``--fp8-param-gather``, ``framework="megatron"``):
-        1 byte per parameter in the model states and in every parameter all-gather;
+        themselves in FP8 (Megatron's ``--fp8-param-gather``: ``framework="megatron"``
+        with its distributed optimizer, ``zero_stage=1``, no offload): 1 byte per
+        parameter in the model states and in every parameter all-gather (Transformer
+        Engine's cached FP8 weight transposes are not counted);
         ``act_dtype="fp8"`` saves the FP8 copies of the GEMM inputs for the backward
-        (Transformer Engine's ``Linear``), 1 byte instead of 2 for the QKV, FC1 and FC2
-        inputs (6 of Korthikanti et al.'s 34 bytes per token and hidden unit; the
-        attention output stays 16-bit for the attention backward); ``""`` keeps them
+        (Transformer Engine's ``Linear``), 1 byte instead of 2 for the QKV, FC1, FC2 and
+        output-projection inputs: Korthikanti et al.'s 34 bytes per token and hidden
+        unit become 29 with a flash core (which keeps its 16-bit output for its own
+        backward as well), 27 unfused; not with ``recompute="op"``. ``""`` keeps them
         16-bit (torchao's float8 training saves the high-precision inputs).
         ``kv_dtype`` is inference-only. ``""`` keeps
         the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
@@ -1029,7 +1032,9 @@ class Workload:
         layer); ``megatron``: 16-bit (or FP8) parameters + ``grad_bytes`` gradients + 12
         bytes of fp32 master weights and Adam states per parameter, the last /d with the
         distributed optimizer (``zero_stage=1``): 18 B/param, 6 + 12/d with fp32
-        gradients; ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
+        gradients (with bf16 ones the optimizer's transient fp32 copy of its gradient
+        shard, 4/d, lives only during the step, when activations are freed, and is not
+        counted); ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
     overlap_grad_reduce : bool or None
         Training only: data-parallel gradient reduction bucketed and overlapped with
         the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
@@ -1059,11 +1064,14 @@ class Workload:
         only what outlasts the layer's compute is exposed.
     tp_comm_overlap : bool
         Training only: tensor-parallel communication overlap (Megatron's
-        ``--tp-comm-overlap`` with Transformer Engine's userbuffers, torchtitan's
-        AsyncTP): the TP all-gathers and reduce-scatters run pipelined with the GEMMs
-        they feed, so, like the overlapped collectives above, only what outlasts the
-        layer's compute is exposed. Needs ``sequence_parallel`` (both implementations
-        overlap the sequence-parallel collectives).
+        ``--tp-comm-overlap`` with Transformer Engine's userbuffers): the TP all-gathers
+        and reduce-scatters run pipelined with the GEMMs they feed, so, like the
+        overlapped collectives above, only what outlasts the layer's compute is exposed
+        (the window is the whole layer's compute: an upper bound on what hides). Needs
+        ``sequence_parallel``. The FFN's TP x CP all-reduce of ``ffn_shard_scope="TP+CP"``
+        layouts stays blocking. torchtitan's AsyncTP hides far less (its table measures
+        +9-10% over vanilla TP where full hiding predicts +18-50%); the validation leaves
+        it off for those rows.
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1123,11 +1131,11 @@ class Workload:
         for f in ("weight_dtype", "act_dtype", "kv_dtype"):
             _choice("Workload", f, getattr(self, f), ("", *DTYPE_BYTES),
                     f"one of {list(DTYPE_BYTES)} or '' for the model's own precision")
+        if self.mode == "train":
+            self._check_train_dtypes()
         if self.act_dtype == "int4":
             raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
-        if self.mode == "train":
-            self._check_train_dtypes()
         _choice("Workload", "attention", self.attention, ("flash", "flash2", "unfused"),
                 "'flash', 'flash2' or 'unfused'")
         _choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
@@ -1209,10 +1217,18 @@ class Workload:
             if self.precision != "fp8":
                 raise SpecError(f"Workload.{f}='fp8' ({what}) needs FP8 GEMMs: pass "
                                 f"precision='fp8', got precision={self.precision!r}")
-        if self.weight_dtype == "fp8" and self.framework != "megatron":
+        if self.weight_dtype == "fp8" and (self.framework != "megatron"
+                                           or self.zero_stage != 1 or self.offload != "none"):
             raise SpecError("Workload.weight_dtype='fp8' in training is Megatron's FP8 primary "
-                            "weights (--fp8-param-gather): pass framework='megatron', got "
-                            f"framework={self.framework!r}")
+                            "weights (--fp8-param-gather, which needs the distributed "
+                            "optimizer): pass framework='megatron', zero_stage=1, "
+                            f"offload='none', got framework={self.framework!r}, "
+                            f"zero_stage={self.zero_stage}, offload={self.offload!r}")
+        if self.act_dtype == "fp8" and self.recompute == "op":
+            raise SpecError("Workload.act_dtype='fp8' (Transformer Engine's FP8-saved GEMM "
+                            "inputs) applies to Korthikanti et al.'s activation count, not to "
+                            "recompute='op' (torchtitan's per-op checkpointing, which keeps "
+                            "16-bit tensors): pass act_dtype='' or another recompute")
 
     @property
     def seq_len(self) -> int:

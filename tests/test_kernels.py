@@ -198,10 +198,12 @@ def train_workloads(draw):
     precision = draw(st.sampled_from(["fp16", "bf16", "fp32", "fp8"]))
     fp8 = precision == "fp8"
     # FP8 storage (precision fp8 only): FP8 primary weights (Megatron), FP8-saved inputs
-    dtypes = dict(weight_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 and framework == "megatron" else "",
-                  act_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 else "")
+    recompute = draw(st.sampled_from(["none", "selective", "full", "op"]))
+    fp8_params = fp8 and framework == "megatron" and zs == 1 and offload == "none"
+    dtypes = dict(weight_dtype=draw(st.sampled_from(["", "fp8"])) if fp8_params else "",
+                  act_dtype=draw(st.sampled_from(["", "fp8"])) if fp8 and recompute != "op" else "")
     return Workload("train", batch=micro * draw(st.integers(1, 64)), s_kv=draw(st.integers(1, 16384)),
-                    micro_batch=micro, recompute=draw(st.sampled_from(["none", "selective", "full", "op"])),
+                    micro_batch=micro, recompute=recompute,
                     sequence_parallel=sp, tp_comm_overlap=sp and draw(st.booleans()), zero_stage=zs,
                     grad_bytes=draw(st.sampled_from([2, 4])),
                     precision=precision, **dtypes,

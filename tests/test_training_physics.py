@@ -191,27 +191,33 @@ def test_training__megatron_states_follow_gradient_and_parameter_bytes():
 
 
 def test_training__fp8_saved_gemm_inputs_by_hand():
-    # Transformer Engine keeps the FP8 copies of the QKV, FC1 and FC2 inputs for the
-    # weight gradients: 34 -> 28 bytes per token and hidden unit with sequence
-    # parallelism (Korthikanti et al.'s count, flash attention: no scores)
+    # Transformer Engine keeps the FP8 copy of every GEMM input for the weight gradients:
+    # QKV, FC1, FC2 and the output projection, whose 16-bit input the flash core also
+    # keeps: 34 -> 29 bytes per token and hidden unit with sequence parallelism
+    # (Korthikanti et al.'s count, flash attention: no scores)
     wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, precision="fp8",
                   framework="megatron", zero_stage=1, sequence_parallel=True)
     m = LLAMA2_7B
     a16 = _row(m, wl, tp=4, dp=2)["mem_act_bytes"]
     a8 = _row(m, replace(wl, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"]
     per_layer = 4096 * m.d_model / 4
-    assert a16 - a8 == pytest.approx(m.n_layers * 6 * per_layer)
-    # without sequence parallelism 2 of the 10 replicated bytes and 4 of the 24 sharded
+    assert a16 - a8 == pytest.approx(m.n_layers * 5 * per_layer)
+    # without sequence parallelism 2 of the 10 replicated bytes and 3 of the 24 sharded
     nosp = replace(wl, sequence_parallel=False)
     d = (_row(m, nosp, tp=4, dp=2)["mem_act_bytes"]
          - _row(m, replace(nosp, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"])
-    assert d == pytest.approx(m.n_layers * 4096 * m.d_model * (2 + 4 / 4))
+    assert d == pytest.approx(m.n_layers * 4096 * m.d_model * (2 + 3 / 4))
+    # an unfused core needs no 16-bit copy of its output: the sharded part drops to 19
+    unf = replace(nosp, attention="unfused", recompute="selective")
+    d = (_row(m, unf, tp=4, dp=2)["mem_act_bytes"]
+         - _row(m, replace(unf, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"])
+    assert d == pytest.approx(m.n_layers * 4096 * m.d_model * (2 + 5 / 4))
     # full recomputation keeps only the layer inputs (16-bit): unchanged but for the
     # layer being recomputed
     full = replace(wl, recompute="full")
     d = (_row(m, full, tp=4, dp=2)["mem_act_bytes"]
          - _row(m, replace(full, act_dtype="fp8"), tp=4, dp=2)["mem_act_bytes"])
-    assert d == pytest.approx(6 * per_layer)
+    assert d == pytest.approx(5 * per_layer)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -219,6 +225,12 @@ def test_training__fp8_saved_gemm_inputs_by_hand():
     (dict(precision="fp8", weight_dtype="fp8", framework="fsdp", zero_stage=3),
      "framework='megatron'"),
     (dict(precision="fp8", weight_dtype="int4"), "not a training option"),
+    (dict(precision="fp8", act_dtype="int4"), "not a training option"),
+    (dict(precision="fp8", weight_dtype="fp8", framework="megatron", zero_stage=0),
+     "distributed optimizer"),
+    (dict(precision="fp8", weight_dtype="fp8", framework="megatron", zero_stage=1,
+          offload="optimizer"), "offload='none'"),
+    (dict(precision="fp8", act_dtype="fp8", recompute="op"), "recompute='op'"),
     (dict(precision="bf16", kv_dtype="fp8"), "inference-only"),
 ])
 def test_training__fp8_storage_options_refuse_impossible_settings(kw, match):

@@ -92,20 +92,25 @@ def zero_state_bytes(stage, sixteen_bit, fsdp):
 
 
 @jit()
-def activation_bytes_per_layer(s, b, d, a, t, recompute, sp, fp8):
+def activation_bytes_per_layer(s, b, d, a, t, recompute, sp, fp8, flash):
     """Korthikanti et al. 2022, Table 2 (16-bit activations) for one layer, one micro-batch.
 
     Per token and hidden unit: 10 bytes outside the TP shards without sequence
     parallelism (the two norm inputs 4, the QKV and FC1 inputs 4, two dropout masks 2)
     and 24 inside (Q, K, V 6, the attention output 2, the GeLU input 8, the FC2 input
     8), + 5·a·s/d of attention scores unless they are recomputed (or never stored, as
-    with flash attention: ``recompute`` 1). ``fp8``: Transformer Engine saves the FP8
-    copies of the QKV, FC1 and FC2 inputs (1 byte instead of 2): 2 bytes off the
-    replicated part, 4 off the sharded one."""
+    with flash attention: ``recompute`` 1). ``fp8``: Transformer Engine's ``Linear``
+    saves the FP8 cast of its input (1 byte instead of 2) for the weight gradient: the
+    QKV and FC1 inputs take 2 bytes off the replicated part, FC2's 4 off the sharded
+    one; the output projection's FP8 input is 1 more byte where a flash core keeps its
+    16-bit output O for its own backward (``flash``: 24 → 21), 1 less where nothing else
+    needs O (unfused: 24 → 19)."""
     if recompute == 2:  # full: only each layer's input is kept
         return 2.0 * s * b * d / (t if sp else 1.0)
     rep = 8.0 if fp8 else 10.0
-    shard = 20.0 if fp8 else 24.0
+    shard = 24.0
+    if fp8:
+        shard = 21.0 if flash else 19.0
     if sp:
         per = (rep + shard) / t
     else:
@@ -579,14 +584,15 @@ def _train_row(lay, mp, wp, topo, out):
         act_layer = op_sac_bytes_per_layer(s / fcp, mb, d, kvh_loc * hd, mp.ffn_width / ftp,
                                            gated, ftp, sp)
     else:
-        act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp, fp8_saved)
+        act_layer = activation_bytes_per_layer(s / fcp, mb, d, h, ftp, rc_mem, sp, fp8_saved,
+                                               flash)
     inflight = min(fpp, m)
     if vs > 1.0 and pp > 1:  # interleaving holds more micro-batches on the first stage
         inflight = inflight * (1.0 + (fpp - 1.0) / (fpp * vs))
     act_mem = lps * inflight * act_layer
     if rc == 2:  # the layer being recomputed holds its full working set
         act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 1 if flash else 0, sp,
-                                              fp8_saved)
+                                              fp8_saved, flash)
     logits = T * mp.vocab_size / ftp * 4.0
     mem = states + act_mem + logits
 

@@ -17,15 +17,18 @@ ZERO_BYTES = {"16-bit": {0: (20, 0), 1: (4, 16), 2: (2, 18), 3: (4, 18)},
 
 
 def activations_per_layer(seq: float, micro: int, d: int, heads: int, tp: int, recompute: str,
-                          sequence_parallel: bool, fp8_saved: bool = False) -> float:
+                          sequence_parallel: bool, fp8_saved: bool = False,
+                          flash: bool = True) -> float:
     """Korthikanti et al. 2022, Table 2, bytes for one layer and micro-batch; with
-    ``fp8_saved`` (Transformer Engine) the QKV, FC1 and FC2 inputs are kept as 1-byte FP8
-    copies: 34 → 28 bytes per token and hidden unit (10 → 8 outside the TP shards)."""
+    ``fp8_saved`` (Transformer Engine) every GEMM input is kept as a 1-byte FP8 copy:
+    QKV and FC1 (10 → 8 outside the TP shards), FC2 and the output projection (24 → 21
+    inside them with a flash core, which also keeps the 16-bit attention output for its
+    backward; 24 → 19 unfused)."""
     sbh = seq * micro * d
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)
     attn_scores = 5 * heads * seq / d
-    outside, inside = (8, 20) if fp8_saved else (10, 24)
+    outside, inside = (8, 21 if flash else 19) if fp8_saved else (10, 24)
     if sequence_parallel:
         per = (outside + inside) / tp
     else:
@@ -482,11 +485,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if rc == "op":
         act_layer = op_sac_activations_per_layer(s / cp, mb, model, tp, sp)
     else:
-        act_layer = activations_per_layer(s / cp, mb, d, h, tp, act_kind, sp, fp8_saved)
+        act_layer = activations_per_layer(s / cp, mb, d, h, tp, act_kind, sp, fp8_saved, flash)
     act_mem = layers_per_stage * in_flight * act_layer
     if rc == "full":
         act_mem += activations_per_layer(s / cp, mb, d, h, tp,
-                                         "selective" if flash else "none", sp, fp8_saved)
+                                         "selective" if flash else "none", sp, fp8_saved,
+                                         flash)
     logits = tokens * model.vocab_size / tp * 4
     mem = states + act_mem + logits
 

@@ -51,7 +51,7 @@ The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
 7. Memory fit of the Megatron-family runs. Model states count ``grad_bytes`` and FP8
    primary weights (training ``weight_dtype="fp8"``, Megatron ``--fp8-param-gather``),
-   and Transformer Engine keeps FP8 copies of the QKV, FC1 and FC2 inputs for backward
+   and Transformer Engine keeps FP8 copies of the GEMM inputs for backward
    (training ``act_dtype="fp8"``; ``_Linear.forward`` saves ``inputmat`` cast to FP8).
    From the recipes: bf16 gradients (NeMo-Framework-Launcher's H100 FP8 examples,
    ``grad_sync_dtype=bf16``; Megatron-Bridge, ``grad_reduce_in_fp32=False``), FP8
@@ -62,11 +62,20 @@ The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
    hide under the layer's compute like the other overlapped collectives; set where the
    recipe sets it (launcher 24.07 ``ub_tp_comm_overlap``, Bridge's Llama 3 / 3.1
    recipes). Megatron-Bridge Llama 3 70B / 3.1 405B +18% / +21% / +10% / +21% →
-   +3% / +6% / −11% / −2%; 8.3% / 9.5%, training 7.3% (8.1% out of sample). Korthikanti
+   +4% / +7% / −10% / −1%; 8.3% / 9.5%, training 7.3% (8.1% out of sample). Korthikanti
    6.1% → 7.4%: with the Hopper Megatron runs faster, ``train_compute`` fell
    0.657 → 0.648 and the A100 runs (already slow) got slower. torchtitan's AsyncTP is
    not given it: full hiding predicts +18–50% where its table measured +9–10% over
    vanilla TP (its micro-pipelined matmuls run slower), so those rows stay un-overlapped.
+
+Tried on 2026-12-05 and not kept (each refit on all points, against 8.26% / 9.54%): an
+op time whose un-hidden part fades away from the ridge point, ``max + (1 − η)·min²/max``
+(large training GEMMs no longer pay for their operand traffic; Korthikanti 7.4% → 4.1%
+before the refit, but the refit lowers ``train_compute`` to 0.623 and lands at 8.39% /
+9.83%); a separate HBM factor for the inference attention core's KV reads in the slot
+of ``step_overhead_ns`` (it runs to its upper bound, 0.95, against 0.675 for the other
+transfers: 7.97% / 9.4%, decode 9.5% / 12.3%, a compensating factor rather than a
+measured bandwidth, so not adopted).
 
 The changes of 2026-12-04, in order (each refit on all points; in-sample / LOSO):
 
