@@ -250,7 +250,8 @@ _ROLES: dict[str, str] = {
     "ring_bytes": "tiered:ring_tier", "pp_bytes": "tiered:pp_tier",
     "ring_tier": "tier", "pp_tier": "tier",
     # switches and per-workload constants: a dominator must have the same value
-    **dict.fromkeys(("ring_overlap", "lowp_mm", "lowp_head", "tokens", "model_flops"), "equal"),
+    **dict.fromkeys(("ring_overlap", "lowp_mm", "lowp_head", "core_gemm", "tokens",
+                     "model_flops"), "equal"),
     "tail_hide": "gain",  # more of it hides more of the tail
     "mem_bytes": "fit", "n_devices": "devices", "valid": "valid",
     **dict.fromkeys(("mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes"), "reported"),

@@ -1416,9 +1416,9 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.668
-    memory: float = 0.713
-    network: float = 0.739
+    compute: float = 0.673
+    memory: float = 0.719
+    network: float = 0.756
     hbm_usable: float = 0.90
     train_compute: float = 0.648
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1428,19 +1428,19 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = None
-    train_attention: float | None = 0.332
+    train_attention: float | None = 0.33
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
     op_latency_ns: float = 3401.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.523
+    lowp_compute: float | None = 0.526
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.478
+    roofline_overlap: float = 0.403
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 17236.0
+    seq_overhead_ns: float = 15553.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -57,6 +57,36 @@ def test_training__zero3_gathers_are_prefetched_under_compute():
     assert row["comm1_bytes"] == pytest.approx(z2["comm1_bytes"] * 0)  # nothing blocking
 
 
+def test_training__unfused_core_runs_at_the_matmul_rate():
+    # Megatron-LM's unfused core is two batched 16-bit GEMMs (QK^T, AV) plus a fused
+    # softmax: its FLOPs run at the matmul factor and the family's matmul share, a flash
+    # core's at the attention kernel's factor
+    wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, precision="bf16",
+                  attention="unfused", recompute="selective")
+    row = _row(LLAMA2_7B, wl, family=A100, tp=8)
+    assert row["core_gemm"] == 1.0
+    assert _row(LLAMA2_7B, replace(wl, attention="flash"), family=A100, tp=8)["core_gemm"] == 0.0
+    # FLOPs in matmul-rate units: the A100's matmul share shrinks them like the GEMMs'
+    fl = _row(LLAMA2_7B, replace(wl, attention="flash"), family=A100, tp=8)
+    per_pair_unfused = row["f_core"] * A100.topology.mm_ratio
+    # the unfused core computes every score, flash the causal half; selective
+    # recomputation reruns the unfused core's forward (4 passes), flash runs 1 + 2.5
+    assert per_pair_unfused == pytest.approx(2 * 4 / 3.5 * fl["f_core"], rel=0.01)
+    # the attention kernel's factor moves the flash core's time, not the unfused one's
+    from simcore.specs import Efficiency
+
+    fast, slow = Efficiency(train_attention=0.9), Efficiency(train_attention=0.2)
+    sp = _space(tp=8)
+
+    def step(w, e):
+        ds = simcore.evaluate(LLAMA2_7B, w, space=sp, family=A100, efficiency=e)
+        return float(ds.latency_ns.values.ravel()[0])
+
+    assert step(wl, fast) == pytest.approx(step(wl, slow))
+    flash = replace(wl, attention="flash")
+    assert step(flash, fast) < step(flash, slow)
+
+
 def test_training__tp_comm_overlap_hides_tp_collectives_under_compute():
     # Megatron's --tp-comm-overlap / userbuffers: the TP all-gathers and reduce-scatters
     # move from the blocking channel to the overlapping one (only the excess shows)

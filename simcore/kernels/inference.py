@@ -464,6 +464,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     lowp = 1.0 if wp.act_code != 0.0 else 0.0
     out.lowp_mm = lowp
     out.lowp_head = lowp
+    out.core_gemm = 0.0
 
 
 @jit()
@@ -526,7 +527,8 @@ def point(c, hw, eff):
     PL = hw[HW.peak_tflops_f16] * 1e3 * eff.lowp  # FLOPs of lowp ops are in 16-bit-rate units
     P_mm = PL if c.lowp_mm == 1.0 else P
     P_head = PL if c.lowp_head == 1.0 else P
-    PA = hw[HW.peak_tflops_f16] * 1e3 * eff.attention
+    # the attention core at its kernel's factor, or (unfused: batched GEMMs) the matmul one
+    PA = hw[HW.peak_tflops_f16] * 1e3 * (eff.compute if c.core_gemm == 1.0 else eff.attention)
     M = hw[HW.bw_hbm_gbs] * eff.memory
     b0 = hw[HW.bw_intra_gbs] * eff.network
     b1 = hw[HW.bw_inter_gbs] * eff.network_inter

@@ -96,6 +96,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
+    Field("core_gemm", "1", "1 if the attention core's FLOPs run at the matmul rate (an unfused "
+          "core's batched GEMMs) instead of the attention kernel's"),
 )
 
 #: The structured dtype of a coefficient table (all float64, in declaration order).

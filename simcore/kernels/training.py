@@ -614,6 +614,9 @@ def _train_row(lay, mp, wp, topo, out):
     # fp8 GEMMs at train_compute x fp8_ratio (Efficiency.lowp_compute is inference's)
     out.lowp_mm = 0.0
     out.lowp_head = 0.0
+    # an unfused core's QK^T and AV are batched 16-bit GEMMs: the matmul factor at the
+    # family's matmul share; a fused / flash core runs at the attention kernel's factor
+    out.core_gemm = 0.0 if flash else 1.0
     if prec == 3 and topo.fp8_ratio > 0.0:  # fp8 GEMMs; attention and head stay bf16
         mm = 1.0 / topo.fp8_ratio
     # the family's achievable matmul fraction relative to Hopper's (GEMMs, not attention)
@@ -622,7 +625,10 @@ def _train_row(lay, mp, wp, topo, out):
     out.b_lin = b_lin
     # a FlashAttention-2-class core (flash2) runs at the family's fa2_ratio of the native
     # kernel's rate (Hopper: no warpgroup MMA / TMA in FA2)
-    out.f_core = (slow / topo.fa2_ratio if wp.attention == 2.0 else slow) * f_core
+    if flash:
+        out.f_core = (slow / topo.fa2_ratio if wp.attention == 2.0 else slow) * f_core
+    else:
+        out.f_core = slow / topo.mm_ratio * f_core
     out.b_core = b_core
     out.f_ffn = mm * f_ffn
     out.b_ffn = b_ffn

@@ -390,7 +390,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         ring_passes = 4 if (rc == "full" or (rc != "none" and not flash)) else 3
         ring = ring_passes * (cp - 1) * coll.p2p_ns(block, *cp_link)
 
-    rates = {"attn_core": attn_peak, "attn_linear": gemm_peak, "ffn": gemm_peak}
+    # an unfused core's QK^T and AV are batched 16-bit GEMMs (the matmul rate at the
+    # family's matmul share); a fused / flash core runs at the attention kernel's rate
+    rates = {"attn_core": attn_peak if flash else head_peak, "attn_linear": gemm_peak,
+             "ffn": gemm_peak}
     times = {name: roofline(*fb, rate=rates[name]) for name, fb in ops.items()}
     work = sum(t for t, _ in times.values())
     exposed = max(0.0, ring - times["attn_core"][0])
