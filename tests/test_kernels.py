@@ -274,6 +274,29 @@ def test_training_kernel__matches_reference_with_ep(model, workload, hw, topo, e
     _check_training(model, workload, hw, topo, eff, lay)
 
 
+def test_training_kernel__matches_reference_when_cubes_split_the_ep_group_unevenly():
+    # hypothesis found it (seed 2, 3,000 examples): 8 EP ranks over cubes of 3 devices,
+    # round-robin routing with a token's experts wrapping past the last one; the kernel
+    # counted the wrap against 3 groups where the 8 experts form 4 blocks of 2
+    model = Model("drawn", n_layers=1, d_model=16, n_heads=1, n_kv_heads=1, d_ff=64,
+                  vocab_size=100, gated_ffn=False, n_experts=8, top_k=3,
+                  tied_embeddings=False, bytes_per_param=1, bytes_per_kv=1)
+    wl = Workload("train", batch=2, s_kv=4, micro_batch=1, zero_stage=0, grad_bytes=2,
+                  precision="fp16", framework="deepspeed", moe_dispatch="per_rank",
+                  moe_routing="round_robin")
+    topo = Topology(pes_per_cube=3, cubes_per_sip=1, n_sips=3, alpha_intra_ns=0.0,
+                    alpha_inter_ns=0.0, alpha_intersip_ns=0.0, nics_per_cube=0)
+    hw = Hardware(pe_hbm_gb=1.0, bw_hbm_gbs=1.0, peak_tflops_f16=1.0, bw_intra_gbs=1.0,
+                  bw_inter_gbs=1.0, bw_intersip_gbs=1.0)
+    eff = Efficiency(compute=1.0, memory=1.0, network=1.0, hbm_usable=1.0,
+                     train_compute=1.0, op_latency_ns=0.0, roofline_overlap=0.0,
+                     seq_overhead_ns=0.0, network_inter=None, train_attention=None,
+                     lowp_compute=None)
+    lay = ref.Layout(cp=4, tp=1, pp=1, dp=2, kv_shard_mode="head", ffn_shard_scope="TP",
+                     tp_placement="inner", cp_placement="inner", cp_ring_variant="qoml", ep=8)
+    _check_training(model, wl, hw, topo, eff, lay)
+
+
 def _check_training(model, workload, hw, topo, eff, lay):
     from simcore.kernels import training as kt
     from simcore.kernels import training_ref as tref

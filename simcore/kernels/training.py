@@ -199,12 +199,14 @@ def ep_groups(ep, tp, cp, dp, strides, cube):
 
 
 @jit()
-def _block_span(o, k, E, per, groups):
-    """Groups of ``per`` consecutive experts that experts o … o + k − 1 (mod E) touch."""
+def _block_span(o, k, E, per):
+    """Groups of ``per`` consecutive experts that experts o … o + k − 1 (mod E) touch (E /
+    per groups when per divides E; an uneven split has a last, partial block)."""
     last = o + k - 1
     if last < E:
         return float(last // per - o // per + 1)
-    return min(groups, groups - o // per + (last - E) // per + 1.0)  # wraps once
+    blocks = float((E - 1) // per + 1)
+    return min(blocks, blocks - o // per + (last - E) // per + 1.0)  # wraps once
 
 
 @jit()
@@ -266,8 +268,8 @@ def ep_dispatch_copies(E, k, g, kc, round_robin):
     tot_c = 0.0
     for j in range(ie):
         o = (j * ik) % ie
-        tot_r += _block_span(o, ik, ie, per_r, g)
-        tot_c += _block_span(o, ik, ie, per_c, n)
+        tot_r += _block_span(o, ik, ie, per_r)
+        tot_c += _block_span(o, ik, ie, per_c)
     return tot_r / ie, tot_c / ie
 
 
