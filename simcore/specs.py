@@ -1072,6 +1072,13 @@ class Workload:
         layouts stays blocking. torchtitan's AsyncTP hides far less (its table measures
         +9-10% over vanilla TP where full hiding predicts +18-50%); the validation leaves
         it off for those rows.
+    eager_elementwise : bool
+        Training only: the element-wise ops run as PyTorch eager kernels (no
+        ``torch.compile``, no fused kernels), as torchtitan's Llama does without
+        compilation: each RMSNorm moves 36 bytes per element (upcast, square, mean,
+        scale, downcast, weight) where a fused kernel moves 4, RoPE 20 instead of 4, the
+        SwiGLU product 10 instead of 6 per FFN element. Default False: fused (Megatron /
+        Transformer Engine, or compiled).
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1118,6 +1125,7 @@ class Workload:
     moe_routing: str = "random"
     moe_a2a_overlap: bool = False
     tp_comm_overlap: bool = False
+    eager_elementwise: bool = False
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1150,6 +1158,8 @@ class Workload:
                            _flag("Workload", "moe_a2a_overlap", self.moe_a2a_overlap))
         object.__setattr__(self, "tp_comm_overlap",
                            _flag("Workload", "tp_comm_overlap", self.tp_comm_overlap))
+        object.__setattr__(self, "eager_elementwise",
+                           _flag("Workload", "eager_elementwise", self.eager_elementwise))
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise SpecError("Workload.tp_comm_overlap overlaps the sequence-parallel "
                             "all-gathers / reduce-scatters with the GEMMs: pass "
@@ -1416,11 +1426,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.673
-    memory: float = 0.719
-    network: float = 0.756
+    compute: float = 0.675
+    memory: float = 0.717
+    network: float = 0.758
     hbm_usable: float = 0.90
-    train_compute: float = 0.648
+    train_compute: float = 0.65
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1428,19 +1438,19 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = None
-    train_attention: float | None = 0.33
+    train_attention: float | None = 0.332
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
     op_latency_ns: float = 3401.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.526
+    lowp_compute: float | None = 0.528
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.403
+    roofline_overlap: float = 0.389
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 15553.0
+    seq_overhead_ns: float = 15067.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

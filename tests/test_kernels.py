@@ -212,7 +212,8 @@ def train_workloads(draw):
                     overlap_grad_reduce=draw(st.sampled_from([None, True, False])),
                     offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])),
                     moe_routing=draw(st.sampled_from(["random", "round_robin"])),
-                    moe_a2a_overlap=draw(st.booleans()))
+                    moe_a2a_overlap=draw(st.booleans()),
+                    eager_elementwise=draw(st.booleans()))
 
 
 train_topologies = st.builds(

@@ -57,6 +57,24 @@ def test_training__zero3_gathers_are_prefetched_under_compute():
     assert row["comm1_bytes"] == pytest.approx(z2["comm1_bytes"] * 0)  # nothing blocking
 
 
+def test_training__eager_elementwise_bytes_counted_by_hand():
+    # torchtitan's eager Llama: per layer and pass, two RMSNorms at 36 B per element
+    # instead of 4, RoPE on Q and K at 20 instead of 4, the SwiGLU product 10 instead of 6
+    m = LLAMA31_8B
+    wl = Workload("train", batch=8, s_kv=4096, micro_batch=1, precision="bf16",
+                  framework="fsdp", zero_stage=3, recompute="none")
+    fused = _row(m, wl, dp=8)["b_elem"]
+    eager = _row(m, replace(wl, eager_elementwise=True), dp=8)["b_elem"]
+    T = 4096
+    d_ff = m.ffn_active_params_per_layer / (3 * m.d_model)
+    per_pass = T * (2 * 32 * m.d_model + 16 * (m.n_heads + m.n_kv_heads) * m.head_dim
+                    + 4 * d_ff)
+    assert eager - fused == pytest.approx(3 * per_pass)  # forward + backward (2 passes)
+    e1 = _eval(m, wl, dp=8)["latency_ns"]
+    e2 = _eval(m, replace(wl, eager_elementwise=True), dp=8)["latency_ns"]
+    assert 1.05 < e2 / e1 < 1.4
+
+
 def test_training__unfused_core_runs_at_the_matmul_rate():
     # Megatron-LM's unfused core is two batched 16-bit GEMMs (QK^T, AV) plus a fused
     # softmax: its FLOPs run at the matmul factor and the family's matmul share, a flash

@@ -247,6 +247,7 @@ class WorkloadParams(NamedTuple):
     moe_round_robin: float = 0.0  #: train, EP: 1 if token i routes to experts i·k … i·k+k−1
     moe_a2a_overlap: float = 0.0  #: train, EP: 1 if the all-to-all hides under compute
     tp_overlap: float = 0.0  #: train: 1 if the TP collectives hide under compute
+    eager: float = 0.0  #: train: 1 if element-wise ops run unfused (PyTorch eager)
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -370,6 +371,7 @@ def pack_workload(workload) -> WorkloadParams:
         moe_round_robin=1.0 if (train and workload.moe_routing == "round_robin") else 0.0,
         moe_a2a_overlap=1.0 if (train and workload.moe_a2a_overlap) else 0.0,
         tp_overlap=1.0 if (train and workload.tp_comm_overlap) else 0.0,
+        eager=1.0 if (train and workload.eager_elementwise) else 0.0,
     )
 
 

@@ -210,6 +210,22 @@ def _block_span(o, k, E, per):
 
 
 @jit()
+def eager_elem_bytes(d, tok_res, rope_elems, ffn_elems, gated):
+    """Extra HBM bytes per layer and pass of PyTorch-eager element-wise ops over fused ones,
+    as torchtitan's Llama writes them (``torchtitan/models/norms.py`` ``RMSNorm`` and
+    ``models/llama/model.py`` ``apply_rotary_emb`` / ``FeedForward`` at 9dec370): an RMSNorm
+    upcasts, squares, means, scales, downcasts and multiplies by its weight, 36 bytes per
+    element against a fused kernel's 4 (two per layer); RoPE upcasts Q and K, multiplies by
+    the complex frequencies and downcasts, 20 against 4; the SwiGLU product ``silu(a) * b``
+    is a second kernel, 10 bytes per FFN element against 6 (``ffn_elems`` counts gate, up
+    and output: a third of them is the product's width)."""
+    extra = tok_res * 2.0 * 32.0 * d + rope_elems * 16.0
+    if gated == 1.0:
+        extra += ffn_elems / 3.0 * 4.0
+    return extra
+
+
+@jit()
 def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw, fwd_passes):
     """HBM bytes per layer and micro-batch of Transformer Engine's FP8 casts: each
     forward pass casts every GEMM's activation operand, the backward every GEMM's output
@@ -444,6 +460,9 @@ def _train_row(lay, mp, wp, topo, out):
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
     b_elem = p_elem * bw * (tok_res * 10.0 * d + T * 2.0 * (h / ftp + kvh_loc) * hd
                            + ffn_tokens * ffn_elem / shard)
+    if wp.eager == 1.0:  # PyTorch eager: unfused norms, RoPE and SwiGLU product
+        b_elem += p_elem * eager_elem_bytes(d, tok_res, T * (h / ftp + kvh_loc) * hd,
+                                            ffn_tokens * ffn_elem / shard, mp.gated_ffn)
     ep_div = ftp if use_ep else 1.0  # EP: a rank permutes its sequence-parallel T/tp slice
     if E > 1.0:  # token permutation, every pass over the FFN
         b_elem += p_ffn * moe_permute_bytes(k, d, bw, ffn_tokens / ep_div) * mp.moe_layers / L

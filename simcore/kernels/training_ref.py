@@ -293,6 +293,14 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         residual_tokens * (2 * 2 * d + 2 * 3 * d)
         + tokens * 2 * (h / tp + kv_heads) * hd
         + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
+    if workload.eager_elementwise:
+        # PyTorch eager (torchtitan's Llama without torch.compile): per element, an RMSNorm
+        # 36 bytes against 4 fused (two per layer), RoPE on Q and K 20 against 4, the
+        # SwiGLU product 10 against 6 per FFN element
+        elem_bytes += elem_passes * (
+            residual_tokens * 2 * 32 * d + tokens * (h / tp + kv_heads) * hd * 16
+            + (ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks / 3 * 4
+               if model.gated_ffn else 0.0))
     # with EP a rank handles its sequence-parallel 1/tp slice of the tokens' routed copies
     ep_share = 1 / tp if ep > 1 else 1
     if model.n_experts > 1:  # token permutation per MoE layer and pass

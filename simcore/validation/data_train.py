@@ -32,6 +32,8 @@ Choices, per the sources' own notes:
   primary weights for Megatron-Bridge's ``fp8_cs`` runs (``weight_dtype="fp8"``),
   Transformer Engine's FP8-saved GEMM inputs for every FP8 run (``act_dtype="fp8"``),
   and TP communication overlap where the recipe turns it on (``tp_comm_overlap``);
+* torchtitan rows with ``torch_compile`` false run eager element-wise kernels
+  (``eager_elementwise``);
 * attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
   (the flash-attn package) run FlashAttention-2-class kernels (``attention="flash2"``,
   at the family's ``Topology.fa2_ratio`` of the native rate on Hopper); the others
@@ -285,6 +287,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     else:
         wl_kw = dict(framework="fsdp", zero_stage=3)
     dtypes: dict[str, Any] = {}
+    if src.startswith("torchtitan") and w.get("torch_compile") is False:
+        # without torch.compile torchtitan's norms, RoPE and SwiGLU run as eager kernels
+        wl_kw["eager_elementwise"] = True
+        assumed.append("eager element-wise kernels (torch_compile false)")
     if tp > 1 and p["id"] in _TP_OVERLAP:
         wl_kw["tp_comm_overlap"] = True
         assumed.append("TP communication overlapped with the GEMMs (the recipe's "
