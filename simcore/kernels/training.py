@@ -477,9 +477,9 @@ def _train_row(lay, mp, wp, topo, out):
     # collectives per sub-block (attention, FFN); per-op SAC re-gathers the sequence-
     # parallel input of each recomputed matmul (half an all-reduce's traffic)
     n_half = 3.0 if rc == 2 else (2.5 if rc == 3 else 2.0)
-    # TP communication overlap (Megatron's userbuffers --tp-comm-overlap, torchtitan's
-    # AsyncTP): the sequence-parallel all-gathers / reduce-scatters run pipelined with the
-    # adjacent GEMMs, so only what outlasts the layer's compute shows
+    # TP communication overlap (Megatron's userbuffers --tp-comm-overlap): the
+    # sequence-parallel all-gathers / reduce-scatters run pipelined with the adjacent
+    # GEMMs, so only what outlasts the layer's compute shows
     tp_acc = ovl if wp.tp_overlap == 1.0 else acc
     if tp > 1:
         _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
