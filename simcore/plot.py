@@ -442,29 +442,37 @@ def _plot_breakdowns(scores: dict[str, Any], path: str | os.PathLike[str] | None
 def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
                 ax: Any = None) -> Any:
     """Predicted vs measured (log-log) for validation rows, one colour per kind, the
-    y = x line and ±25% band; the legend outside the data."""
+    y = x line and the ±25% error band (0.75x to 1.25x the measured value); rows whose
+    configuration is predicted not to fit memory are hollow markers (they ran, so the
+    miss is the model's); the legend outside the data."""
     plt = _plt()
     if ax is None:
         fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
     else:
         fig = ax.figure
-    rows = [r for r in rows if r.fits and r.measured > 0 and r.predicted > 0]
+    rows = [r for r in rows if r.measured > 0 and r.predicted > 0]
     if not rows:
-        ax.text(0.5, 0.5, "no fitting validation points", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no validation points with a prediction", ha="center",
+                va="center", transform=ax.transAxes)
         return _finish(fig, path)
     for i, kind in enumerate(sorted({r.kind for r in rows})):
         pts = [r for r in rows if r.kind == kind]
         units = sorted({r.unit for r in pts})
         mae = sum(abs(r.error) for r in pts) / len(pts)
-        ax.scatter([r.measured for r in pts], [r.predicted for r in pts], s=20,
+        fit = [r for r in pts if r.fits]
+        ax.scatter([r.measured for r in fit], [r.predicted for r in fit], s=20,
                    color=f"C{i}", alpha=0.8,
                    label=f"{kind} ({len(pts)}, {', '.join(units)}), mean |err| {mae:.0%}")
+        miss = [r for r in pts if not r.fits]
+        if miss:
+            ax.scatter([r.measured for r in miss], [r.predicted for r in miss], s=28,
+                       facecolors="none", edgecolors=f"C{i}",
+                       label=f"{kind}: ran, predicted not to fit ({len(miss)})")
     lo = min(min(r.measured, r.predicted) for r in rows) / 1.5
     hi = max(max(r.measured, r.predicted) for r in rows) * 1.5
     ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
-    ax.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="0.85",
-                    alpha=0.6, label="±25%")
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.85",
+                    alpha=0.6, label="±25% error")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

@@ -270,3 +270,30 @@ def test_plot_sensitivity__value_labels_inside_the_axes():
     assert [t.get_text() for t in ax.texts] == [" 0.00%", " 14.00%"]
     assert all(t.get_window_extent().x1 <= frame.x1 for t in ax.texts)
     assert "(%)" in ax.get_xlabel()
+
+
+def test_plot_parity__every_row_shown_hollow_where_predicted_not_to_fit():
+    from simcore.plot import plot_parity
+
+    def row(kind, measured, predicted, fits):
+        return SimpleNamespace(kind=kind, measured=measured, predicted=predicted, unit="ms",
+                               error=(predicted - measured) / measured, fits=fits)
+
+    rows = [row("decode", 10.0, 11.0, True), row("decode", 20.0, 15.0, False),
+            row("train", 1.0, 1.2, True)]
+    fig = plot_parity(rows)
+    ax = fig.axes[0]
+    assert "3 measurements" in ax.get_title()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "decode: ran, predicted not to fit (1)" in labels
+    # the legend's mean error counts the non-fitting row too: (10% + 25%) / 2
+    assert any(t.startswith("decode (2, ms), mean |err| 18%") for t in labels)
+    hollow = [c for c in ax.collections if len(c.get_offsets()) == 1
+              and c.get_facecolors().size == 0]
+    assert len(hollow) == 1 and tuple(hollow[0].get_offsets()[0]) == (20.0, 15.0)
+    # the ±25% error band spans 0.75x to 1.25x the measured value
+    band = [c for c in ax.collections if c.get_label() == "±25% error"][0]
+    ys = band.get_paths()[0].vertices[:, 1]
+    xs = band.get_paths()[0].vertices[:, 0]
+    assert min(ys / xs) == pytest.approx(0.75) and max(ys / xs) == pytest.approx(1.25)
+    plt.close(fig)
