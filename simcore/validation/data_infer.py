@@ -28,8 +28,13 @@ Skipped, with the reason
 * ``already_in_simcore`` points (TensorRT-LLM v0.5 A100 TTFT at 2048, lmdeploy batch-1
   rows, kipply's FasterTransformer): they are in :mod:`simcore.validation.data`.
 * Throughput rows with ``osl < 16 isl`` (128/128, 2048/128, 2048/2048, 1000/1000,
-  20000/2000): the prefill share is large and one workload cannot reproduce it; the
-  Qwen "speed" rows with a long prompt (30720-129024 tokens) for the same reason.
+  20000/2000): the prefill share is large and one workload cannot reproduce it.
+* **Whole runs** (the Qwen2.5 speed benchmark, :data:`_WHOLE_RUN`): its speed is
+  ``osl`` / the wall time of one ``generate()`` call at batch 1, prefill included, so each
+  row is a :class:`~simcore.validation.points.Measurement` with ``steps``: the prompt's
+  prefill (512-token chunks when vLLM 0.6 turns chunked prefill on for contexts over
+  32K) and the ``osl - 1`` decode steps over the growing context (CUDA graphs up to
+  8192 tokens of context), summed by Simpson's rule; see :func:`_whole_run`.
 * Offline / max-throughput runs whose batch the scheduler chose (TensorRT-LLM
   perf-overview v1.0, Qwen2-57B throughput, MLPerf v4.1): no batch to simulate.
 * aiconfigurator TTFT rows: served at a fixed concurrency, so TTFT includes queueing
@@ -77,6 +82,22 @@ INFER_SOURCES: dict[str, str] = {
     "lmdeploy_a100": "lmdeploy A100",
 }
 
+#: Sources whose throughput is one timed ``generate()`` call, prefill included: their rows
+#: are reproduced as whole runs (:func:`_whole_run`).
+_WHOLE_RUN = frozenset({"qwen25_speed"})
+
+#: vLLM captures CUDA graphs for decode steps up to this context and runs longer ones
+#: eagerly (``max_seq_len_to_capture`` = 8192 in vLLM 0.6; vllm-project/vllm
+#: vllm/entrypoints/llm.py @0012cf691b7e69423244d2b1405f4b6832156e19).
+_VLLM_GRAPH_MAX_CTX = 8192
+#: vLLM 0.6 turns chunked prefill on by itself when ``max_model_len`` exceeds 32K tokens
+#: (vllm/engine/arg_utils.py @001999d2f360c2c5da23a916510c273b1a73d06c, ``use_long_context``)
+#: and then schedules at most 512 prompt tokens per step (SchedulerConfig's default
+#: ``max_num_batched_tokens`` under chunked prefill in vLLM 0.5/0.6; 2048 from 0.7,
+#: vllm/config.py @0004438383ee731a6e44708609d175c48528a8d0).
+_VLLM_LONG_CONTEXT = 32768
+_VLLM_CHUNK = 512
+
 _DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "int4": "int4"}
 
 
@@ -111,6 +132,48 @@ def _value(p: dict, metric: str) -> float | None:
         if m["metric"] == metric:
             return float(m["value"])
     return None
+
+
+def _simpson(first: int, last: int, count: float) -> list[tuple[int, float]]:
+    """(position, weight) pairs whose weighted sum approximates the sum of a smooth
+    function over ``count`` evenly spaced steps from ``first`` to ``last`` (Simpson's
+    rule on three points: exact for a per-step cost linear or quadratic in position)."""
+    if count <= 1 or first == last:
+        return [(first, float(count))]
+    mid = (first + last) // 2
+    return [(first, count / 6.0), (mid, 4.0 * count / 6.0), (last, count / 6.0)]
+
+
+def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any]
+               ) -> tuple[Workload, tuple[tuple[Workload, float], ...], str]:
+    """A vLLM ``generate()`` of ``osl`` tokens after an ``isl``-token prompt, as steps: the
+    prompt's prefill (in 512-token chunks, each attending to the chunks before it, when
+    vLLM's long-context default turns chunked prefill on), which yields the first output
+    token, then ``osl - 1`` decode steps at contexts ``isl + 1`` … ``isl + osl - 1``
+    (CUDA graphs only up to vLLM's capture limit). The decode and chunk sums are taken by
+    Simpson's rule. Returns (the last decode step, the steps, a note)."""
+    pre = dict(dt, cuda_graphs=False)
+    steps: list[tuple[Workload, float]] = []
+    chunked = isl + osl > _VLLM_LONG_CONTEXT and isl > _VLLM_CHUNK
+    if chunked:
+        n = -(-isl // _VLLM_CHUNK)
+        for j, c in _simpson(0, n - 1, n):
+            ctx = min((j + 1) * _VLLM_CHUNK, isl)
+            steps.append((Workload("prefill", batch=batch, s_q=ctx - j * _VLLM_CHUNK,
+                                   s_kv=ctx, **pre), c))
+    else:
+        steps.append((Workload("prefill", batch=batch, s_kv=isl, **pre), 1.0))
+    last = None
+    for ctx, c in _simpson(isl + 1, isl + osl - 1, osl - 1):
+        graphs = bool(dt.get("cuda_graphs")) and ctx <= _VLLM_GRAPH_MAX_CTX
+        last = Workload("decode", batch=batch, s_kv=ctx, **dict(dt, cuda_graphs=graphs))
+        steps.append((last, c))
+    assert last is not None
+    note = (f"whole run: prefill of {isl} tokens"
+            + (f" in {_VLLM_CHUNK}-token chunks (vLLM chunked prefill)" if chunked else "")
+            + f", then {osl - 1} decode steps (Simpson's rule over context); "
+            f"system output tok/s = batch x {osl} / run time")
+    return last, tuple(steps), note
 
 
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
@@ -165,7 +228,12 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     per_gpu = _value(p, "output_tokens_per_s_per_gpu")
     if thr is None and per_gpu is not None:
         thr = per_gpu * tp * pp * dp
-    if thr is not None and osl and int(osl) >= 16 * isl and not server and tpot is None:
+    if thr is not None and osl and p["source"] in _WHOLE_RUN and not server:
+        last, steps, note = _whole_run(batch, isl, int(osl), dt)
+        out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, last,
+                               "output_tokens_per_s", thr, "tok/s", src, ref,
+                               f"{base}; {note}", steps=steps, generated=int(osl)))
+    elif thr is not None and osl and int(osl) >= 16 * isl and not server and tpot is None:
         wl = Workload("decode", batch=batch, s_kv=ctx, **dt)
         out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, wl,
                                "output_tokens_per_s", thr, "tok/s", src, ref,

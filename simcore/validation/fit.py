@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..specs import Efficiency
-from .points import Measurement
+from .points import Measurement, run_steps
 
 __all__ = ["FACTORS", "MAX_FACTORS", "FitResult", "LosoResult", "fast_predictor",
            "fit_efficiency", "leave_one_source_out", "source_of"]
@@ -81,27 +81,32 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
     """
     from ..engine import combine, pack_efficiency, prepare
 
-    groups: dict[bool, list[tuple[int, np.ndarray, np.ndarray]]] = {False: [], True: []}
+    # one row per step of each point's run (run_steps); a point's latency is the
+    # weighted sum of its rows
+    groups: dict[bool, list[tuple[int, float, np.ndarray, np.ndarray]]] = {False: [], True: []}
     for i, pt in enumerate(points):
-        p = prepare(pt.model, pt.workload, space=pt.space, family=pt.family)
-        if not p.valid[0]:
-            raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid in "
-                             f"simcore for {pt.model.name}")
-        groups[pt.workload.mode == "train"].append((i, p.coeffs[:1], p.hw_rows(0, 1)))
+        for wl, weight in run_steps(pt):
+            p = prepare(pt.model, wl, space=pt.space_for(wl.mode), family=pt.family)
+            if not p.valid[0]:
+                raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid "
+                                 f"in simcore for {pt.model.name}")
+            groups[wl.mode == "train"].append((i, float(weight), p.coeffs[:1], p.hw_rows(0, 1)))
     packed = []
     for train, rows in groups.items():
         if rows:
             idx = np.array([r[0] for r in rows])
-            coeffs = np.concatenate([r[1] for r in rows])
-            hw = np.concatenate([r[2] for r in rows]).astype(np.float64)
-            packed.append((train, idx, coeffs, hw))
+            weights = np.array([r[1] for r in rows])
+            coeffs = np.concatenate([r[2] for r in rows])
+            hw = np.concatenate([r[3] for r in rows]).astype(np.float64)
+            packed.append((train, idx, weights, coeffs, hw))
     n = len(points)
 
     def run(eff: Efficiency) -> np.ndarray:
-        lat = np.empty(n)
-        for train, idx, coeffs, hw in packed:
+        lat = np.zeros(n)
+        for train, idx, weights, coeffs, hw in packed:
             grid = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"]
-            lat[idx] = np.diagonal(grid)  # point i's layout on point i's hardware
+            # row r's layout on row r's hardware, weighted, summed per point
+            np.add.at(lat, idx, weights * np.diagonal(grid))
         return np.array([pt.from_latency_ns(float(v)) for pt, v in zip(points, lat, strict=True)])
 
     return run

@@ -23,6 +23,7 @@ __all__ = [
     "megatron_flops_per_step",
     "palm_flops_per_step",
     "predict",
+    "run_steps",
 ]
 
 #: Kinds of measurement; each is also the :class:`~simcore.specs.Workload` mode it runs.
@@ -130,6 +131,17 @@ class Measurement:
     measured_mem_gib : float, optional
         Peak memory per GPU the source reports for the same run (GiB), if any; compared
         with the predicted memory by :func:`simcore.validation.validate_memory`, not fitted.
+    steps : tuple of (Workload, weight) pairs, optional
+        A measurement of a whole run (prompt processing and every generated token, as a
+        benchmark that times one ``generate()`` call reports it): the run's latency is
+        ``sum(weight * latency(step))`` over these steps, each an inference workload
+        (``"prefill"`` or ``"decode"``) on the same layout, and it fits only if every
+        step fits. A weight is how many times the step runs (a quadrature weight may be
+        fractional, see :mod:`simcore.validation.data_infer`). Empty (default): the run
+        is the single ``workload``, which is then also the step that labels the point.
+    generated : int
+        With ``steps`` and metric ``"output_tokens_per_s"``: output tokens per sequence
+        of the whole run, so the throughput is ``batch * generated / latency``.
 
     Examples
     --------
@@ -157,6 +169,8 @@ class Measurement:
     ref: str = ""
     notes: str = ""
     measured_mem_gib: float | None = None
+    steps: tuple[tuple[Workload, float], ...] = ()
+    generated: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -198,11 +212,41 @@ class Measurement:
                              "the vendor page")
         if not self.ref:
             object.__setattr__(self, "ref", self.source.split(",")[0].strip()[:40])
+        self._check_steps(where)
         mem = self.measured_mem_gib
         if mem is not None and (isinstance(mem, bool) or not isinstance(mem, int | float)
                                 or not math.isfinite(mem) or mem <= 0):
             raise ValueError(f"{where}: measured_mem_gib must be a number > 0 or None, got "
                              f"{mem!r}")
+
+    def _check_steps(self, where: str) -> None:
+        try:
+            steps = tuple((w, c) for w, c in self.steps)
+        except (TypeError, ValueError):
+            raise ValueError(f"{where}: steps must be (Workload, weight) pairs such as "
+                             f"((Workload('prefill', s_kv=1024), 1.0),), got {self.steps!r}"
+                             ) from None
+        for w, c in steps:
+            if not isinstance(w, Workload) or w.mode not in ("prefill", "decode"):
+                raise ValueError(f"{where}: each step must be a prefill or decode "
+                                 f"simcore.Workload, got {w!r}")
+            if (isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c)
+                    or c <= 0):
+                raise ValueError(f"{where}: step weight must be a number > 0 (how many times "
+                                 f"the step runs), got {c!r}")
+        if steps and self.kind == "train":
+            raise ValueError(f"{where}: steps describe an inference run; a training "
+                             "measurement is its single workload")
+        g = self.generated
+        if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+            raise ValueError(f"{where}: generated must be a whole number >= 0, got {g!r}")
+        if steps and self.metric == "output_tokens_per_s" and g < 1:
+            raise ValueError(f"{where}: a whole-run throughput needs generated >= 1 (output "
+                             "tokens per sequence of the run)")
+        if g and not steps:
+            raise ValueError(f"{where}: generated is for whole runs; pass steps too, or "
+                             "leave generated at 0 for a per-step throughput")
+        object.__setattr__(self, "steps", steps)
 
     def _check_layout(self, where: str) -> None:
         if isinstance(self.layout, Mapping):
@@ -250,12 +294,16 @@ class Measurement:
     @property
     def space(self) -> dict[str, tuple[Any, ...]]:
         """The one-layout space mapping passed to :func:`simcore.evaluate`."""
+        return self.space_for(self.kind)
+
+    def space_for(self, mode: str) -> dict[str, tuple[Any, ...]]:
+        """The one-layout space for a step of ``mode`` (the ring variant follows it)."""
         d = self.layout_dict
         return {
             "cp": (d["cp"],), "tp": (d["tp"],), "pp": (d["pp"],), "dp": (d["dp"],),
             "kv_shard_mode": ("head",), "ffn_shard_scope": ("TP",),
             "tp_placement": ("inner",), "cp_placement": ("inner",),
-            "cp_ring_variant": ("qoml",) if self.kind == "decode" else ("kv",),
+            "cp_ring_variant": ("qoml",) if mode == "decode" else ("kv",),
             "ep": (d["ep"],),
         }
 
@@ -264,7 +312,8 @@ class Measurement:
         if self.metric == "latency":
             return latency_ns / METRICS["latency"][self.unit]
         if self.metric == "output_tokens_per_s":
-            return self.workload.batch / (latency_ns * 1e-9) / METRICS[self.metric][self.unit]
+            tokens = self.workload.batch * (self.generated if self.steps else 1)
+            return tokens / (latency_ns * 1e-9) / METRICS[self.metric][self.unit]
         if self.metric == "tokens_per_s_per_gpu":
             tokens = self.workload.batch * self.workload.s_kv
             return tokens / (latency_ns * 1e-9) / self.n_devices
@@ -281,19 +330,31 @@ class Measurement:
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
 
 
+def run_steps(point: Measurement) -> tuple[tuple[Workload, float], ...]:
+    """The (workload, weight) steps whose weighted latencies sum to the point's run: its
+    ``steps``, or its single ``workload`` once."""
+    return point.steps or ((point.workload, 1.0),)
+
+
 def evaluate_point(point: Measurement, efficiency: Efficiency) -> tuple[float, bool]:
-    """(latency_ns, fits) of the point's single layout; raises if the layout is invalid."""
+    """(latency_ns, fits) of the point's run on its single layout (summed over its
+    :func:`run_steps`); raises if the layout is invalid."""
     from ..evaluate import evaluate
 
-    ds = evaluate(point.model, point.workload, space=point.space, family=point.family,
-                  efficiency=efficiency)
-    if not bool(ds.valid.values.ravel()[0]):
-        raise ValueError(
-            f"measurement {point.id!r}: simcore marks layout {point.layout_label} invalid for "
-            f"{point.model.name} on {point.family.name}; check that TP divides the heads, the "
-            "device count fits the family and the batch splits over DP and micro-batches"
-        )
-    return float(ds.latency_ns.values.ravel()[0]), bool(ds.fits.values.ravel()[0])
+    total, fits = 0.0, True
+    for wl, weight in run_steps(point):
+        ds = evaluate(point.model, wl, space=point.space_for(wl.mode), family=point.family,
+                      efficiency=efficiency)
+        if not bool(ds.valid.values.ravel()[0]):
+            raise ValueError(
+                f"measurement {point.id!r}: simcore marks layout {point.layout_label} invalid "
+                f"for {point.model.name} on {point.family.name}; check that TP divides the "
+                "heads, the device count fits the family and the batch splits over DP and "
+                "micro-batches"
+            )
+        total += weight * float(ds.latency_ns.values.ravel()[0])
+        fits = fits and bool(ds.fits.values.ravel()[0])
+    return total, fits
 
 
 def predict(point: Measurement, *, efficiency: Efficiency | None = None) -> float:
