@@ -1422,35 +1422,35 @@ class Efficiency:
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
     cost per sequence of an inference step.
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (151 published training and inference results from 22 sources); see
+    (159 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.675
-    memory: float = 0.717
-    network: float = 0.758
+    compute: float = 0.687
+    memory: float = 0.667
+    network: float = 0.717
     hbm_usable: float = 0.90
-    train_compute: float = 0.65
+    train_compute: float = 0.653
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = None
+    attention: float | None = 0.405
     train_attention: float | None = 0.332
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 3401.0
+    op_latency_ns: float = 2790.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.528
+    lowp_compute: float | None = 0.54
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.389
+    roofline_overlap: float = 0.501
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 15067.0
+    seq_overhead_ns: float = 15908.0
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -137,7 +137,8 @@ def _value(p: dict, metric: str) -> float | None:
 def _simpson(first: int, last: int, count: float) -> list[tuple[int, float]]:
     """(position, weight) pairs whose weighted sum approximates the sum of a smooth
     function over ``count`` evenly spaced steps from ``first`` to ``last`` (Simpson's
-    rule on three points: exact for a per-step cost linear or quadratic in position)."""
+    rule on three points: exact for a per-step cost linear in position, within ~1e-3
+    for a gently curved one)."""
     if count <= 1 or first == last:
         return [(first, float(count))]
     mid = (first + last) // 2
