@@ -148,8 +148,8 @@ def test_megatron_flops_per_step__paper_formula():
 
 # --- error paths -------------------------------------------------------------------------
 
-def _base(**kw):
-    m = get_measurement("lmdeploy-llama2-7b-tp1-decode")
+def _base(point="lmdeploy-llama2-7b-tp1-decode", **kw):
+    m = get_measurement(point)
     d = {f.name: getattr(m, f.name) for f in fields(Measurement)}
     d.update(kw)
     return Measurement(**d)
@@ -411,10 +411,7 @@ def test_measurement__reported_memory_must_be_a_positive_number(bad):
 # --- whole runs (Measurement.steps) ----------------------------------------------------------
 
 def _whole(**kw):
-    m = get_measurement("qwen25-7b-tp1-in63488:thr")
-    d = {f.name: getattr(m, f.name) for f in fields(Measurement)}
-    d.update(kw)
-    return Measurement(**d)
+    return _base("qwen25-7b-tp1-in63488:thr", **kw)
 
 
 @pytest.mark.parametrize(("kw", "match"), [
@@ -435,11 +432,8 @@ def test_measurement__rejects_bad_steps(kw, match):
 
 
 def test_measurement__steps_on_a_training_point_rejected():
-    m = get_measurement("korthikanti-22b-full")
-    d = {f.name: getattr(m, f.name) for f in fields(Measurement)}
-    d["steps"] = ((Workload("decode"), 1.0),)
     with pytest.raises(ValueError, match="steps describe an inference run"):
-        Measurement(**d)
+        _base("korthikanti-22b-full", steps=((Workload("decode"), 1.0),))
 
 
 def test_whole_run__latency_is_the_weighted_sum_of_its_steps():
