@@ -1079,6 +1079,16 @@ class Workload:
         scale, downcast, weight) where a fused kernel moves 4, RoPE 20 instead of 4, the
         SwiGLU product 10 instead of 6 per FFN element. Default False: fused (Megatron /
         Transformer Engine, or compiled).
+    eager_loss : bool
+        Training only: the loss is PyTorch's eager ``cross_entropy(logits.float())``, as
+        torchtitan ran it until it compiled the loss (commented out at 9dec370,
+        ``train.py``: "compiling loss function causes CUDA errors"; compiled with
+        ``training.compile`` by e7c0cae, ``torchtitan/components/loss.py``). Its peak,
+        in the backward of the loss while every activation is still held, is 12 bytes per
+        logit element (the fp32 log-softmax kept for the backward, and the fp32 gradients
+        of its output and its input) where a fused or compiled loss (Megatron's
+        vocab-parallel cross entropy, a compiled one) keeps 4 (the fp32 softmax). Memory
+        only. Default False.
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1126,6 +1136,7 @@ class Workload:
     moe_a2a_overlap: bool = False
     tp_comm_overlap: bool = False
     eager_elementwise: bool = False
+    eager_loss: bool = False
 
     def __post_init__(self) -> None:
         _choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
@@ -1160,6 +1171,7 @@ class Workload:
                            _flag("Workload", "tp_comm_overlap", self.tp_comm_overlap))
         object.__setattr__(self, "eager_elementwise",
                            _flag("Workload", "eager_elementwise", self.eager_elementwise))
+        object.__setattr__(self, "eager_loss", _flag("Workload", "eager_loss", self.eager_loss))
         if self.tp_comm_overlap and not self.sequence_parallel:
             raise SpecError("Workload.tp_comm_overlap overlaps the sequence-parallel "
                             "all-gathers / reduce-scatters with the GEMMs: pass "

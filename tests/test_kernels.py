@@ -213,7 +213,7 @@ def train_workloads(draw):
                     offload=offload, moe_dispatch=draw(st.sampled_from(["per_expert", "per_rank"])),
                     moe_routing=draw(st.sampled_from(["random", "round_robin"])),
                     moe_a2a_overlap=draw(st.booleans()),
-                    eager_elementwise=draw(st.booleans()))
+                    eager_elementwise=draw(st.booleans()), eager_loss=draw(st.booleans()))
 
 
 train_topologies = st.builds(

@@ -75,6 +75,36 @@ def test_training__eager_elementwise_bytes_counted_by_hand():
     assert 1.05 < e2 / e1 < 1.4
 
 
+def test_training__eager_loss_holds_fp32_logit_buffers_counted_by_hand():
+    # PyTorch's eager cross_entropy(logits.float()) at the backward of the loss: 12 B per
+    # logit element (fp32 log-softmax + fp32 gradients of its output and input) where a
+    # fused loss keeps the 4 B fp32 softmax; memory only, the step time is unchanged
+    m = LLAMA31_8B
+    for tp, cp in ((1, 1), (2, 1), (1, 2)):
+        wl = Workload("train", batch=8, s_kv=8192, micro_batch=2, precision="bf16",
+                      framework="fsdp", zero_stage=3, recompute="op", sequence_parallel=False)
+        dp = 8 // (tp * cp)
+        wl = replace(wl, batch=2 * dp)
+        fused = _eval(m, wl, tp=tp, cp=cp, dp=dp)
+        eager = _eval(m, replace(wl, eager_loss=True), tp=tp, cp=cp, dp=dp)
+        tokens = 2 * 8192 / cp
+        assert eager["mem_bytes"] - fused["mem_bytes"] == pytest.approx(
+            8.0 * tokens * m.vocab_size / tp, rel=1e-12)
+        assert eager["latency_ns"] == fused["latency_ns"]
+
+
+def test_validation__torchtitan_2412_runs_use_the_eager_loss():
+    from simcore.validation import MEASUREMENTS
+
+    by_ref = {}
+    for p in MEASUREMENTS:
+        by_ref.setdefault(p.ref, set()).add(p.workload.eager_loss)
+    assert by_ref["torchtitan_202412"] == {True}
+    assert by_ref["torchtitan_asynctp_202506"] == {False}  # compiled loss by June 2025
+    assert by_ref["trainy_h200_202506"] == {False}
+    assert by_ref["mbridge_perf"] == {False}
+
+
 def test_training__unfused_core_runs_at_the_matmul_rate():
     # Megatron-LM's unfused core is two batched 16-bit GEMMs (QK^T, AV) plus a fused
     # softmax: its FLOPs run at the matmul factor and the family's matmul share, a flash

@@ -390,11 +390,12 @@ def test_validate_memory__reported_peaks_next_to_predictions():
     assert r.measured_gib == 82.4 and r.capacity_gib == pytest.approx(96e9 / 2**30)
     assert r.error == pytest.approx(r.predicted_gib / r.measured_gib - 1)
     # reserved peaks include allocator caching and temporaries: predictions run low on
-    # the whole (recorded: mean |error| 30.6%), and no run that reported its memory is
-    # predicted above the device
+    # the whole (recorded: mean |error| 11.1% since torchtitan's eager loss buffers are
+    # counted, 28.4% before), and no run that reported its memory is predicted above the
+    # device
     assert all(x.predicted_gib < x.capacity_gib for x in rows)
     assert sum(x.error for x in rows) < 0
-    assert sum(abs(x.error) for x in rows) / len(rows) <= 0.31
+    assert sum(abs(x.error) for x in rows) / len(rows) <= 0.112
 
 
 @pytest.mark.parametrize("bad", [0.0, -3.0, float("nan"), float("inf"), True, "82.4"])

@@ -248,6 +248,7 @@ class WorkloadParams(NamedTuple):
     moe_a2a_overlap: float = 0.0  #: train, EP: 1 if the all-to-all hides under compute
     tp_overlap: float = 0.0  #: train: 1 if the TP collectives hide under compute
     eager: float = 0.0  #: train: 1 if element-wise ops run unfused (PyTorch eager)
+    eager_loss: float = 0.0  #: train: 1 if the loss is PyTorch's eager fp32 cross entropy
 
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
@@ -372,6 +373,7 @@ def pack_workload(workload) -> WorkloadParams:
         moe_a2a_overlap=1.0 if (train and workload.moe_a2a_overlap) else 0.0,
         tp_overlap=1.0 if (train and workload.tp_comm_overlap) else 0.0,
         eager=1.0 if (train and workload.eager_elementwise) else 0.0,
+        eager_loss=1.0 if (train and workload.eager_loss) else 0.0,
     )
 
 

@@ -57,6 +57,11 @@ from .schema import COEF_DTYPE, LAYOUT
 #: Adam step bytes per parameter besides the gradient: read+write fp32 master, m, v
 #: (3 × 4 B × 2) and write the 16-bit weights (2 B).
 ADAM_BYTES_PER_PARAM = 26.0
+#: The loss's logit buffers at its peak, bytes per logit element: a fused / compiled
+#: loss's fp32 softmax, and PyTorch's eager ``cross_entropy(logits.float())`` (fp32
+#: log-softmax, fp32 gradients of its output and its input) (``Workload.eager_loss``).
+FUSED_LOSS_BYTES = 4.0
+EAGER_LOSS_BYTES = 12.0
 
 
 @jit()
@@ -614,7 +619,11 @@ def _train_row(lay, mp, wp, topo, out):
     if rc == 2:  # the layer being recomputed holds its full working set
         act_mem += activation_bytes_per_layer(s / fcp, mb, d, h, ftp, 1 if flash else 0, sp,
                                               fp8_saved, flash)
-    logits = T * mp.vocab_size / ftp * 4.0
+    # the loss's logit buffers at its peak: a fused / compiled loss keeps the fp32
+    # softmax (4 B per element); PyTorch's eager cross_entropy(logits.float()) the fp32
+    # log-softmax and the fp32 gradients of its output and input (12 B)
+    logits = T * mp.vocab_size / ftp * (EAGER_LOSS_BYTES if wp.eager_loss == 1.0
+                                        else FUSED_LOSS_BYTES)
     mem = states + act_mem + logits
 
     tokens = B * s

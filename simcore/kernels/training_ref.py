@@ -502,7 +502,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         act_mem += activations_per_layer(s / cp, mb, d, h, tp,
                                          "selective" if flash else "none", sp, fp8_saved,
                                          flash)
-    logits = tokens * model.vocab_size / tp * 4
+    # fp32 softmax kept by a fused loss; eager cross_entropy(logits.float()) at its
+    # backward: fp32 log-softmax + the fp32 gradients of its output and input
+    logits = tokens * model.vocab_size / tp * (12 if workload.eager_loss else 4)
     mem = states + act_mem + logits
 
     n_tokens = B * s

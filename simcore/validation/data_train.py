@@ -33,7 +33,12 @@ Choices, per the sources' own notes:
   Transformer Engine's FP8-saved GEMM inputs for every FP8 run (``act_dtype="fp8"``),
   and TP communication overlap where the recipe turns it on (``tp_comm_overlap``);
 * torchtitan rows with ``torch_compile`` false run eager element-wise kernels
-  (``eager_elementwise``);
+  (``eager_elementwise``); torchtitan's end-2024 benchmark (commit 9dec370, compiled or
+  not) computes the loss as eager ``cross_entropy(logits.float())`` (its ``train.py``
+  leaves the loss uncompiled: "compiling loss function causes CUDA errors"), so its
+  runs hold that loss's fp32 logit buffers (``eager_loss``); the June-2025 torchtitan
+  runs (AsyncTP, Trainy) compile the loss with the model
+  (``torchtitan/components/loss.py`` at 820504e / e7c0cae);
 * attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
   (the flash-attn package) run FlashAttention-2-class kernels (``attention="flash2"``,
   at the family's ``Topology.fa2_ratio`` of the native rate on Hopper); the others
@@ -291,6 +296,11 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         # without torch.compile torchtitan's norms, RoPE and SwiGLU run as eager kernels
         wl_kw["eager_elementwise"] = True
         assumed.append("eager element-wise kernels (torch_compile false)")
+    if src == "torchtitan_202412":
+        # train.py @9dec370: loss_fn = cross_entropy(pred.flatten(0, 1).float(), ...),
+        # its torch.compile commented out
+        wl_kw["eager_loss"] = True
+        assumed.append("eager fp32 cross-entropy loss (torchtitan 9dec370 train.py)")
     if tp > 1 and p["id"] in _TP_OVERLAP:
         wl_kw["tp_comm_overlap"] = True
         assumed.append("TP communication overlapped with the GEMMs (the recipe's "
