@@ -1432,7 +1432,14 @@ class Efficiency:
     ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
     ``roofline_overlap`` is how much of an op's shorter side (compute or HBM traffic)
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
-    cost per sequence of an inference step.
+    cost per sequence of an inference step. ``comm_contention`` is the share of compute
+    throughput a collective takes while it runs under compute (Calculon's "processor
+    usage" of the network: NCCL kernels occupy SMs and HBM bandwidth): a collective of
+    ``X`` ns hidden under ``W`` ns of compute costs ``max(X - W, comm_contention * X)``
+    beyond ``W`` instead of ``max(X - W, 0)``. It applies to every overlapped collective
+    (the CP ring under attention, prefetched ZeRO-3 / FSDP all-gathers, overlapped TP and
+    MoE all-to-all, the bucketed gradient reduction under the backward pass). Not fitted:
+    held at 0.15, Calculon's ``processor_usage`` of NVLink (0 = free overlap).
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
     (159 published training and inference results from 22 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
@@ -1442,7 +1449,7 @@ class Efficiency:
     memory: float = 0.667
     network: float = 0.717
     hbm_usable: float = 0.90
-    train_compute: float = 0.653
+    train_compute: float = 0.662
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1450,7 +1457,7 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = 0.405
-    train_attention: float | None = 0.332
+    train_attention: float | None = 0.341
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
     op_latency_ns: float = 2790.0
     step_overhead_ns: float = 0.0
@@ -1463,6 +1470,9 @@ class Efficiency:
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
     seq_overhead_ns: float = 15908.0
+    #: share of compute throughput an overlapped collective takes while it runs (0 = free);
+    #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
+    comm_contention: float = 0.15
 
     def __post_init__(self) -> None:
         fraction = _Range(1e-3, 1, "(fraction of peak)", integer=False)
@@ -1473,6 +1483,8 @@ class Efficiency:
                                      "train_compute")},
             **{f: fraction for f in optional if getattr(self, f) is not None},
             "roofline_overlap": _Range(0, 1, "(share of the shorter side hidden)", integer=False),
+            "comm_contention": _Range(0, 0.99, "(share of compute a running collective takes)",
+                                      integer=False),
             **{f: _Range(0, 1e9, "ns", integer=False)
                for f in ("op_latency_ns", "step_overhead_ns", "seq_overhead_ns")},
         })

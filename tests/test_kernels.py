@@ -93,7 +93,8 @@ efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hb
                          train_attention=st.none() | frac, lowp_compute=st.none() | frac,
                          op_latency_ns=st.floats(0, 1e4), step_overhead_ns=st.floats(0, 1e5),
                          roofline_overlap=st.floats(0.0, 1.0),
-                         seq_overhead_ns=st.floats(0, 1e5))
+                         seq_overhead_ns=st.floats(0, 1e5),
+                         comm_contention=st.sampled_from([0.0, 0.0, 0.15]) | st.floats(0.0, 0.9))
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,

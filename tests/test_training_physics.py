@@ -93,6 +93,55 @@ def test_training__eager_loss_holds_fp32_logit_buffers_counted_by_hand():
         assert eager["latency_ns"] == fused["latency_ns"]
 
 
+def test_training__contention_slows_the_compute_an_overlapped_collective_runs_under():
+    # Calculon's processor usage: a collective of X ns under W ns of compute costs
+    # max(X - W, u X) beyond W (free overlap at u = 0); more contention is never faster,
+    # and a run with nothing overlapped does not feel it
+    m = LLAMA31_8B
+    fsdp = Workload("train", batch=16, s_kv=8192, micro_batch=2, precision="bf16",
+                    framework="fsdp", zero_stage=3, recompute="op", sequence_parallel=False)
+    fam = HARDWARE_FAMILIES["H100-SXM"]
+    lat = []
+    for u in (0.0, 0.1, 0.3, 0.6):
+        eff = replace(simcore.Efficiency(), comm_contention=u)
+        ds = simcore.evaluate(m, fsdp, space=_space(dp=8), family=fam, efficiency=eff)
+        lat.append(float(ds.latency_ns.values.ravel()[0]))
+    assert lat[0] < lat[1] < lat[2] < lat[3]
+    # by hand on the coefficients: the prefetched gathers and the hidden gradient tail
+    from simcore.engine import combine, pack_efficiency
+    p = prepare(m, fsdp, space=_space(dp=8), family=fam)
+    c, hw = p.coeffs[:1], p.hw_rows(0, 1).astype(np.float64)
+    base = replace(simcore.Efficiency(), comm_contention=0.0)
+    e0 = pack_efficiency(base, train=True)
+    t0 = combine(c, hw, e0)["latency_ns"][0, 0]
+    row = c[0]
+    b = hw[0]
+    from simcore.kernels.schema import HW
+    b0, b1 = b[HW.bw_intra_gbs] * e0.network, b[HW.bw_inter_gbs] * e0.network_inter
+    x_gather = row["ovl0_bytes"] / b0 + row["ovl1_bytes"] / b1 + row["ovl_alpha_ns"]
+    assert x_gather > 0
+    u = 0.1
+    t1 = combine(c, hw, pack_efficiency(replace(base, comm_contention=u), train=True))[
+        "latency_ns"][0, 0]
+    extra = t1 - t0
+    # every overlapped collective pays at most u of its own time once it hides
+    tail = row["tail0_bytes"] / b0 + row["tail1_bytes"] / b1 + row["tail_alpha_ns"]
+    assert 0 < extra <= u * (row["layer_mult"] * x_gather + tail) * (1 + 1e-9)
+    # nothing overlapped: TP inference decode is untouched
+    dec = Workload("decode", batch=8, s_kv=4096)
+    a = simcore.evaluate(m, dec, space={"tp": (4,)}, family=fam, efficiency=base)
+    b_ = simcore.evaluate(m, dec, space={"tp": (4,)}, family=fam,
+                          efficiency=replace(base, comm_contention=0.5))
+    assert float(a.latency_ns.values.ravel()[0]) == float(b_.latency_ns.values.ravel()[0])
+
+
+def test_efficiency__contention_range():
+    with pytest.raises(SpecError, match="comm_contention"):
+        simcore.Efficiency(comm_contention=1.0)
+    with pytest.raises(SpecError, match="comm_contention"):
+        simcore.Efficiency(comm_contention=-0.1)
+
+
 def test_validation__torchtitan_2412_runs_use_the_eager_loss():
     from simcore.validation import MEASUREMENTS
 

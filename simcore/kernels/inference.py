@@ -544,30 +544,35 @@ def point(c, hw, eff):
     rt = c.ring_tier
     rbw = b0 if rt == 0.0 else (b1 if rt == 1.0 else b2)
     ring_t = c.ring_bytes / rbw + c.ring_alpha_ns
+    u = eff.contention  # compute a collective running under it takes (Calculon)
     if c.ring_overlap == 1.0:
         exposed = ring_t - t_core
-        if exposed < 0.0:
-            exposed = 0.0
+        if exposed < u * ring_t:
+            exposed = u * ring_t
     else:
         exposed = ring_t
     comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
     # the window prefetched gathers and the gradient tail hide under: the layer's compute
     # and the ring wait it exposes (a faster core then never exposes more than it saves)
     t_work = t_lin + t_core + t_ffn + exposed
-    ovl = (c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns) - t_work
+    t_ovl = c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns
+    ovl = t_ovl - t_work
     free = 0.0  # compute the overlapping collectives leave free (hides the tail)
     if ovl < 0.0:
         free = -ovl
         ovl = 0.0
+    if ovl < u * t_ovl:  # the compute it ran under slowed by the contention
+        ovl = u * t_ovl
     pt = c.pp_tier
     pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
     t_pp = c.pp_bytes / pbw + c.pp_alpha_ns
 
     mult = c.layer_mult
     t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
-    t_tail = t_tail - c.tail_hide * mult * free
-    if t_tail < 0.0:
-        t_tail = 0.0
+    hidden = c.tail_hide * mult * free  # the part that hides, at contention u
+    if hidden > t_tail:
+        hidden = t_tail
+    t_tail = t_tail - (1.0 - u) * hidden
     t_tail_mem = c.tail_mem_bytes / M
     t_ops = (mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
              + c.step_seqs * eff.seq_ns)

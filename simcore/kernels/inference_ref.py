@@ -315,7 +315,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
              for name, fb in ops.items()}
     t_core = times["attn_core"][0]
-    exposed = ring if decode else max(0.0, ring - t_core)
+    u = efficiency.comm_contention  # compute a collective running under it takes
+    exposed = ring if decode else max(u * ring, ring - t_core)
 
     layers_per_stage = math.ceil(model.n_layers / pp)
     micro = 1 if decode else replica_batch

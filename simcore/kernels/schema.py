@@ -289,6 +289,8 @@ class EfficiencyParams(NamedTuple):
     lowp: float  #: fraction of the FP8 / INT8 matmul peak (for ``lowp_mm`` / ``lowp_head``)
     overlap: float  #: share of an op's shorter side (compute or HBM) hidden under the longer
     seq_ns: float  #: framework cost per scheduled sequence per inference step
+    #: share of compute throughput an overlapped collective takes while it runs
+    contention: float = 0.0
 
 
 def pack_model(model) -> ModelParams:
@@ -402,7 +404,8 @@ def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
         inter if eff.network_sip is None else float(eff.network_sip),
         compute if attention is None else float(attention),
         float(eff.op_latency_ns), float(eff.step_overhead_ns), lowp,
-        float(eff.roofline_overlap), 0.0 if train else float(eff.seq_overhead_ns))
+        float(eff.roofline_overlap), 0.0 if train else float(eff.seq_overhead_ns),
+        float(eff.comm_contention))
 
 
 def field_attrs(name: str) -> dict[str, str]:

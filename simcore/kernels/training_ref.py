@@ -404,11 +404,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
              "ffn": gemm_peak}
     times = {name: roofline(*fb, rate=rates[name]) for name, fb in ops.items()}
     work = sum(t for t, _ in times.values())
-    exposed = max(0.0, ring - times["attn_core"][0])
+    u = efficiency.comm_contention  # compute a collective running under it takes
+    exposed = max(u * ring, ring - times["attn_core"][0])
     # prefetched gathers and the gradient tail hide under the layer's compute and the ring
     # wait it exposes
     window = work + exposed
-    exposed_gather = max(0.0, prefetch - window)
+    exposed_gather = max(u * prefetch, prefetch - window)
     layers_per_stage = math.ceil(model.n_layers / pp)
     per_slot = micro_batches + (pp - 1) / v
     slots = layers_per_stage * per_slot
@@ -441,7 +442,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         # only compute the prefetched all-gathers leave free hides the reduction (one
         # window cannot hide both; otherwise faster compute could expose more than it saves)
         free = max(0.0, window - prefetch)
-        t_grad = max(0.0, t_grad - backward * share * slots * free)
+        hidden = min(t_grad, backward * share * slots * free)
+        t_grad -= (1 - u) * hidden
     opt_params = (dense / g_sh + expert / g_edp) if zs >= 1 else params
     t_opt = opt_params * (ADAM_BYTES_PER_PARAM + workload.grad_bytes) / hbm
 

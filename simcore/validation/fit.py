@@ -43,7 +43,9 @@ MAX_FACTORS = 10
 #: leave-one-source-out refit alike; ``network_sip`` follows it (both are the scale-out
 #: network on GPU clusters); ``step_overhead_ns`` (the framework's floor per inference
 #: step) is held at 0, its lower bound, where every fit since the per-launch and
-#: per-sequence costs joined put it. The inference ``attention`` factor is fitted since
+#: per-sequence costs joined put it; ``comm_contention`` is held at 0.15, Calculon's
+#: processor usage of NVLink (see :mod:`simcore.validation.fitted`). The inference
+#: ``attention`` factor is fitted since
 #: the long-context whole runs (Qwen2.5 speed, 30K-129K tokens) joined: before them it
 #: sat at its upper bound and followed ``compute``.
 FACTORS: dict[str, tuple[str, float, float]] = {

@@ -10,11 +10,14 @@ range, :data:`simcore.validation.fit.FACTORS`), from the values below, which are
 search's fixed point. Not fitted: ``hbm_usable`` (0.90, memory fit only),
 ``network_inter`` (held at 0.95, the top of its range, where every fit that had it free
 put it, all points and each leave-one-source-out refit alike), ``network_sip`` (follows
-``network_inter``) and ``step_overhead_ns`` (held at 0, its lower bound, where every fit
-since the per-launch and per-sequence costs joined put it). Never per point, nor per
-kind.
+``network_inter``), ``step_overhead_ns`` (held at 0, its lower bound, where every fit
+since the per-launch and per-sequence costs joined put it) and ``comm_contention`` (held
+at 0.15, Calculon's ``processor_usage`` of NVLink: calculon-ai/calculon
+systems/a100_80g.json and h100_80g_nvl8.json @caa4b11f8fe1fee3ba57adaacb7590d7deabd053,
+where InfiniBand's is 0.02; simcore uses one value for every tier). Never per point,
+nor per kind.
 
-* ``compute`` = 0.687, ``train_compute`` = 0.653 — inference and training matmuls, in
+* ``compute`` = 0.687, ``train_compute`` = 0.662 — inference and training matmuls, in
   Hopper's terms: a family's ``Topology.mm_ratio`` scales them (A100 1.082, its measured
   maximum achievable matmul share over the H100's; cited in ``presets.py``, not fitted).
 * ``attention`` = 0.405 — the inference attention core (FlashAttention / paged
@@ -28,7 +31,7 @@ kind.
   Training FP8 GEMMs keep ``train_compute`` x ``fp8_ratio`` and pay Transformer Engine's
   casts as HBM traffic (a shared factor made the leave-one-source-out error of the FP8
   training sources worse: NeMo 24.07 8% → 22%).
-* ``train_attention`` = 0.332 — the training attention core of the family's native fused
+* ``train_attention`` = 0.341 — the training attention core of the family's native fused
   kernel (Transformer Engine / cuDNN on Hopper). FlashAttention-2-class kernels
   (``Workload.attention="flash2"``: torchtitan's PyTorch SDPA, llm-foundry's flash-attn)
   run at ``Topology.fa2_ratio`` (0.522 on Hopper, a cited measurement, not fitted) of it.
@@ -41,6 +44,9 @@ kind.
 * ``op_latency_ns`` = 2,790 ns per kernel launch; ``seq_overhead_ns`` = 15.9 us per
   sequence of the replica per inference step (batch bookkeeping, sampling, KV block
   tables); ``step_overhead_ns`` = 0 (held; a quarter of it with CUDA graphs).
+* ``comm_contention`` = 0.15 (held, cited above) — a collective overlapped with compute
+  takes that share of the compute's throughput while it runs: ``X`` ns of it under ``W``
+  ns of compute cost ``max(X − W, 0.15 X)`` beyond ``W``.
 
 Served runs (aiconfigurator's silicon CSV, at a client concurrency) are predicted as
 the steady-state step of :meth:`simcore.Workload.served`: the decode batch plus the
@@ -49,13 +55,13 @@ speed benchmark: one timed ``generate()``) are the sum of their steps
 (``Measurement.steps``: the prompt's prefill, chunked as vLLM 0.6 chunks it, then every
 decode step over the growing context; see :mod:`simcore.validation.data_infer`).
 
-Result (``simcore validate``, 159 points): in-sample mean absolute error 7.8% (training
-6.7%, prefill 10.2%, decode 9.2%), worst 42.2% (Megatron-Bridge's 26.02.01 FP8
+Result (``simcore validate``, 159 points): in-sample mean absolute error 7.6% (training
+6.4%, prefill 10.2%, decode 9.2%), worst 41.2% (Megatron-Bridge's 26.02.01 FP8
 Qwen3-30B-A3B, which runs at 9.06K tokens/s/GPU where Automodel's BF16 run of the same
 model with full recomputation reaches 12.0K on the same H100s: no roofline of its FP8
-grouped GEMMs shows that); leave-one-source-out 9.4% (training 7.2%, prefill 11.2%,
-decode 14.1%); Korthikanti Table 5 6.8% (7.6% out of sample). 9 points lie beyond 25%
-(7 inference, 2 training).
+grouped GEMMs shows that); leave-one-source-out 9.3% (training 6.8%, prefill 11.2%,
+decode 14.8%); Korthikanti Table 5 5.9% (6.6% out of sample). 8 points lie beyond 25%
+(7 inference, 1 training).
 
 The next change (refit on all points; in-sample / LOSO):
 
@@ -76,6 +82,15 @@ The next change (refit on all points; in-sample / LOSO):
     a fused or compiled loss keeps 4. The reported peak memory of its runs, printed by
     ``simcore validate`` beside the prediction, went from 28.4% to 11.1% mean |error|
     (its 8B runs at 32K tokens per GPU −47% → −9%); every run that ran still fits.
+13. ``Efficiency.comm_contention`` (Calculon's processor usage): an overlapped
+    collective (CP ring, prefetched ZeRO-3 / FSDP all-gathers, overlapped TP and MoE
+    all-to-all, the bucketed gradient reduction) slows the compute it runs under; held at
+    Calculon's NVLink value 0.15. A scan (each value refit on all points) put the minimum
+    there: 0 → 7.81%, 0.05 → 7.74%, 0.10 → 7.68%, 0.15 → 7.64%, 0.20 → 7.64%, 0.30 →
+    7.72%, 0.45 → 7.92%. With it: 7.64% / 9.33% (training 6.7% → 6.4% in sample, 7.2%
+    → 6.8% out of sample; Korthikanti 6.8% → 5.9%, whose runs overlap nothing, through
+    the refit's ``train_compute`` 0.653 → 0.662 and ``train_attention`` 0.332 → 0.341;
+    decode 14.1% → 14.8% out of sample).
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
@@ -242,7 +257,8 @@ __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
 FITTED_EFFICIENCY = Efficiency(compute=0.687, memory=0.667, network=0.717, hbm_usable=0.90,
-                               train_compute=0.653, network_inter=0.95, network_sip=None,
-                               attention=0.405, train_attention=0.332, op_latency_ns=2790.0,
+                               train_compute=0.662, network_inter=0.95, network_sip=None,
+                               attention=0.405, train_attention=0.341, op_latency_ns=2790.0,
                                step_overhead_ns=0.0, lowp_compute=0.54,
-                               roofline_overlap=0.501, seq_overhead_ns=15908.0)
+                               roofline_overlap=0.501, seq_overhead_ns=15908.0,
+                               comm_contention=0.15)
