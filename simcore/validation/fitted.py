@@ -90,7 +90,10 @@ The next change (refit on all points; in-sample / LOSO):
     7.72%, 0.45 → 7.92%. With it: 7.64% / 9.33% (training 6.7% → 6.4% in sample, 7.2%
     → 6.8% out of sample; Korthikanti 6.8% → 5.9%, whose runs overlap nothing, through
     the refit's ``train_compute`` 0.653 → 0.662 and ``train_attention`` 0.332 → 0.341;
-    decode 14.1% → 14.8% out of sample).
+    decode 14.1% → 14.8% out of sample). Calculon's per-tier values (0.15 on NVLink,
+    0.02 on InfiniBand) fit worse, 7.72% after a refit: the data want the contention on
+    the scale-out collectives too (NCCL runs every collective's reductions and copies on
+    SMs, whatever the transport).
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
