@@ -662,7 +662,7 @@ def prepare(
     if hardware is None:
         hardware = fam.hardware
     knobs = hardware_grid(hardware)
-    sp = _get_space(space, workload.mode)
+    sp = _get_space(space, workload.mode, gpus)
     eff = _default_efficiency() if efficiency is None else efficiency
     layouts, canonical = _space_table(sp)
     coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
@@ -682,13 +682,13 @@ def _packed_efficiency(eff: Efficiency, train: bool) -> schema.EfficiencyParams:
 
 
 @functools.lru_cache(maxsize=64)
-def _space_of(items: Any, named: Any, mode: str) -> Space:
+def _space_of(items: Any, named: Any, mode: str, gpus: int | None = None) -> Space:
     if items is None:
-        return get_space(named, mode)
+        return get_space(named, mode, gpus)
     return get_space({k: tuple(v for _, v in vals) for k, vals in items}, mode)
 
 
-def _get_space(space: Any, mode: str) -> Space:
+def _get_space(space: Any, mode: str, gpus: int | None = None) -> Space:
     """:func:`~simcore.space.get_space`, cached per (space, mode): a mapping by its items
     with each value's type (so ``4`` and ``4.0`` stay apart); anything unhashable, or a
     mapping whose values are not sequences, goes to ``get_space`` as it is."""
@@ -698,9 +698,9 @@ def _get_space(space: Any, mode: str) -> Space:
         if isinstance(space, Mapping):
             items = tuple((k, tuple((type(v), v) for v in vals)) for k, vals in space.items())
             return _space_of(items, None, mode)
-        return _space_of(None, space, mode)
+        return _space_of(None, space, mode, gpus)
     except TypeError:
-        return get_space(space, mode)
+        return get_space(space, mode, gpus)
 
 
 def _counts(sizes: np.ndarray, most: int = 12) -> str:

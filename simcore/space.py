@@ -143,17 +143,56 @@ def full_space(**kw: Sequence[int]) -> Space:
     return Space(tuple((k, tuple(base[k])) for k in PARALLEL_DIMS), name="full")
 
 
-def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str = "decode") -> Space:
+#: The largest pipeline degree a budget-widened named space offers.
+MAX_BUDGET_PP = 64
+
+
+def budget_sizes(default: Sequence[int], gpus: int, cap: int | None = None) -> tuple[int, ...]:
+    """A layout dim's sizes widened to a device budget: ``default``, every power of two up
+    to ``gpus`` (and ``cap``), and every ``gpus / 2^k`` that is a whole number (so a
+    power-of-two TP / CP / PP times DP uses exactly ``gpus`` devices, e.g. TP8 x DP3 for
+    24).
+
+    Examples
+    --------
+    >>> budget_sizes((1, 2, 4, 8), 64)
+    (1, 2, 4, 8, 16, 32, 64)
+    >>> budget_sizes((1, 2, 4, 8), 24)
+    (1, 2, 3, 4, 6, 8, 12, 16, 24)
+    >>> budget_sizes((1, 2, 4, 8), 1024, cap=64)
+    (1, 2, 4, 8, 16, 32, 64)
+    """
+    top = gpus if cap is None else min(gpus, cap)
+    sizes = set(default)
+    p = 1
+    while p <= top:
+        sizes.add(p)
+        if gpus % p == 0 and gpus // p <= top:
+            sizes.add(gpus // p)
+        p *= 2
+    return tuple(sorted(sizes))
+
+
+def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str = "decode",
+              gpus: int | None = None) -> Space:
     """Resolve ``"reduced"``, ``"full"``, a :class:`Space` or a mapping of overrides.
 
     For the reduced space the ring variant follows the mode: ``"kv"`` for prefill and
-    training, ``"qoml"`` for decode (DESIGN.md).
+    training, ``"qoml"`` for decode (DESIGN.md). With a device budget ``gpus`` the two
+    named spaces widen DP (and PP, up to :data:`MAX_BUDGET_PP`) to it
+    (:func:`budget_sizes`): their default grids stop at 8, so without it a question such
+    as "the fastest layout of 64 GPUs" could never be answered with DP 64. A
+    :class:`Space` or a mapping is used as given.
     """
-    if space is None or space == "reduced":
-        s = reduced_space()
-        return s.with_(cp_ring_variant=("qoml",) if mode == "decode" else ("kv",))
-    if space == "full":
-        return full_space()
+    if space is None or space == "reduced" or space == "full":
+        s = full_space() if space == "full" else reduced_space().with_(
+            cp_ring_variant=("qoml",) if mode == "decode" else ("kv",))
+        if gpus is not None and gpus > 8:
+            d = s.dict
+            d["dp"] = budget_sizes(d["dp"], gpus)
+            d["pp"] = budget_sizes(d["pp"], gpus, cap=MAX_BUDGET_PP)
+            return Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name=s.name)
+        return s
     if isinstance(space, Space):
         return space
     if isinstance(space, Mapping):

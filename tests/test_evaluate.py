@@ -321,6 +321,33 @@ def test_evaluate__train_llama8b_h100_gpus8_picks_at_most_8_devices():
     assert (int(after.best_tp), int(after.n_devices)) == (8, 8)
 
 
+def test_evaluate__budget_widens_dp_and_pp_of_the_named_spaces():
+    """The named spaces' DP / PP grids stop at 8; a budget widens them, so "the fastest
+    layout of 64 H100s" for Llama 2 7B training is pure data parallelism (TP1 x DP64), not
+    the best layout that DP <= 8 allows (CP2 x PP4 x DP8, ~8% slower)."""
+    from simcore.space import get_space
+
+    for name in ("reduced", "full"):
+        for mode in ("train", "decode"):
+            plain, wide = get_space(name, mode), get_space(name, mode, 64)
+            assert wide.dict["dp"] == (1, 2, 4, 8, 16, 32, 64)
+            assert wide.dict["pp"] == (1, 2, 4, 8, 16, 32, 64)
+            assert {k: v for k, v in wide.dict.items() if k not in ("dp", "pp")} == {
+                k: v for k, v in plain.dict.items() if k not in ("dp", "pp")}
+            assert get_space(name, mode, 8) == plain  # within the default grids: unchanged
+    assert get_space("full", "train", 24).dict["dp"] == (1, 2, 3, 4, 6, 8, 12, 16, 24)
+    assert get_space({"dp": (2,)}, "train", 64).dict["dp"] == (2,)  # given grids stay
+    w = Workload("train", batch=512, s_kv=4096, micro_batch=1, zero_stage=1, precision="bf16")
+    r = evaluate_best("Llama 2 7B", w, space="full", family="H100-SXM", gpus=64,
+                      exact_gpus=True)
+    lay = {d: int(r[f"best_{d}"].values.ravel()[0]) for d in ("cp", "tp", "pp", "dp")}
+    assert lay == {"cp": 1, "tp": 1, "pp": 1, "dp": 64}
+    dp8 = evaluate_best("Llama 2 7B", w, space=full_space(), family="H100-SXM", gpus=64,
+                        exact_gpus=True)  # a Space as given: DP <= 8
+    assert int(dp8.best_dp.values.ravel()[0]) <= 8
+    assert float(r.latency_ns.values.ravel()[0]) < float(dp8.latency_ns.values.ravel()[0])
+
+
 def test_evaluate__exact_gpus_keeps_only_that_device_count():
     ds = evaluate("Llama 3.1 8B", TRAIN_8K, **H100, gpus=8, exact_gpus=True)
     used = ds.n_devices.where(ds.fits.any(list(HW_KNOBS))).values

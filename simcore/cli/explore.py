@@ -207,7 +207,9 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
 
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
-        n_layouts = get_space(args.space, args.mode).size
+        gpus = getattr(args, "gpus", None)
+        n_layouts = get_space(args.space, args.mode,
+                              gpus if isinstance(gpus, int) and gpus > 0 else None).size
     except ValueError as exc:
         raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
     n_hw = 1
