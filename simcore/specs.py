@@ -1088,7 +1088,8 @@ class Workload:
         logit element (the fp32 log-softmax kept for the backward, and the fp32 gradients
         of its output and its input) where a fused or compiled loss (Megatron's
         vocab-parallel cross entropy, a compiled one) keeps 4 (the fp32 softmax). Memory
-        only. Default False.
+        only; ignored by inference workloads, as the other training-only flags are.
+        Default False.
     offload : {"none", "optimizer", "optimizer+params"}
         Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
         parameters, ZeRO-3 only) to host memory over PCIe.
@@ -1436,9 +1437,10 @@ class Efficiency:
     throughput a collective takes while it runs under compute (Calculon's "processor
     usage" of the network: NCCL kernels occupy SMs and HBM bandwidth): a collective of
     ``X`` ns hidden under ``W`` ns of compute costs ``max(X - W, comm_contention * X)``
-    beyond ``W`` instead of ``max(X - W, 0)``. It applies to every overlapped collective
-    (the CP ring under attention, prefetched ZeRO-3 / FSDP all-gathers, overlapped TP and
-    MoE all-to-all, the bucketed gradient reduction under the backward pass). Not fitted:
+    beyond ``W`` instead of ``max(X - W, 0)``. It applies to every overlapped collective:
+    the CP ring under attention (prefill and training) and, in training, prefetched
+    ZeRO-3 / FSDP all-gathers, overlapped TP and MoE all-to-all and the bucketed gradient
+    reduction under the backward pass (inference's other collectives block). Not fitted:
     held at 0.15, Calculon's ``processor_usage`` of NVLink (0 = free overlap).
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
     (159 published training and inference results from 22 sources); see

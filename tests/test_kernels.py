@@ -148,6 +148,28 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
 
 
+@pytest.mark.parametrize("u", [0.0, 0.15, 0.6])
+def test_inference_kernel__hidden_ring_pays_contention_like_the_twin(u):
+    """A CP prefill whose KV ring hides under the attention core: the kernel and the twin
+    both charge the ring max(ring - core, u * ring) (the drawn cases rarely hide it)."""
+    from simcore.presets import HARDWARE_FAMILIES, PRESETS
+
+    m = PRESETS["Llama 3.1 8B"].model
+    fam = HARDWARE_FAMILIES["H100-SXM"]
+    wl = Workload("prefill", batch=1, s_kv=65536)
+    lay = ref.Layout(cp=2, tp=1, cp_ring_variant="kv")
+    eff = replace(Efficiency(), comm_contention=u)
+    got = _kernel_point(m, wl, fam.hardware, fam.topology, eff, lay)
+    want = ref.evaluate_point(m, wl, fam.hardware, fam.topology, eff, lay)
+    assert got["latency_ns"] == pytest.approx(want["latency_ns"], rel=REL)
+    free = ref.evaluate_point(m, wl, fam.hardware, fam.topology,
+                              replace(eff, comm_contention=0.0), lay)
+    extra = want["latency_ns"] - free["latency_ns"]
+    assert (extra > 0) == (u > 0)
+    # the ring hides (u = 0 leaves no ring time), so all of the extra is u x ring
+    assert want["comm_ns"] - free["comm_ns"] == pytest.approx(extra, rel=1e-9)
+
+
 @given(models(), workloads(), hardware, topologies, efficiencies,
        st.lists(layouts, min_size=1, max_size=12), st.sampled_from(list(ki.FUSED_METRICS)))
 def test_fused_best__matches_argbest_of_grid(model, workload, hw, topo, eff, lays, metric):

@@ -258,6 +258,8 @@ def test_ranges__flags_reject_non_booleans():
         Model(**TINY, gated_ffn=1)
     with pytest.raises(SpecError, match="Workload.sequence_parallel"):
         Workload("train", sequence_parallel="yes")
+    with pytest.raises(SpecError, match="Workload.eager_loss must be True or False, got 'yes'"):
+        Workload("train", eager_loss="yes")
     assert Model(**TINY, tied_embeddings=np.bool_(True)).tied_embeddings is True
 
 

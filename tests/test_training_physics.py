@@ -135,11 +135,10 @@ def test_training__contention_slows_the_compute_an_overlapped_collective_runs_un
     assert float(a.latency_ns.values.ravel()[0]) == float(b_.latency_ns.values.ravel()[0])
 
 
-def test_efficiency__contention_range():
+@pytest.mark.parametrize("bad", [1.0, -0.1, float("nan"), True, "0.1", None])
+def test_efficiency__contention_range(bad):
     with pytest.raises(SpecError, match="comm_contention"):
-        simcore.Efficiency(comm_contention=1.0)
-    with pytest.raises(SpecError, match="comm_contention"):
-        simcore.Efficiency(comm_contention=-0.1)
+        simcore.Efficiency(comm_contention=bad)
 
 
 def test_validation__torchtitan_2412_runs_use_the_eager_loss():

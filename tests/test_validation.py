@@ -426,10 +426,22 @@ def _whole(**kw):
     ({"generated": -3}, "whole number >= 0"),
     ({"generated": 2.5}, "whole number >= 0"),
     ({"steps": (), "generated": 2048}, "generated is for whole runs"),
+    ({"steps": ((Workload("decode", batch=4), 1.0),)}, "same sequences"),
+    ({"metric": "latency", "unit": "ms"}, "does not use it"),
 ])
 def test_measurement__rejects_bad_steps(kw, match):
     with pytest.raises(ValueError, match=match):
         _whole(**kw)
+
+
+def test_measurement__numpy_step_weights_and_generated_accepted():
+    import numpy as np
+
+    m = _whole()
+    n = _whole(steps=tuple((w, np.float64(c)) for w, c in m.steps), generated=np.int64(2048))
+    assert n.generated == 2048 and type(n.generated) is int
+    assert all(type(c) is float for _, c in n.steps)
+    assert predict(n) == predict(m)
 
 
 def test_measurement__steps_on_a_training_point_rejected():
@@ -497,3 +509,13 @@ def test_whole_run__vllm_steps_follow_its_defaults():
         assert sum(c * f(x) for x, c in _simpson(10, 2056, 2047)) == pytest.approx(
             sum(f(10 + i) for i in range(2047)), rel=rel)
     assert _simpson(5, 5, 1) == [(5, 1.0)]
+    # an even count over positions 0 .. n-1: the midpoint lies between two steps
+    for f, rel in ((lin, 1e-12), (quad, 1e-3)):
+        assert sum(c * f(x) for x, c in _simpson(0, 251, 252)) == pytest.approx(
+            sum(f(i) for i in range(252)), rel=rel)
+    # a prompt that is not a whole number of chunks: every prompt token is prefilled once
+    for isl in (40000, 33000, 65537, 63488):
+        _, steps, _ = _whole_run(1, isl, 2048, dt)
+        pre = [(w, c) for w, c in steps if w.mode == "prefill"]
+        assert sum(c * w.s_q for w, c in pre) == pytest.approx(isl, rel=1e-12)
+        assert max(w.s_kv for w, _ in pre) == isl

@@ -138,11 +138,15 @@ def _simpson(first: int, last: int, count: float) -> list[tuple[int, float]]:
     """(position, weight) pairs whose weighted sum approximates the sum of a smooth
     function over ``count`` evenly spaced steps from ``first`` to ``last`` (Simpson's
     rule on three points: exact for a per-step cost linear in position, within ~1e-3
-    for a gently curved one)."""
+    for a gently curved one). When the midpoint falls between two steps its weight is
+    split over both, which keeps a linear cost exact."""
     if count <= 1 or first == last:
         return [(first, float(count))]
-    mid = (first + last) // 2
-    return [(first, count / 6.0), (mid, 4.0 * count / 6.0), (last, count / 6.0)]
+    mid, odd = divmod(first + last, 2)
+    ends = [(first, count / 6.0), (last, count / 6.0)]
+    if odd:
+        return [ends[0], (mid, 2.0 * count / 6.0), (mid + 1, 2.0 * count / 6.0), ends[1]]
+    return [ends[0], (mid, 4.0 * count / 6.0), ends[1]]
 
 
 def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any]
@@ -155,13 +159,17 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any]
     Simpson's rule. Returns (the last decode step, the steps, a note)."""
     pre = dict(dt, cuda_graphs=False)
     steps: list[tuple[Workload, float]] = []
+    # the benchmark's rows set max_model_len to the smallest of 32768 / 65536 / 131072
+    # that holds isl + osl (its setting notes), so isl + osl > 32K is vLLM's long context
     chunked = isl + osl > _VLLM_LONG_CONTEXT and isl > _VLLM_CHUNK
     if chunked:
-        n = -(-isl // _VLLM_CHUNK)
+        n, rest = divmod(isl, _VLLM_CHUNK)  # n full chunks, then the remainder
         for j, c in _simpson(0, n - 1, n):
-            ctx = min((j + 1) * _VLLM_CHUNK, isl)
-            steps.append((Workload("prefill", batch=batch, s_q=ctx - j * _VLLM_CHUNK,
-                                   s_kv=ctx, **pre), c))
+            ctx = (j + 1) * _VLLM_CHUNK
+            steps.append((Workload("prefill", batch=batch, s_q=_VLLM_CHUNK, s_kv=ctx, **pre),
+                          c))
+        if rest:
+            steps.append((Workload("prefill", batch=batch, s_q=rest, s_kv=isl, **pre), 1.0))
     else:
         steps.append((Workload("prefill", batch=batch, s_kv=isl, **pre), 1.0))
     last = None

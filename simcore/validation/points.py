@@ -9,6 +9,7 @@ layout and converts the result to the measurement's unit.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -226,27 +227,35 @@ class Measurement:
             raise ValueError(f"{where}: steps must be (Workload, weight) pairs such as "
                              f"((Workload('prefill', s_kv=1024), 1.0),), got {self.steps!r}"
                              ) from None
+        if steps and self.kind == "train":
+            raise ValueError(f"{where}: steps describe an inference run; a training "
+                             "measurement is its single workload")
         for w, c in steps:
             if not isinstance(w, Workload) or w.mode not in ("prefill", "decode"):
                 raise ValueError(f"{where}: each step must be a prefill or decode "
                                  f"simcore.Workload, got {w!r}")
-            if (isinstance(c, bool) or not isinstance(c, int | float) or not math.isfinite(c)
-                    or c <= 0):
+            if (isinstance(c, bool) or not isinstance(c, numbers.Real)
+                    or not math.isfinite(c) or c <= 0):
                 raise ValueError(f"{where}: step weight must be a number > 0 (how many times "
                                  f"the step runs), got {c!r}")
-        if steps and self.kind == "train":
-            raise ValueError(f"{where}: steps describe an inference run; a training "
-                             "measurement is its single workload")
+            if w.batch != self.workload.batch:
+                raise ValueError(f"{where}: a step runs batch {w.batch} but the run's workload "
+                                 f"batch {self.workload.batch}; every step of a run carries "
+                                 "the same sequences")
         g = self.generated
-        if isinstance(g, bool) or not isinstance(g, int) or g < 0:
+        if isinstance(g, bool) or not isinstance(g, numbers.Integral) or g < 0:
             raise ValueError(f"{where}: generated must be a whole number >= 0, got {g!r}")
+        if g and self.metric != "output_tokens_per_s":
+            raise ValueError(f"{where}: generated counts the output tokens of a whole-run "
+                             f"throughput; metric {self.metric!r} does not use it, leave it 0")
         if steps and self.metric == "output_tokens_per_s" and g < 1:
             raise ValueError(f"{where}: a whole-run throughput needs generated >= 1 (output "
                              "tokens per sequence of the run)")
         if g and not steps:
             raise ValueError(f"{where}: generated is for whole runs; pass steps too, or "
                              "leave generated at 0 for a per-step throughput")
-        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "steps", tuple((w, float(c)) for w, c in steps))
+        object.__setattr__(self, "generated", int(g))
 
     def _check_layout(self, where: str) -> None:
         if isinstance(self.layout, Mapping):
