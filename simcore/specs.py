@@ -1443,35 +1443,35 @@ class Efficiency:
     reduction under the backward pass (inference's other collectives block). Not fitted:
     held at 0.15, Calculon's ``processor_usage`` of NVLink (0 = free overlap).
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (159 published training and inference results from 22 sources); see
+    (177 published training and inference results from 23 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.687
-    memory: float = 0.667
-    network: float = 0.717
+    compute: float = 0.692
+    memory: float = 0.7
+    network: float = 0.691
     hbm_usable: float = 0.90
-    train_compute: float = 0.662
+    train_compute: float = 0.657
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.405
+    attention: float | None = 0.391
     train_attention: float | None = 0.341
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2790.0
+    op_latency_ns: float = 4060.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.54
+    lowp_compute: float | None = 0.551
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.501
+    roofline_overlap: float = 0.524
     #: the framework's cost per sequence it schedules in an inference step (ns): batch
     #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 15908.0
+    seq_overhead_ns: float = 6212.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15

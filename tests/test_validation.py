@@ -32,24 +32,28 @@ def rows():
 
 # --- accuracy -----------------------------------------------------------------------------
 # The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not both met on
-# the 159-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
+# the 177-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
 # errors measured when the factors were fitted, so a change that makes any of them worse
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.077, "train": 0.065, "prefill": 0.103, "decode": 0.093}
+RECORDED_CEILINGS = {"all": 0.079, "train": 0.066, "prefill": 0.102, "decode": 0.092}
 #: Configurations that ran but that simcore predicts not to fit (known gaps, each with its
 #: reason in simcore/validation/fitted.py): Llama 3 405B (no recomputation stated; without
 #: it a 16-stage pipeline's first stage holds ~100 GiB of activations), Nemotron-340B
 #: (its 24.07 recipe is not among the launcher's examples: states 53.7 GiB + activations
 #: 25.8 GiB with bf16 gradients and FP8-saved inputs), and TensorRT-LLM's H200 Llama 2 70B
 #: TP1 FP8 runs (KV dtype unstated: a bf16 cache does not fit beside the FP8 weights, an
-#: FP8 one fits but predicts 18-22% too fast). Megatron-family recipes' bf16 gradients,
+#: FP8 one fits but predicts 18-22% too fast; the same holds for the blog's batch-960
+#: 128/128 row and the H200 launch blog's Llama 2 13B batch-1024 FP8 row: 1024 x 256
+#: tokens of 16-bit cache are 215 GB on a 141 GB GPU). Megatron-family recipes' bf16 gradients,
 #: FP8 primary weights and Transformer Engine's FP8-saved GEMM inputs (read from the
 #: sources) made the other eight fit.
 KNOWN_NOT_FITTING = frozenset({
     "falcon180b-blog-h200-llama70b-tp1-b192-128-2048:thr",
-    "falcon180b-blog-h200-llama70b-tp1-b96-128-4096:thr", "llama3-405b-16k",
+    "falcon180b-blog-h200-llama70b-tp1-b96-128-4096:thr",
+    "falcon180b-blog-h200-llama70b-tp1-b960-128-128:thr", "h200launch-llama13b-b1024-128-128:thr",
+    "llama3-405b-16k",
     "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "nemo2407-nemotron-340b",
 })
 
@@ -509,6 +513,11 @@ def test_whole_run__vllm_steps_follow_its_defaults():
         assert sum(c * f(x) for x, c in _simpson(10, 2056, 2047)) == pytest.approx(
             sum(f(10 + i) for i in range(2047)), rel=rel)
     assert _simpson(5, 5, 1) == [(5, 1.0)]
+    # a static TensorRT-LLM batch: one context phase, no chunking, graphs as the row says
+    _, steps, note = _whole_run(1024, 40000, 4096, dt, vllm=False)
+    pre = [w for w, _ in steps if w.mode == "prefill"]
+    assert len(pre) == 1 and pre[0].s_q == 40000 and pre[0].batch == 1024
+    assert all(w.cuda_graphs for w, _ in steps if w.mode == "decode") and "chunks" not in note
     # an even count over positions 0 .. n-1: the midpoint lies between two steps
     for f, rel in ((lin, 1e-12), (quad, 1e-3)):
         assert sum(c * f(x) for x, c in _simpson(0, 251, 252)) == pytest.approx(

@@ -16,9 +16,11 @@ What is used
   fixed client concurrency) are the steady-state step of :meth:`Workload.served`: the
   running batch is the concurrency, and each step also carries ``concurrency·isl/osl``
   prompt tokens of newly admitted requests (continuous batching).
-* **Output throughput** (``output_tokens_per_s``, whole system) of static runs whose
-  output is at least 16x the prompt (128/2048, 128/4096, 1/2048): ``batch`` / TPOT at the
-  mean context. Prefill is left out; at these lengths it is < ~3% of the run.
+* **Output throughput** (``output_tokens_per_s``, whole system) of static runs:
+  ``batch x osl`` over the whole run (TensorRT-LLM's ``out_tps``), reproduced as a
+  :class:`~simcore.validation.points.Measurement` with ``steps`` (:func:`_whole_run`): one
+  context phase for the batch's prompts, then ``osl - 1`` decode steps over the growing
+  context, summed by Simpson's rule.
 
 Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) and ``cuda_graphs`` come from each
 point's workload; an unstated KV dtype is taken as 16-bit.
@@ -27,9 +29,7 @@ Skipped, with the reason
 ------------------------
 * ``already_in_simcore`` points (TensorRT-LLM v0.5 A100 TTFT at 2048, lmdeploy batch-1
   rows, kipply's FasterTransformer): they are in :mod:`simcore.validation.data`.
-* Throughput rows with ``osl < 16 isl`` (128/128, 2048/128, 2048/2048, 1000/1000,
-  20000/2000): the prefill share is large and one workload cannot reproduce it.
-* **Whole runs** (the Qwen2.5 speed benchmark, :data:`_WHOLE_RUN`): its speed is
+* **vLLM whole runs** (the Qwen2.5 speed benchmark, :data:`_WHOLE_RUN`): its speed is
   ``osl`` / the wall time of one ``generate()`` call at batch 1, prefill included, so each
   row is a :class:`~simcore.validation.points.Measurement` with ``steps``: the prompt's
   prefill (512-token chunks when vLLM 0.6 turns chunked prefill on for contexts over
@@ -47,7 +47,10 @@ Skipped, with the reason
   independent audit against the sources, 2026-12-03): TensorRT-LLM v0.9's Falcon-180B
   batch-1024 throughput (its own reproduction command runs batch 96) and its H100 / H200
   Mixtral rows (headed FP8, but 0.9.0 had no FP8 Mixtral export, NVIDIA/TensorRT-LLM PR
-  #1734 / issue #1229, while one of them is faster than 16-bit weights can be read);
+  #1734 / issue #1229, while one of them is faster than 16-bit weights can be read),
+  throughput rows included; and its A100 Mixtral batch-32 2048/2048 throughput, whose
+  mean step (20.0 ms, prefill included) is shorter than reading the 46.7 GB of 16-bit
+  weights per GPU takes at the A100's full bandwidth (22.9 ms);
   ``excluded_metrics``: lmdeploy's TTFT at batch > 1, a mean over client threads of each
   request's first token, not one batched prefill.
 * ``superseded`` points, where a later version of the same document measures the same
@@ -149,19 +152,22 @@ def _simpson(first: int, last: int, count: float) -> list[tuple[int, float]]:
     return [ends[0], (mid, 4.0 * count / 6.0), ends[1]]
 
 
-def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any]
+def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool = True
                ) -> tuple[Workload, tuple[tuple[Workload, float], ...], str]:
-    """A vLLM ``generate()`` of ``osl`` tokens after an ``isl``-token prompt, as steps: the
-    prompt's prefill (in 512-token chunks, each attending to the chunks before it, when
-    vLLM's long-context default turns chunked prefill on), which yields the first output
-    token, then ``osl - 1`` decode steps at contexts ``isl + 1`` … ``isl + osl - 1``
-    (CUDA graphs only up to vLLM's capture limit). The decode and chunk sums are taken by
-    Simpson's rule. Returns (the last decode step, the steps, a note)."""
+    """A whole generation of ``osl`` tokens after ``batch`` prompts of ``isl`` tokens, as
+    steps: the prompts' prefill, which yields the first output token, then ``osl - 1``
+    decode steps at contexts ``isl + 1`` … ``isl + osl - 1``, summed by Simpson's rule.
+    ``vllm``: one vLLM ``generate()`` (the prefill in 512-token chunks, each attending to
+    the chunks before it, when vLLM's long-context default turns chunked prefill on; CUDA
+    graphs only up to vLLM's capture limit); otherwise a static batch as TensorRT-LLM's
+    ``gptSessionBenchmark`` runs it (one context phase for the whole batch, every
+    generation step as the row's ``cuda_graphs`` says). Returns (the last decode step,
+    the steps, a note)."""
     pre = dict(dt, cuda_graphs=False)
     steps: list[tuple[Workload, float]] = []
     # the benchmark's rows set max_model_len to the smallest of 32768 / 65536 / 131072
     # that holds isl + osl (its setting notes), so isl + osl > 32K is vLLM's long context
-    chunked = isl + osl > _VLLM_LONG_CONTEXT and isl > _VLLM_CHUNK
+    chunked = vllm and isl + osl > _VLLM_LONG_CONTEXT and isl > _VLLM_CHUNK
     if chunked:
         n, rest = divmod(isl, _VLLM_CHUNK)  # n full chunks, then the remainder
         for j, c in _simpson(0, n - 1, n):
@@ -174,11 +180,11 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any]
         steps.append((Workload("prefill", batch=batch, s_kv=isl, **pre), 1.0))
     last = None
     for ctx, c in _simpson(isl + 1, isl + osl - 1, osl - 1):
-        graphs = bool(dt.get("cuda_graphs")) and ctx <= _VLLM_GRAPH_MAX_CTX
+        graphs = bool(dt.get("cuda_graphs")) and (not vllm or ctx <= _VLLM_GRAPH_MAX_CTX)
         last = Workload("decode", batch=batch, s_kv=ctx, **dict(dt, cuda_graphs=graphs))
         steps.append((last, c))
     assert last is not None
-    note = (f"whole run: prefill of {isl} tokens"
+    note = (f"whole run: prefill of {batch} x {isl} tokens"
             + (f" in {_VLLM_CHUNK}-token chunks (vLLM chunked prefill)" if chunked else "")
             + f", then {osl - 1} decode steps (Simpson's rule over context); "
             f"system output tok/s = batch x {osl} / run time")
@@ -237,17 +243,13 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     per_gpu = _value(p, "output_tokens_per_s_per_gpu")
     if thr is None and per_gpu is not None:
         thr = per_gpu * tp * pp * dp
-    if thr is not None and osl and p["source"] in _WHOLE_RUN and not server:
-        last, steps, note = _whole_run(batch, isl, int(osl), dt)
+    if thr is not None and osl and int(osl) > 1 and not server and tpot is None:
+        # a static run's throughput: batch x osl over the whole run, prefill included
+        last, steps, note = _whole_run(batch, isl, int(osl), dt,
+                                       vllm=p["source"] in _WHOLE_RUN)
         out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, last,
                                "output_tokens_per_s", thr, "tok/s", src, ref,
                                f"{base}; {note}", steps=steps, generated=int(osl)))
-    elif thr is not None and osl and int(osl) >= 16 * isl and not server and tpot is None:
-        wl = Workload("decode", batch=batch, s_kv=ctx, **dt)
-        out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, wl,
-                               "output_tokens_per_s", thr, "tok/s", src, ref,
-                               f"{base}; system output tok/s = batch / TPOT at mean context "
-                               f"{ctx} (prefill of {isl} tokens left out)"))
     if not out:
         return [], "no reproducible metric (queued TTFT, or throughput with a large prefill share)"
     return out, ""

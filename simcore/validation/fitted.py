@@ -3,12 +3,13 @@
 How they were obtained
 ----------------------
 ``python -m simcore.validation.fit`` (:func:`simcore.validation.fit.fit_efficiency`): one
-:class:`~simcore.specs.Efficiency` for the 159 points (98 training, 24 prefill,
-37 decode; 22 sources; A100, H100 and H200), minimising the mean absolute percentage
+:class:`~simcore.specs.Efficiency` for the 177 points (98 training, 24 prefill,
+55 decode; 23 sources; A100, H100 and H200), minimising the mean absolute percentage
 error. Ten factors are fitted (a coordinate pattern search inside each factor's declared
-range, :data:`simcore.validation.fit.FACTORS`); restarted from the values below it
-ends within 0.002 of them at an equal or larger error (7.638% against their 7.637%: a flat
-minimum, and the search rounds fractions to 0.001 at its end), so they are kept. Not fitted: ``hbm_usable`` (0.90, memory fit only),
+range, :data:`simcore.validation.fit.FACTORS`), from the values below, which are that
+search's fixed point (a flat minimum: the search rounds fractions to 0.001 at its end,
+so a restart from nearby values can end 0.002 away at an equal error). Not fitted:
+``hbm_usable`` (0.90, memory fit only),
 ``network_inter`` (held at 0.95, the top of its range, where every fit that had it free
 put it, all points and each leave-one-source-out refit alike), ``network_sip`` (follows
 ``network_inter``), ``step_overhead_ns`` (held at 0, its lower bound, where every fit
@@ -18,17 +19,17 @@ systems/a100_80g.json and h100_80g_nvl8.json @caa4b11f8fe1fee3ba57adaacb7590d7de
 where InfiniBand's is 0.02; simcore uses one value for every tier). Never per point,
 nor per kind.
 
-* ``compute`` = 0.687, ``train_compute`` = 0.662 — inference and training matmuls, in
+* ``compute`` = 0.692, ``train_compute`` = 0.657 — inference and training matmuls, in
   Hopper's terms: a family's ``Topology.mm_ratio`` scales them (A100 1.082, its measured
   maximum achievable matmul share over the H100's; cited in ``presets.py``, not fitted).
-* ``attention`` = 0.405 — the inference attention core (FlashAttention / paged
+* ``attention`` = 0.391 — the inference attention core (FlashAttention / paged
   attention kernels in prefill and chunked prefill; decode attention is HBM-bound and
   barely feels it). Identified by the Qwen2.5 speed benchmark's whole runs at 30K-129K
   tokens of context, where attention is up to half of a prefill's FLOPs: without them
   (change 11 below) it sat at its upper bound and followed ``compute``.
-* ``lowp_compute`` = 0.54 — inference FP8 / INT8 matmuls, as a fraction of the FP8
-  data-sheet peak (2x the 16-bit one on Hopper): 1.08 of the 16-bit peak, i.e. FP8
-  inference matmuls run 1.57x faster than 16-bit ones (at ``compute`` = 0.687), not 2x.
+* ``lowp_compute`` = 0.551 — inference FP8 / INT8 matmuls, as a fraction of the FP8
+  data-sheet peak (2x the 16-bit one on Hopper): 1.10 of the 16-bit peak, i.e. FP8
+  inference matmuls run 1.59x faster than 16-bit ones (at ``compute`` = 0.692), not 2x.
   Training FP8 GEMMs keep ``train_compute`` x ``fp8_ratio`` and pay Transformer Engine's
   casts as HBM traffic (a shared factor made the leave-one-source-out error of the FP8
   training sources worse: NeMo 24.07 8% → 22%).
@@ -36,13 +37,13 @@ nor per kind.
   kernel (Transformer Engine / cuDNN on Hopper). FlashAttention-2-class kernels
   (``Workload.attention="flash2"``: torchtitan's PyTorch SDPA, llm-foundry's flash-attn)
   run at ``Topology.fa2_ratio`` (0.522 on Hopper, a cited measurement, not fitted) of it.
-* ``memory`` = 0.667 — HBM streaming, once launch and per-sequence costs are separate.
-* ``network`` = 0.717 (NVLink-class), ``network_inter`` = 0.95 (held; InfiniBand with the
+* ``memory`` = 0.7 — HBM streaming, once launch and per-sequence costs are separate.
+* ``network`` = 0.691 (NVLink-class), ``network_inter`` = 0.95 (held; InfiniBand with the
   NICs of a node used in parallel).
-* ``roofline_overlap`` = 0.501 — the share of the shorter of an op's compute and HBM time
-  that hides under the longer: an op takes ``max + 0.499 x min``, not ``max`` (the
+* ``roofline_overlap`` = 0.524 — the share of the shorter of an op's compute and HBM time
+  that hides under the longer: an op takes ``max + 0.476 x min``, not ``max`` (the
   classic roofline, 1.0) nor the sum (0.0).
-* ``op_latency_ns`` = 2,790 ns per kernel launch; ``seq_overhead_ns`` = 15.9 us per
+* ``op_latency_ns`` = 4,060 ns per kernel launch; ``seq_overhead_ns`` = 6.2 us per
   sequence of the replica per inference step (batch bookkeeping, sampling, KV block
   tables); ``step_overhead_ns`` = 0 (held; a quarter of it with CUDA graphs).
 * ``comm_contention`` = 0.15 (held, cited above) — a collective overlapped with compute
@@ -51,18 +52,22 @@ nor per kind.
 
 Served runs (aiconfigurator's silicon CSV, at a client concurrency) are predicted as
 the steady-state step of :meth:`simcore.Workload.served`: the decode batch plus the
-prompt tokens of newly admitted requests in the same pass. Whole runs (the Qwen2.5
-speed benchmark: one timed ``generate()``) are the sum of their steps
-(``Measurement.steps``: the prompt's prefill, chunked as vLLM 0.6 chunks it, then every
-decode step over the growing context; see :mod:`simcore.validation.data_infer`).
+prompt tokens of newly admitted requests in the same pass. Whole runs (static-batch
+throughput: TensorRT-LLM's ``batch x osl / run time``; the Qwen2.5 speed benchmark's one
+timed vLLM ``generate()``) are the sum of their steps (``Measurement.steps``: the
+prompts' prefill, chunked as vLLM 0.6 chunks it, then every decode step over the growing
+context; see :mod:`simcore.validation.data_infer`).
 
-Result (``simcore validate``, 159 points): in-sample mean absolute error 7.6% (training
-6.4%, prefill 10.2%, decode 9.2%), worst 41.2% (Megatron-Bridge's 26.02.01 FP8
-Qwen3-30B-A3B, which runs at 9.06K tokens/s/GPU where Automodel's BF16 run of the same
-model with full recomputation reaches 12.0K on the same H100s: no roofline of its FP8
-grouped GEMMs shows that); leave-one-source-out 9.4% (training 6.8%, prefill 11.1%,
-decode 15.1%); Korthikanti Table 5 5.9% (6.6% out of sample). 8 points lie beyond 25%
-(7 inference, 1 training).
+Result (``simcore validate``, 177 points): in-sample mean absolute error 7.9% (training
+6.6%, prefill 10.1%, decode 9.2%; inference 9.5%), worst 45.8% (SGLang's TP8 Llama 3.1
+8B at concurrency 512 on H200, predicted too fast: with 6.2 us per scheduled sequence,
+which TensorRT-LLM's static batches of 896-1,024 sequences call for, a Python scheduler's
+cost per sequence is too small), then Megatron-Bridge's 26.02.01 FP8 Qwen3-30B-A3B
+(−42%; it runs at 9.06K tokens/s/GPU where Automodel's BF16 run of the same model with
+full recomputation reaches 12.0K on the same H100s: no roofline of its FP8 grouped GEMMs
+shows that); leave-one-source-out 9.2% (training 6.9%, prefill 10.7%, decode 12.6%);
+Korthikanti Table 5 6.0% (6.7% out of sample). 7 points lie beyond 25% (6 inference,
+1 training).
 
 The next change (refit on all points; in-sample / LOSO):
 
@@ -101,6 +106,22 @@ The next change (refit on all points; in-sample / LOSO):
     Simpson's middle weight is split over the two steps beside a midpoint that falls
     between steps (an even chunk count was 0.2% short on a linear cost). 7.64% / 9.39%
     (decode 15.1% out of sample).
+15. The static-batch throughput rows as whole runs: TensorRT-LLM's "Peak Throughput"
+    tables (v0.9, v0.6.1), its H200-launch, Falcon-180B/H200 and H100-vs-A100 blogs state
+    ``batch x osl`` over the whole run, prefill included, and were left out (prompt share
+    too large for one decode step) or, for ``osl >= 16 isl``, read as one decode step at
+    the mean context. All are now one context phase plus ``osl - 1`` decode steps: 18
+    points join (batch 16-1,280; 128/128, 2048/128, 2048/2048), the six long-output rows
+    change method. An audit excluded five more H100 / H200 Mixtral rows (the FP8 header
+    0.9.0 could not produce, as before) and the A100 Mixtral batch-32 2048/2048 row (its
+    mean step is shorter than reading its 16-bit weights takes); two new rows join the
+    known not-fitting ones (KV dtype unstated, a 16-bit cache cannot fit). Refit (177
+    points): 7.87% / 9.19% (decode 9.2% / 12.6%, from 9.2% / 15.1%; prefill 10.1% /
+    10.7%; Qwen2.5's long-context rows 18.3% → 11.1% out of sample); ``seq_overhead_ns``
+    15.9 → 6.2 us and ``op_latency_ns`` 2.79 → 4.06 us, ``memory`` 0.667 → 0.7, which
+    takes SGLang's concurrency-512 TPOT from −26% to −46%: the per-sequence cost of
+    Python schedulers (vLLM, SGLang) and C++ runtimes (TensorRT-LLM) differs, and one
+    factor cannot hold both.
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
@@ -255,8 +276,8 @@ in sample, 23.7% leave-one-source-out, worst 156.6%. The largest errors at the s
 2026-12-04: SGLang at TP8 and concurrency 512 (−56%), Megatron-Bridge's FP8 Qwen3-30B-A3B
 (−45% / −33%), Qwen3-235B FP8 at EP8 inference (−38%); now (see the result above)
 Megatron-Bridge's 26.02.01 FP8 Qwen3-30B-A3B (−41%), lmdeploy's batch-64 Llama 2 7B TPOT
-(+41%) and the H100vsA100 blog's GPT-J FP8 TTFT at 128 tokens (−41%). 6 configurations that ran are predicted not to fit (14 before
-change 7; listed in ``tests/test_validation.py``). Refit whenever the cost model changes.
+(+41%) and the H100vsA100 blog's GPT-J FP8 TTFT at 128 tokens (−41%). 8 configurations that ran are predicted not to fit (14 before
+change 7, 6 before change 15; listed in ``tests/test_validation.py``). Refit whenever the cost model changes.
 """
 
 from __future__ import annotations
@@ -266,9 +287,9 @@ from ..specs import Efficiency
 __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.687, memory=0.667, network=0.717, hbm_usable=0.90,
-                               train_compute=0.662, network_inter=0.95, network_sip=None,
-                               attention=0.405, train_attention=0.341, op_latency_ns=2790.0,
-                               step_overhead_ns=0.0, lowp_compute=0.54,
-                               roofline_overlap=0.501, seq_overhead_ns=15908.0,
+FITTED_EFFICIENCY = Efficiency(compute=0.692, memory=0.7, network=0.691, hbm_usable=0.90,
+                               train_compute=0.657, network_inter=0.95, network_sip=None,
+                               attention=0.391, train_attention=0.341, op_latency_ns=4060.0,
+                               step_overhead_ns=0.0, lowp_compute=0.551,
+                               roofline_overlap=0.524, seq_overhead_ns=6212.0,
                                comm_contention=0.15)
