@@ -122,6 +122,12 @@ The next change (refit on all points; in-sample / LOSO):
     takes SGLang's concurrency-512 TPOT from −26% to −46%: the per-sequence cost of
     Python schedulers (vLLM, SGLang) and C++ runtimes (TensorRT-LLM) differs, and one
     factor cannot hold both.
+    Tried and not kept: a ``runtime`` setting that charges the per-sequence cost only to
+    the Python schedulers (vLLM, SGLang; TensorRT-LLM, TurboMind and FasterTransformer
+    none). In sample it is better (7.63%, inference 9.0%, SGLang's row within 25%, the
+    cost 27 us), but only aiconfigurator's four vLLM / SGLang rows and Qwen2.5's batch-1
+    rows then identify it: leave-one-source-out 11.0% (aiconfigurator 20% → 36%, decode
+    12.6% → 18.3%).
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
