@@ -285,9 +285,11 @@ def test_cli_validate__kind_filter_and_unmodelled(capsys):
 def test_cli_validate__overrides_accept_a_zero_overlap_and_a_zero_sequence_cost(capsys):
     # roofline_overlap=0 (compute and memory summed) and seq_overhead_ns=0 are legal values
     assert main(["validate", "--kind", "decode", "--no-loso", "--efficiency",
-                 "roofline_overlap=0", "--efficiency", "seq_overhead_ns=0"]) == 1
+                 "roofline_overlap=0", "--efficiency", "seq_overhead_ns=0",
+                 "--efficiency", "comm_contention=0"]) == 1
     out = capsys.readouterr().out
     assert "roofline_overlap=0," in out and "seq_overhead_ns=0" in out
+    assert "comm_contention=0" in out
 
 
 def test_cli_validate__threshold_failure_exits_1(capsys):
@@ -303,6 +305,8 @@ def test_cli_validate__threshold_failure_exits_1(capsys):
     ["validate", "--efficiency", "compute=2"],
     ["validate", "--efficiency", "compute"],
     ["validate", "--efficiency", "compute=fast"],
+    ["validate", "--efficiency", "comm_contention=1"],
+    ["validate", "--efficiency", "comm_contention=-0.1"],
     ["validate", "--bogus"],
     ["validate", "--format", "xml"],
     ["validate", "--out", "/no/such/folder/points.json"],

@@ -23,6 +23,8 @@ __all__ = ["COLUMNS", "add_parser", "run"]
 
 _FACTORS = tuple(f.name for f in fields(Efficiency))
 _TIMES = ("op_latency_ns", "step_overhead_ns", "seq_overhead_ns")
+#: factors for which 0 means something (no overlap, free overlap)
+_SHARES = ("roofline_overlap", "comm_contention")
 
 
 def _time_ns(text: str) -> float:
@@ -55,11 +57,12 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                    help="only this kind of measurement (repeatable; default: all)")
     p.add_argument("--efficiency",
                    type=assignment({f: _time_ns if f in _TIMES else
-                                    (share if f == "roofline_overlap" else fraction)
+                                    (share if f in _SHARES else fraction)
                                     for f in _FACTORS}),
                    action="append", default=[], metavar="NAME=VALUE",
                    help="override a fitted factor (repeatable): a fraction in (0, 1] "
-                        "([0, 1] for roofline_overlap), or a time in ns for "
+                        "([0, 1] for roofline_overlap, [0, 0.99] for comm_contention), or a "
+                        "time in ns for "
                         + ", ".join(_TIMES) + ", e.g. compute=0.7; "
                         "names: " + ", ".join(_FACTORS))
     p.add_argument("--no-loso", action="store_true",
