@@ -1443,7 +1443,7 @@ class Efficiency:
     reduction under the backward pass (inference's other collectives block). Not fitted:
     held at 0.15, Calculon's ``processor_usage`` of NVLink (0 = free overlap).
     The defaults are the single fit over all of ``simcore.validation.MEASUREMENTS``
-    (177 published training and inference results from 23 sources); see
+    (176 published training and inference results from 23 sources); see
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 

@@ -32,12 +32,12 @@ def rows():
 
 # --- accuracy -----------------------------------------------------------------------------
 # The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not both met on
-# the 177-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
+# the 176-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
 # errors measured when the factors were fitted, so a change that makes any of them worse
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.079, "train": 0.066, "prefill": 0.102, "decode": 0.092}
+RECORDED_CEILINGS = {"all": 0.078, "train": 0.066, "prefill": 0.102, "decode": 0.088}
 #: Configurations that ran but that simcore predicts not to fit (known gaps, each with its
 #: reason in simcore/validation/fitted.py): Llama 3 405B (no recomputation stated; without
 #: it a 16-stage pipeline's first stage holds ~100 GiB of activations), Nemotron-340B

@@ -50,7 +50,9 @@ Skipped, with the reason
   #1734 / issue #1229, while one of them is faster than 16-bit weights can be read),
   throughput rows included; and its A100 Mixtral batch-32 2048/2048 throughput, whose
   mean step (20.0 ms, prefill included) is shorter than reading the 46.7 GB of 16-bit
-  weights per GPU takes at the A100's full bandwidth (22.9 ms);
+  weights per GPU takes at the A100's full bandwidth (22.9 ms); lmdeploy's Llama 2 7B
+  batch-64 128/2048 TPOT (the batch's 16-bit KV cache at full length and the weights,
+  86.5 GB, exceed the A100's 85.9 GB: it cannot have stayed resident);
   ``excluded_metrics``: lmdeploy's TTFT at batch > 1, a mean over client threads of each
   request's first token, not one batched prefill.
 * ``superseded`` points, where a later version of the same document measures the same
