@@ -1433,7 +1433,8 @@ class Efficiency:
     ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
     ``roofline_overlap`` is how much of an op's shorter side (compute or HBM traffic)
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
-    cost per sequence of an inference step. ``comm_contention`` is the share of compute
+    host cost per sequence of an inference step, run one step ahead under the device's
+    step (overlap scheduling), so a step takes the longer of the two. ``comm_contention`` is the share of compute
     throughput a collective takes while it runs under compute (Calculon's "processor
     usage" of the network: NCCL kernels occupy SMs and HBM bandwidth): a collective of
     ``X`` ns hidden under ``W`` ns of compute costs ``max(X - W, comm_contention * X)``
@@ -1447,31 +1448,32 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.692
-    memory: float = 0.7
-    network: float = 0.691
+    compute: float = 0.701
+    memory: float = 0.688
+    network: float = 0.719
     hbm_usable: float = 0.90
-    train_compute: float = 0.657
+    train_compute: float = 0.669
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.391
+    attention: float | None = 0.404
     train_attention: float | None = 0.341
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 4060.0
+    op_latency_ns: float = 3630.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.551
+    lowp_compute: float | None = 0.554
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.524
-    #: the framework's cost per sequence it schedules in an inference step (ns): batch
-    #: bookkeeping, sampling, KV block tables; not paid by training steps
-    seq_overhead_ns: float = 6212.0
+    roofline_overlap: float = 0.377
+    #: the framework's host cost per sequence it schedules in an inference step (ns):
+    #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
+    #: (the step takes the longer); not paid by training steps
+    seq_overhead_ns: float = 36914.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15

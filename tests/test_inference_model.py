@@ -48,17 +48,27 @@ def test_decode_overhead__launches_and_per_step_floor():
 
 
 def test_decode_overhead__framework_cost_per_sequence_of_the_replica():
-    # each sequence a replica schedules pays seq_overhead_ns per step; DP replicas
-    # schedule their own share, and training steps pay none of it
+    # each sequence a replica schedules costs seq_overhead_ns of host time per step, run
+    # one step ahead under the device's step (overlap scheduling): the step takes the
+    # longer of the two; DP replicas schedule their own share, and training steps pay
+    # none of it
     wl = Workload("decode", s_kv=2048, batch=64)
     c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
     assert c["step_seqs"] == 64
     assert _coeffs("Llama 3.1 8B", wl, "H100-SXM", dp=4)["step_seqs"] == 16
     no = Efficiency(seq_overhead_ns=0.0)
-    per = Efficiency(seq_overhead_ns=20_000.0)
-    r0, r1 = (_one("Llama 3.1 8B", wl, "H100-SXM", e) for e in (no, per))
-    assert r1["overhead_ns"] - r0["overhead_ns"] == pytest.approx(64 * 20_000.0)
-    assert r1["latency_ns"] - r0["latency_ns"] == pytest.approx(64 * 20_000.0)
+    r0 = _one("Llama 3.1 8B", wl, "H100-SXM", no)
+    device = r0["latency_ns"]
+    # hidden: 64 sequences' host work shorter than the device's step
+    hidden = Efficiency(seq_overhead_ns=0.5 * device / 64)
+    assert _one("Llama 3.1 8B", wl, "H100-SXM", hidden)["latency_ns"] == device
+    # host-bound: the step is the host's time, the excess counted as overhead
+    per = Efficiency(seq_overhead_ns=3.0 * device / 64)
+    r1 = _one("Llama 3.1 8B", wl, "H100-SXM", per)
+    assert r1["latency_ns"] == pytest.approx(3.0 * device, rel=1e-12)
+    assert r1["overhead_ns"] - r0["overhead_ns"] == pytest.approx(2.0 * device, rel=1e-9)
+    parts = r1["compute_ns"] + r1["memory_ns"] + r1["comm_ns"] + r1["overhead_ns"]
+    assert parts == pytest.approx(r1["latency_ns"], rel=1e-9)
     tr = Workload("train", s_kv=2048, batch=64)
     assert _coeffs("Llama 3.1 8B", tr, "H100-SXM")["step_seqs"] == 0
     t0, t1 = (_one("Llama 3.1 8B", tr, "H100-SXM", e) for e in (no, per))

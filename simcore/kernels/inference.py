@@ -574,12 +574,18 @@ def point(c, hw, eff):
         hidden = t_tail
     t_tail = t_tail - (1.0 - u) * hidden
     t_tail_mem = c.tail_mem_bytes / M
-    t_ops = (mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
-             + c.step_seqs * eff.seq_ns)
+    t_ops = mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+    # the scheduler's per-sequence host work runs one step ahead, under the device's step
+    # (overlap scheduling: SGLang's zero-overhead scheduler, TensorRT-LLM's overlap
+    # scheduler); it shows only where it outlasts the step
+    t_seq = c.step_seqs * eff.seq_ns
 
     t_layer = t_lin + t_core + t_ffn + exposed + comm_l
     latency = (mult * t_layer + t_head + t_pp + t_tail + t_tail_mem
                + mult * (t_elem + ovl) + c.fixed_ns + t_ops)
+    if t_seq > latency:  # host-bound: the device waits for the scheduler
+        t_ops += t_seq - latency
+        latency = t_seq
     compute = mult * (cl + cc + cf) + ch
     memory = mult * (ml + mc + mf) + mh + t_tail_mem + mult * t_elem
     comm = mult * (exposed + comm_l) + t_pp + t_tail + mult * ovl + c.fixed_ns

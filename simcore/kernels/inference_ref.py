@@ -327,13 +327,17 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
     t_elem = elementwise / hbm
     # launches: per layer on the path, once per step (embedding, final norm, head,
-    # sampling, pipeline sends), the framework's floor (a quarter with CUDA graphs) and
-    # its cost per sequence of the replica
+    # sampling, pipeline sends) and the framework's floor (a quarter with CUDA graphs)
     floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
     overhead = ((path_layers * launches + 4 + 2 * (pp - 1)) * efficiency.op_latency_ns
-                + floor * efficiency.step_overhead_ns
-                + seqs_replica * efficiency.seq_overhead_ns)  # per sequence scheduled
+                + floor * efficiency.step_overhead_ns)
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
+    # the scheduler's cost per sequence of the replica runs on the host one step ahead
+    # (overlap scheduling): the step takes the longer of the two
+    host = seqs_replica * efficiency.seq_overhead_ns
+    if host > latency:
+        overhead += host - latency
+        latency = host
     compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
     memory = path_layers * (sum(t for t, kind in times.values() if kind == "memory") + t_elem)
     compute += t_head if head_kind == "compute" else 0.0

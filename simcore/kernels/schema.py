@@ -288,7 +288,7 @@ class EfficiencyParams(NamedTuple):
     step_ns: float
     lowp: float  #: fraction of the FP8 / INT8 matmul peak (for ``lowp_mm`` / ``lowp_head``)
     overlap: float  #: share of an op's shorter side (compute or HBM) hidden under the longer
-    seq_ns: float  #: framework cost per scheduled sequence per inference step
+    seq_ns: float  #: host cost per scheduled sequence per inference step (overlapped)
     #: share of compute throughput an overlapped collective takes while it runs
     contention: float = 0.0
 
