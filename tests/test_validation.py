@@ -532,3 +532,29 @@ def test_whole_run__vllm_steps_follow_its_defaults():
         pre = [(w, c) for w, c in steps if w.mode == "prefill"]
         assert sum(c * w.s_q for w, c in pre) == pytest.approx(isl, rel=1e-12)
         assert max(w.s_kv for w, _ in pre) == isl
+
+
+def test_whole_run__public_helper_builds_a_measurement_and_rejects_bad_input():
+    import simcore
+    from simcore.specs import SpecError
+    from simcore.validation import whole_run
+
+    last, steps = whole_run(32, 1024, 256, cuda_graphs=True, weight_dtype="fp8")
+    assert last.mode == "decode" and last.s_kv == 1024 + 255 and last.cuda_graphs
+    assert sum(c for w, c in steps if w.mode == "decode") == pytest.approx(255)
+    assert [w.s_q for w, _ in steps if w.mode == "prefill"] == [1024]
+    m = Measurement("mine", "decode", simcore.get_model("Llama 3.1 8B"),
+                    simcore.get_family("H100-SXM"), {"tp": 1}, last, "output_tokens_per_s",
+                    4000.0, "tok/s", "my cluster", steps=steps, generated=256)
+    assert predict(m) > 0
+    for kw, match in (({"batch": 0}, "batch must be"), ({"osl": 1}, "osl must be"),
+                      ({"isl": 2.5}, "isl must be")):
+        args = {"batch": 4, "isl": 128, "osl": 16, **kw}
+        with pytest.raises(ValueError, match=match):
+            whole_run(args["batch"], args["isl"], args["osl"])
+    with pytest.raises(ValueError, match="set mode, batch"):
+        whole_run(4, 128, 16, s_kv=99)
+    with pytest.raises(ValueError, match="not Workload settings"):
+        whole_run(4, 128, 16, kv_dtype="fp8", flux=1)
+    with pytest.raises(SpecError):
+        whole_run(4, 128, 16, kv_dtype="fp3")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..specs import Efficiency
 from .data import MEASUREMENTS as _FIRST_24
 from .data import UNMODELLED
-from .data_infer import INFER_MEASUREMENTS
+from .data_infer import INFER_MEASUREMENTS, whole_run
 from .data_train import TRAIN_MEASUREMENTS
 from .fitted import FITTED_EFFICIENCY
 from .points import KINDS, METRICS, Measurement, evaluate_point, megatron_flops_per_step, predict
@@ -53,6 +53,7 @@ __all__ = [
     "predict",
     "validate",
     "validate_memory",
+    "whole_run",
     "MemoryRow",
 ]
 

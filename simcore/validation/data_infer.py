@@ -71,7 +71,7 @@ from .. import presets
 from ..specs import Model, Workload
 from .points import Measurement
 
-__all__ = ["INFER_MEASUREMENTS", "INFER_SOURCES", "load_infer_measurements"]
+__all__ = ["INFER_MEASUREMENTS", "INFER_SOURCES", "load_infer_measurements", "whole_run"]
 
 _PATH = os.path.join(os.path.dirname(__file__), "inference_measurements.json")
 
@@ -191,6 +191,49 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool
             + f", then {osl - 1} decode steps (Simpson's rule over context); "
             f"system output tok/s = batch x {osl} / run time")
     return last, tuple(steps), note
+
+
+def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload: Any
+              ) -> tuple[Workload, tuple[tuple[Workload, float], ...]]:
+    """The steps of a whole generation run, for a :class:`Measurement` of your own.
+
+    ``batch`` prompts of ``isl`` tokens, ``osl`` output tokens each: one context phase
+    (as TensorRT-LLM's static batches run it; ``vllm=True``: as vLLM 0.6's ``generate()``
+    runs it, chunked above 32K tokens, CUDA graphs only up to 8K of context), then
+    ``osl - 1`` decode steps over the growing context, summed by Simpson's rule.
+    ``workload`` holds further :class:`~simcore.specs.Workload` settings shared by every
+    step (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``, ...). Returns (the
+    last decode step, the ``steps``): pass them as ``workload`` and ``steps`` of a
+    ``Measurement`` with ``generated=osl``.
+
+    Examples
+    --------
+    >>> import simcore
+    >>> from simcore.validation import Measurement, predict, whole_run
+    >>> last, steps = whole_run(32, 1024, 256, weight_dtype="fp8", act_dtype="fp8")
+    >>> m = Measurement("my-run", "decode", simcore.get_model("Llama 3.1 8B"),
+    ...                 simcore.get_family("H100-SXM"), {"tp": 1}, last, "output_tokens_per_s",
+    ...                 4000.0, "tok/s", "my cluster, 2026-12-04", steps=steps, generated=256)
+    >>> 1000 < predict(m) < 20000   # output tokens/s of the whole run
+    True
+    """
+    for name, v in (("batch", batch), ("isl", isl), ("osl", osl)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "osl" else 1):
+            least = 2 if name == "osl" else 1
+            raise ValueError(f"whole_run: {name} must be a whole number >= {least}, got {v!r}")
+    if "mode" in workload or "batch" in workload or "s_kv" in workload or "s_q" in workload:
+        raise ValueError("whole_run: the steps set mode, batch, s_q and s_kv themselves; pass "
+                         "only the settings they share (dtypes, cuda_graphs, ...)")
+    from dataclasses import fields
+
+    known = {f.name for f in fields(Workload)}
+    unknown = sorted(set(workload) - known)
+    if unknown:
+        raise ValueError(f"whole_run: {unknown} are not Workload settings; pass some of "
+                         f"{sorted(known - {'mode', 'batch', 's_kv', 's_q'})}")
+    dt = {"cuda_graphs": False, **workload}
+    last, steps, _ = _whole_run(batch, isl, osl, dt, vllm=bool(vllm))
+    return last, steps
 
 
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
