@@ -689,7 +689,7 @@ def _space_of(items: Any, named: Any, mode: str, gpus: int | None = None) -> Spa
 
 
 def _get_space(space: Any, mode: str, gpus: int | None = None) -> Space:
-    """:func:`~simcore.space.get_space`, cached per (space, mode): a mapping by its items
+    """:func:`~simcore.space.get_space`, cached per (space, mode, gpus): a mapping by its items
     with each value's type (so ``4`` and ``4.0`` stay apart); anything unhashable, or a
     mapping whose values are not sequences, goes to ``get_space`` as it is."""
     if isinstance(space, Space):

@@ -180,14 +180,16 @@ def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str
     For the reduced space the ring variant follows the mode: ``"kv"`` for prefill and
     training, ``"qoml"`` for decode (DESIGN.md). With a device budget ``gpus`` the two
     named spaces widen DP (and PP, up to :data:`MAX_BUDGET_PP`) to it
-    (:func:`budget_sizes`): their default grids stop at 8, so without it a question such
-    as "the fastest layout of 64 GPUs" could never be answered with DP 64. A
-    :class:`Space` or a mapping is used as given.
+    (:func:`budget_sizes`): their default grids stop at 8 and hold powers of two only, so
+    without it a question such as "the fastest layout of 64 GPUs" could never be answered
+    with DP 64, nor one of 6 GPUs with TP2 x DP3. The widened grids are not nested: a
+    budget of 24 offers DP 3, 6, 12 and 24, one of 32 does not, so a larger budget is not
+    a superset of a smaller one's layouts. A :class:`Space` or a mapping is used as given.
     """
     if space is None or space == "reduced" or space == "full":
         s = full_space() if space == "full" else reduced_space().with_(
             cp_ring_variant=("qoml",) if mode == "decode" else ("kv",))
-        if gpus is not None and gpus > 8:
+        if gpus is not None:
             d = s.dict
             d["dp"] = budget_sizes(d["dp"], gpus)
             d["pp"] = budget_sizes(d["pp"], gpus, cap=MAX_BUDGET_PP)

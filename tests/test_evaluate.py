@@ -336,6 +336,11 @@ def test_evaluate__budget_widens_dp_and_pp_of_the_named_spaces():
                 k: v for k, v in plain.dict.items() if k not in ("dp", "pp")}
             assert get_space(name, mode, 8) == plain  # within the default grids: unchanged
     assert get_space("full", "train", 24).dict["dp"] == (1, 2, 3, 4, 6, 8, 12, 16, 24)
+    assert get_space("reduced", "decode", 6).dict["dp"] == (1, 2, 3, 4, 6, 8)
+    six = evaluate_best("Llama 3.1 8B", Workload("decode", batch=48, s_kv=4096), space="full",
+                        family="H100-SXM", gpus=6, exact_gpus=True)  # e.g. TP2 x DP3
+    assert int(six.best_tp.values.ravel()[0]) * int(six.best_dp.values.ravel()[0]) * int(
+        six.best_cp.values.ravel()[0]) * int(six.best_pp.values.ravel()[0]) == 6
     assert get_space({"dp": (2,)}, "train", 64).dict["dp"] == (2,)  # given grids stay
     w = Workload("train", batch=512, s_kv=4096, micro_batch=1, zero_stage=1, precision="bf16")
     r = evaluate_best("Llama 2 7B", w, space="full", family="H100-SXM", gpus=64,
@@ -367,8 +372,9 @@ def test_evaluate__budget_too_small_names_the_smallest_count_that_fits():
     ds = evaluate("Llama 3.1 70B", wl, **H100)
     assert int(ds.n_devices.where(ds.fits.any(list(HW_KNOBS))).min()) == n
     with pytest.raises(simcore.DeviceBudgetError, match="exactly 6 devices.*counts that fit"):
-        evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), **H100, gpus=6,
-                 exact_gpus=True)
+        # an explicit grid (powers of two only) cannot make exactly 6
+        evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), gpus=6, exact_gpus=True,
+                 **{**H100, "space": {"pp": (1, 2, 4, 8), "dp": (1, 2, 4, 8)}})
 
 
 def test_evaluate__budget_survives_dask_chunks():

@@ -120,7 +120,7 @@ BAD_ARGV: list[tuple[list[str], str]] = [
     (["evaluate", "--model", "Llama 3.1 70B", "--family", "H100-SXM", "--mode", "train",
       "--s-kv", "8192", "--batch", "8", "--gpus", "2"], "smallest device count that fits is 32"),
     (["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192",
-      "--gpus", "6", "--exact-gpus"], "device counts that fit: 1, 2, 4, 8"),
+      "--gpus", "67", "--exact-gpus"], "exactly 67 devices"),
     (["evaluate", "--batch", "1,1"], "--batch"),
     (["evaluate", "--batch", "1,x"], "--batch"),
     (["evaluate", "--batch", "8,0"], "--batch"),

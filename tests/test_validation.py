@@ -504,7 +504,8 @@ def test_whole_run__vllm_steps_follow_its_defaults():
     assert sum(c for _, c in pre) == pytest.approx(63488 / 512)
     assert all(w.s_q == 512 for w, _ in pre) and pre[-1][0].s_kv == 63488
     assert sum(c for _, c in dec) == pytest.approx(2047)
-    assert [w.s_kv for w, _ in dec] == [63489, 64512, 65535] and last.s_kv == 65535
+    ctx = [w.s_kv for w, _ in dec]
+    assert ctx[0] == 63489 and ctx[-1] == last.s_kv == 65535 and ctx == sorted(set(ctx))
     assert not any(w.cuda_graphs for w, _ in steps) and "chunks" in note
     _, steps, note = _whole_run(1, 30720, 2048, dt)  # max_model_len 32768: one prefill
     assert steps[0][0].s_q == 30720 and steps[0][1] == 1.0 and "chunks" not in note
@@ -522,7 +523,13 @@ def test_whole_run__vllm_steps_follow_its_defaults():
     pre = [w for w, _ in steps if w.mode == "prefill"]
     assert len(pre) == 1 and pre[0].s_q == 40000 and pre[0].batch == 1024
     assert all(w.cuda_graphs for w, _ in steps if w.mode == "decode") and "chunks" not in note
-    # an even count over positions 0 .. n-1: the midpoint lies between two steps
+    # a kink (host-bound, then device-bound) is summed closely, not exactly
+    kink = lambda x: max(500.0, 0.3 * x)  # noqa: E731
+    assert sum(c * kink(x) for x, c in _simpson(10, 2056, 2047)) == pytest.approx(
+        sum(kink(10 + i) for i in range(2047)), rel=5e-3)
+    # few steps: each one
+    assert _simpson(0, 4, 5) == [(i, 1.0) for i in range(5)]
+    # an even count over positions 0 .. n-1: nodes fall between two steps
     for f, rel in ((lin, 1e-12), (quad, 1e-3)):
         assert sum(c * f(x) for x, c in _simpson(0, 251, 252)) == pytest.approx(
             sum(f(i) for i in range(252)), rel=rel)
@@ -554,7 +561,15 @@ def test_whole_run__public_helper_builds_a_measurement_and_rejects_bad_input():
             whole_run(args["batch"], args["isl"], args["osl"])
     with pytest.raises(ValueError, match="set mode, batch"):
         whole_run(4, 128, 16, s_kv=99)
-    with pytest.raises(ValueError, match="not Workload settings"):
+    with pytest.raises(ValueError, match="do not apply to every step"):
         whole_run(4, 128, 16, kv_dtype="fp8", flux=1)
+    with pytest.raises(ValueError, match="do not apply to every step"):
+        whole_run(4, 128, 16, precision="fp8")  # a training setting
+    with pytest.raises(ValueError, match="do not apply to every step"):
+        whole_run(4, 128, 16, prefill_tokens=64)
+    with pytest.raises(ValueError, match="vllm must be True or False"):
+        whole_run(4, 128, 16, vllm="no")
+    import numpy as np
+    assert whole_run(np.int64(4), 128, 16)[0].batch == 4
     with pytest.raises(SpecError):
         whole_run(4, 128, 16, kv_dtype="fp3")

@@ -91,8 +91,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("n_ops", "1", "kernel launches per layer"),
     Field("step_ops", "1", "kernel launches once per step (outside the layers)"),
     Field("step_count", "1", "framework steps per latency unit (each pays the per-step floor)"),
-    Field("step_seqs", "1", "sequences the framework schedules per inference step (each pays "
-          "the per-sequence cost)"),
+    Field("step_seqs", "1", "sequences the framework schedules per inference step (their "
+          "per-sequence host cost runs under the device's step; the step takes the longer)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
@@ -116,7 +116,8 @@ OUTPUTS: tuple[Field, ...] = (
     Field("compute_ns", "ns", "time in compute-bound ops"),
     Field("memory_ns", "ns", "time in HBM-bound ops"),
     Field("comm_ns", "ns", "exposed communication time"),
-    Field("overhead_ns", "ns", "kernel-launch and per-step framework overhead"),
+    Field("overhead_ns", "ns", "kernel-launch and per-step framework overhead, and the "
+          "scheduler's host time where it outlasts the device's step"),
     Field("fits", "1", "valid layout whose per-device memory fits usable HBM"),
 )
 #: The numeric outputs (all but ``fits``) the fused reduction returns per winner.

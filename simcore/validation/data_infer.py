@@ -63,6 +63,8 @@ Skipped, with the reason
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 from functools import lru_cache
 from typing import Any
@@ -139,19 +141,36 @@ def _value(p: dict, metric: str) -> float | None:
     return None
 
 
+#: Simpson panels per summed range: enough nodes that a kink (a step that turns from
+#: host-bound to device-bound as the context grows) costs < ~0.5%.
+_SIMPSON_PANELS = 8
+
+
 def _simpson(first: int, last: int, count: float) -> list[tuple[int, float]]:
-    """(position, weight) pairs whose weighted sum approximates the sum of a smooth
-    function over ``count`` evenly spaced steps from ``first`` to ``last`` (Simpson's
-    rule on three points: exact for a per-step cost linear in position, within ~1e-3
-    for a gently curved one). When the midpoint falls between two steps its weight is
-    split over both, which keeps a linear cost exact."""
+    """(position, weight) pairs whose weighted sum approximates the sum of a per-step cost
+    over ``count`` evenly spaced steps from ``first`` to ``last``: every step when there
+    are few, else composite Simpson's rule on :data:`_SIMPSON_PANELS` panels. A node that
+    falls between two steps splits its weight over both (linearly), so a cost linear in
+    position is summed exactly and a curved or kinked one closely."""
     if count <= 1 or first == last:
         return [(first, float(count))]
-    mid, odd = divmod(first + last, 2)
-    ends = [(first, count / 6.0), (last, count / 6.0)]
-    if odd:
-        return [ends[0], (mid, 2.0 * count / 6.0), (mid + 1, 2.0 * count / 6.0), ends[1]]
-    return [ends[0], (mid, 4.0 * count / 6.0), ends[1]]
+    n = 2 * _SIMPSON_PANELS
+    if count <= n + 1:  # few steps: each one, equal weight
+        k = int(round(count))
+        pos = [first + (last - first) * i / (k - 1) for i in range(k)]
+        wts = [count / k] * k
+    else:
+        pos = [first + (last - first) * i / n for i in range(n + 1)]
+        wts = [(1.0 if i in (0, n) else (4.0 if i % 2 else 2.0)) * count / (3.0 * n)
+               for i in range(n + 1)]
+    out: dict[int, float] = {}
+    for x, w in zip(pos, wts, strict=True):
+        lo = math.floor(x)
+        frac = x - lo
+        out[lo] = out.get(lo, 0.0) + w * (1.0 - frac)
+        if frac > 0.0:
+            out[lo + 1] = out.get(lo + 1, 0.0) + w * frac
+    return [(p, w) for p, w in sorted(out.items()) if w > 0.0]
 
 
 def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool = True
@@ -193,6 +212,10 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool
     return last, tuple(steps), note
 
 
+#: The Workload settings every step of a whole run shares (:func:`whole_run`).
+_WHOLE_RUN_SETTINGS = ("weight_dtype", "act_dtype", "kv_dtype", "cuda_graphs")
+
+
 def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload: Any
               ) -> tuple[Workload, tuple[tuple[Workload, float], ...]]:
     """The steps of a whole generation run, for a :class:`Measurement` of your own.
@@ -201,8 +224,8 @@ def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload:
     (as TensorRT-LLM's static batches run it; ``vllm=True``: as vLLM 0.6's ``generate()``
     runs it, chunked above 32K tokens, CUDA graphs only up to 8K of context), then
     ``osl - 1`` decode steps over the growing context, summed by Simpson's rule.
-    ``workload`` holds further :class:`~simcore.specs.Workload` settings shared by every
-    step (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``, ...). Returns (the
+    ``workload`` holds the :class:`~simcore.specs.Workload` settings every step shares
+    (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``). Returns (the
     last decode step, the ``steps``): pass them as ``workload`` and ``steps`` of a
     ``Measurement`` with ``generated=osl``.
 
@@ -217,22 +240,23 @@ def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload:
     >>> 1000 < predict(m) < 20000   # output tokens/s of the whole run
     True
     """
+    sizes: dict[str, int] = {}
     for name, v in (("batch", batch), ("isl", isl), ("osl", osl)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "osl" else 1):
-            least = 2 if name == "osl" else 1
+        least = 2 if name == "osl" else 1
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < least:
             raise ValueError(f"whole_run: {name} must be a whole number >= {least}, got {v!r}")
-    if "mode" in workload or "batch" in workload or "s_kv" in workload or "s_q" in workload:
+        sizes[name] = int(v)
+    if not isinstance(vllm, bool):
+        raise ValueError(f"whole_run: vllm must be True or False, got {vllm!r}")
+    if {"mode", "batch", "s_kv", "s_q"} & set(workload):
         raise ValueError("whole_run: the steps set mode, batch, s_q and s_kv themselves; pass "
-                         "only the settings they share (dtypes, cuda_graphs, ...)")
-    from dataclasses import fields
-
-    known = {f.name for f in fields(Workload)}
-    unknown = sorted(set(workload) - known)
-    if unknown:
-        raise ValueError(f"whole_run: {unknown} are not Workload settings; pass some of "
-                         f"{sorted(known - {'mode', 'batch', 's_kv', 's_q'})}")
+                         f"only the settings they share, some of {list(_WHOLE_RUN_SETTINGS)}")
+    other = sorted(set(workload) - set(_WHOLE_RUN_SETTINGS))
+    if other:
+        raise ValueError(f"whole_run: {other} do not apply to every step of an inference run; "
+                         f"pass only some of {list(_WHOLE_RUN_SETTINGS)}")
     dt = {"cuda_graphs": False, **workload}
-    last, steps, _ = _whole_run(batch, isl, osl, dt, vllm=bool(vllm))
+    last, steps, _ = _whole_run(sizes["batch"], sizes["isl"], sizes["osl"], dt, vllm=vllm)
     return last, steps
 
 

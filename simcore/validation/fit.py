@@ -87,31 +87,31 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
     from ..engine import combine, pack_efficiency, prepare
 
     # one row per step of each point's run (run_steps); a point's latency is the
-    # weighted sum of its rows
-    groups: dict[bool, list[tuple[int, float, np.ndarray, np.ndarray]]] = {False: [], True: []}
+    # weighted sum of its rows. Rows are grouped by (training or not, hardware row), so
+    # each group is one kernel call over its layouts on its one hardware point.
+    groups: dict[tuple[bool, bytes], list[tuple[int, float, np.ndarray, np.ndarray]]] = {}
     for i, pt in enumerate(points):
         for wl, weight in run_steps(pt):
             p = prepare(pt.model, wl, space=pt.space_for(wl.mode), family=pt.family)
             if not p.valid[0]:
                 raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid "
                                  f"in simcore for {pt.model.name}")
-            groups[wl.mode == "train"].append((i, float(weight), p.coeffs[:1], p.hw_rows(0, 1)))
+            hw = np.ascontiguousarray(p.hw_rows(0, 1), dtype=np.float64)
+            key = (wl.mode == "train", hw.tobytes())
+            groups.setdefault(key, []).append((i, float(weight), p.coeffs[:1], hw))
     packed = []
-    for train, rows in groups.items():
-        if rows:
-            idx = np.array([r[0] for r in rows])
-            weights = np.array([r[1] for r in rows])
-            coeffs = np.concatenate([r[2] for r in rows])
-            hw = np.concatenate([r[3] for r in rows]).astype(np.float64)
-            packed.append((train, idx, weights, coeffs, hw))
+    for (train, _), rows in groups.items():
+        idx = np.array([r[0] for r in rows])
+        weights = np.array([r[1] for r in rows])
+        coeffs = np.concatenate([r[2] for r in rows])
+        packed.append((train, idx, weights, coeffs, rows[0][3]))
     n = len(points)
 
     def run(eff: Efficiency) -> np.ndarray:
         lat = np.zeros(n)
         for train, idx, weights, coeffs, hw in packed:
             grid = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"]
-            # row r's layout on row r's hardware, weighted, summed per point
-            np.add.at(lat, idx, weights * np.diagonal(grid))
+            np.add.at(lat, idx, weights * grid[0])  # the group's rows on its hardware
         return np.array([pt.from_latency_ns(float(v)) for pt, v in zip(points, lat, strict=True)])
 
     return run
