@@ -1434,9 +1434,10 @@ class Efficiency:
     ``roofline_overlap`` is how much of an op's shorter side (compute or HBM traffic)
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
     host cost per sequence of an inference step, run one step ahead under the device's
-    step (overlap scheduling), so a step takes the longer of the two. ``comm_contention`` is the share of compute
-    throughput a collective takes while it runs under compute (Calculon's "processor
-    usage" of the network: NCCL kernels occupy SMs and HBM bandwidth): a collective of
+    step (overlap scheduling), so a step takes the longer of the two.
+    ``comm_contention`` is the share of compute throughput a collective takes while it
+    runs under compute (Calculon's "processor usage" of the network: NCCL kernels occupy
+    SMs and HBM bandwidth): a collective of
     ``X`` ns hidden under ``W`` ns of compute costs ``max(X - W, comm_contention * X)``
     beyond ``W`` instead of ``max(X - W, 0)``. It applies to every overlapped collective:
     the CP ring under attention (prefill and training) and, in training, prefetched

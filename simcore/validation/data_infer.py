@@ -29,7 +29,7 @@ Skipped, with the reason
 ------------------------
 * ``already_in_simcore`` points (TensorRT-LLM v0.5 A100 TTFT at 2048, lmdeploy batch-1
   rows, kipply's FasterTransformer): they are in :mod:`simcore.validation.data`.
-* **vLLM whole runs** (the Qwen2.5 speed benchmark, :data:`_WHOLE_RUN`): its speed is
+* **vLLM whole runs** (the Qwen2.5 speed benchmark, :data:`_VLLM_SOURCES`): its speed is
   ``osl`` / the wall time of one ``generate()`` call at batch 1, prefill included, so each
   row is a :class:`~simcore.validation.points.Measurement` with ``steps``: the prompt's
   prefill (512-token chunks when vLLM 0.6 turns chunked prefill on for contexts over
@@ -89,9 +89,9 @@ INFER_SOURCES: dict[str, str] = {
     "lmdeploy_a100": "lmdeploy A100",
 }
 
-#: Sources whose throughput is one timed ``generate()`` call, prefill included: their rows
-#: are reproduced as whole runs (:func:`_whole_run`).
-_WHOLE_RUN = frozenset({"qwen25_speed"})
+#: Sources whose whole runs are one vLLM ``generate()`` call (the other static throughput
+#: rows are TensorRT-LLM static batches), see :func:`_whole_run`.
+_VLLM_SOURCES = frozenset({"qwen25_speed"})
 
 #: vLLM captures CUDA graphs for decode steps up to this context and runs longer ones
 #: eagerly (``max_seq_len_to_capture`` = 8192 in vLLM 0.6; vllm-project/vllm
@@ -315,7 +315,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if thr is not None and osl and int(osl) > 1 and not server and tpot is None:
         # a static run's throughput: batch x osl over the whole run, prefill included
         last, steps, note = _whole_run(batch, isl, int(osl), dt,
-                                       vllm=p["source"] in _WHOLE_RUN)
+                                       vllm=p["source"] in _VLLM_SOURCES)
         out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, last,
                                "output_tokens_per_s", thr, "tok/s", src, ref,
                                f"{base}; {note}", steps=steps, generated=int(osl)))

@@ -45,9 +45,8 @@ MAX_FACTORS = 10
 #: step) is held at 0, its lower bound, where every fit since the per-launch and
 #: per-sequence costs joined put it; ``comm_contention`` is held at 0.15, Calculon's
 #: processor usage of NVLink (see :mod:`simcore.validation.fitted`). The inference
-#: ``attention`` factor is fitted since
-#: the long-context whole runs (Qwen2.5 speed, 30K-129K tokens) joined: before them it
-#: sat at its upper bound and followed ``compute``.
+#: ``attention`` factor is fitted since the long-context whole runs (Qwen2.5 speed,
+#: 30K-129K tokens) joined: before them it sat at its upper bound and followed ``compute``.
 FACTORS: dict[str, tuple[str, float, float]] = {
     "compute": ("fraction", 0.30, 0.95),
     "memory": ("fraction", 0.30, 0.95),
