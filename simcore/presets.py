@@ -110,8 +110,14 @@ _A100_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, int8_ratio=2.0, pcie_gbs=
 #: 631.338 (batch 1, 24 heads, sequence 4,608, head dim 128; tritonbench, PyTorch
 #: 2.6.0.dev20241204, pytorch/pytorch issue #142132): 0.522. (FlashAttention-3, Shah et
 #: al. 2024, arXiv:2407.08608, abstract: FA2 reaches 35% of the H100 peak, FA3 75%.)
+#: ``nvls``: the third-generation NVSwitch of HGX H100 / H200 reduces in the switch
+#: (NVLink SHARP); NCCL runs intra-node all-reduces on it as its NVLS algorithm since
+#: 2.17 ("NVLink SHARP is an AllReduce offload system over NVLink only", within one node:
+#: NVIDIA/nccl issue #1031; inter-node variants NVLS / NVLSTree in the NCCL 2.18.1
+#: release notes), and NCCL enables it by default where the switch supports it.
 _HOPPER_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, fp8_ratio=2.0, int8_ratio=2.0,
-                          pcie_gbs=64.0, host_mem_gb=256.0, fa2_ratio=329.483 / 631.338)
+                          pcie_gbs=64.0, host_mem_gb=256.0, fa2_ratio=329.483 / 631.338,
+                          nvls=True)
 
 HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
     "SiP": HardwareFamily(

@@ -1399,9 +1399,14 @@ class Topology:
     #: for offloading (0 = no offload possible)
     pcie_gbs: float = 0.0
     host_mem_gb: float = 0.0
+    #: the cube's switch reduces in the network (NVLink SHARP on NVSwitch-3 systems,
+    #: used by NCCL's NVLS algorithm): an all-reduce inside one cube sends and receives
+    #: each byte once (wire factor 1 instead of a ring's 2(g-1)/g)
+    nvls: bool = False
 
     def __post_init__(self) -> None:
         _validate_table(self, _TOPOLOGY_RANGES)
+        object.__setattr__(self, "nvls", _flag("Topology", "nvls", self.nvls))
         if self.n_devices > MAX_DEVICES:
             raise SpecError(
                 f"Topology has {self.n_devices} devices (pes_per_cube · cubes_per_sip · "
@@ -1450,8 +1455,8 @@ class Efficiency:
     """
 
     compute: float = 0.701
-    memory: float = 0.688
-    network: float = 0.719
+    memory: float = 0.698
+    network: float = 0.722
     hbm_usable: float = 0.90
     train_compute: float = 0.669
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1460,17 +1465,17 @@ class Efficiency:
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.404
+    attention: float | None = 0.393
     train_attention: float | None = 0.341
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 3630.0
+    op_latency_ns: float = 3141.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.554
+    lowp_compute: float | None = 0.559
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.377
+    roofline_overlap: float = 0.358
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps

@@ -9,7 +9,7 @@ import pytest
 from simcore.engine import prepare
 from simcore.evaluate import evaluate
 from simcore.presets import get_family, get_model
-from simcore.specs import Efficiency, Workload
+from simcore.specs import Efficiency, HardwareFamily, Workload
 
 
 def _one(model, wl, fam=None, eff=None, **lay):
@@ -142,7 +142,6 @@ def test_precision__dtypes_rates_and_errors():
     assert f8["f_lin"] == pytest.approx(bf["f_lin"] / 2)  # fp8 at 2x the bf16 rate
     assert f8["mem_weights_bytes"] == pytest.approx(bf["mem_weights_bytes"] / 2)
     assert f8["mem_kv_bytes"] == pytest.approx(bf["mem_kv_bytes"] / 2)
-    assert f8["comm0_bytes"] == pytest.approx(bf["comm0_bytes"] / 2)
     w4 = _coeffs("Llama 3.1 8B", dataclasses.replace(wl, weight_dtype="int4"), "A100-80G")
     bfa = _coeffs("Llama 3.1 8B", wl, "A100-80G")
     assert w4["f_lin"] == bfa["f_lin"]  # W4A16: 16-bit compute
@@ -153,6 +152,41 @@ def test_precision__dtypes_rates_and_errors():
         Workload("decode", kv_dtype="fp4")
     with pytest.raises(ValueError, match="weight-only"):
         Workload("decode", act_dtype="int4")
+
+
+def test_messages__16bit_gemm_outputs_and_in_switch_allreduce():
+    wl = Workload("decode", s_kv=4096, batch=8)
+    f8wl = dataclasses.replace(wl, weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8")
+    d = get_model("Llama 3.1 70B").d_model
+    # W8A8 GEMMs write 16-bit outputs: the TP all-reduce sums 16-bit elements, so FP8
+    # inputs leave the messages as they are (the weights and the cache halve)
+    bf = _coeffs("Llama 3.1 70B", wl, "H100-SXM", tp=8)
+    f8 = _coeffs("Llama 3.1 70B", f8wl, "H100-SXM", tp=8)
+    assert f8["comm0_bytes"] == pytest.approx(bf["comm0_bytes"])
+    assert f8["mem_weights_bytes"] == pytest.approx(bf["mem_weights_bytes"] / 2)
+    # the H100's NVSwitch reduces in the switch: two all-reduces of 8 tokens x d x 2 B per
+    # layer, each byte on the wire once; the A100's ring moves 2(g-1)/g of it
+    assert bf["comm0_bytes"] == pytest.approx(2 * 8 * d * 2)
+    a100 = _coeffs("Llama 3.1 70B", wl, "A100-80G", tp=8)
+    assert a100["comm0_bytes"] == pytest.approx(2 * 8 * d * 2 * 2 * 7 / 8)
+    h100 = get_family("H100-SXM")
+    ring = HardwareFamily("H100 ring", h100.hardware,
+                          dataclasses.replace(h100.topology, nvls=False))
+    assert _coeffs("Llama 3.1 70B", wl, ring, tp=8)["comm0_bytes"] == pytest.approx(
+        a100["comm0_bytes"])
+    # same link latencies, and less time on the same hardware
+    assert _coeffs("Llama 3.1 70B", wl, ring, tp=8)["comm_alpha_ns"] == bf["comm_alpha_ns"]
+    assert (_one("Llama 3.1 70B", wl, "H100-SXM", tp=8)["comm_ns"]
+            < _one("Llama 3.1 70B", wl, ring, tp=8)["comm_ns"])
+    # a group spanning nodes reduces hierarchically over the ring, as before
+    wide = _coeffs("Llama 3.1 70B", wl, "H100-SXM", tp=16)
+    assert wide["comm0_bytes"] == pytest.approx(
+        _coeffs("Llama 3.1 70B", wl, ring, tp=16)["comm0_bytes"])
+    # pipeline sends carry the 16-bit residual stream too
+    pf = Workload("prefill", s_kv=2048)
+    pf8 = dataclasses.replace(pf, weight_dtype="fp8", act_dtype="fp8", kv_dtype="fp8")
+    assert (_one("Llama 3.1 70B", pf8, "H100-SXM", pp=2)["comm_ns"]
+            == pytest.approx(_one("Llama 3.1 70B", pf, "H100-SXM", pp=2)["comm_ns"]))
 
 
 def test_pipeline_decode__throughput_grows_latency_does_not_drop():

@@ -85,6 +85,7 @@ topologies = st.builds(
     int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
     fa2_ratio=st.sampled_from([1.0, 0.5, 329.483 / 631.338]),
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
+    nvls=st.booleans(),
 )
 frac = st.floats(0.05, 1.0)
 efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hbm_usable=frac,
@@ -252,6 +253,7 @@ train_topologies = st.builds(
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
     pcie_gbs=st.floats(1.0, 128.0),
     host_mem_gb=st.floats(1.0, 4096.0),
+    nvls=st.booleans(),
 )
 
 
@@ -347,18 +349,25 @@ def _check_training(model, workload, hw, topo, eff, lay):
 
 @given(st.floats(0, 1e10), st.integers(1, 256), st.sampled_from([1, 2, 4, 8, 16]),
        st.integers(1, 16), st.integers(1, 8), st.floats(0.1, 1e3), st.floats(0.1, 1e3),
-       st.floats(0, 1e4), st.floats(0, 1e4))
-def test_allreduce_hier__matches_reference(nbytes, g, stride, cube, cubes, bw0, bw1, a0, a1):
+       st.floats(0, 1e4), st.floats(0, 1e4), st.booleans())
+def test_allreduce_hier__matches_reference(nbytes, g, stride, cube, cubes, bw0, bw1, a0, a1,
+                                           nvls):
     acc = np.zeros(4)
-    kc.allreduce_hier(acc, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1)
+    kc.allreduce_hier(acc, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1,
+                      1.0 if nvls else 0.0)
     links = [(bw0, a0), (bw1, a1), (bw1 / 2, 2 * a1)]
     got = acc[0] / bw0 + acc[1] / bw1 + acc[2] / (bw1 / 2) + acc[3]
-    want = kr.allreduce_hier_ns(nbytes, g, stride, cube, cube * cubes, links)
+    want = kr.allreduce_hier_ns(nbytes, g, stride, cube, cube * cubes, links, nvls)
     assert got == pytest.approx(want, rel=REL, abs=1e-9)
     # never slower than a flat ring at the slowest tier the group spans
     bw, alpha = links[kr.tier_of(g * stride, cube, cube * cubes)]
     if bw0 >= bw and a0 <= alpha:
         assert got <= kr.allreduce_ns(nbytes, g, bw, alpha) * (1 + 1e-9) + 1e-9
+    # in-switch reduction never costs more than the ring
+    ring = np.zeros(4)
+    kc.allreduce_hier(ring, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1,
+                      0.0)
+    assert got <= ring[0] / bw0 + ring[1] / bw1 + ring[2] / (bw1 / 2) + ring[3] + 1e-9
 
 
 @given(st.floats(0, 1e12), st.integers(2, 512), st.integers(1, 16), st.integers(1, 16),

@@ -69,6 +69,9 @@ def test_topology__rejects_bad_tiers():
         Topology(pes_per_cube=0)
     with pytest.raises(ValueError, match="alpha_intra_ns"):
         Topology(alpha_intra_ns=-1)
+    with pytest.raises(ValueError, match="Topology.nvls must be True or False, got 'yes'"):
+        Topology(nvls="yes")
+    assert Topology(nvls=np.bool_(True)).nvls is True
 
 
 def test_efficiency__fractions_only():

@@ -472,11 +472,18 @@ def test_matmul_ratio__a100_runs_its_gemms_at_its_measured_share():
 def test_training__zero1_is_reduce_scatter_plus_all_gather():
     wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, zero_stage=1, precision="bf16",
                   grad_bytes=2)
-    z1 = _row(LLAMA2_7B, wl, dp=8)
-    z0 = _row(LLAMA2_7B, replace(wl, zero_stage=0), dp=8)
-    # the same bytes, half of them (the parameter all-gather) blocking after the step
+    # on a ring (the A100's NVLink) the same bytes, half of them (the parameter
+    # all-gather) blocking after the step
+    z1 = _row(LLAMA2_7B, wl, family=A100, dp=8)
+    z0 = _row(LLAMA2_7B, replace(wl, zero_stage=0), family=A100, dp=8)
     assert z1["tail0_bytes"] == pytest.approx(z0["tail0_bytes"] / 2)
     assert z1["comm0_bytes"] * z1["layer_mult"] == pytest.approx(z0["tail0_bytes"] / 2)
+    # where the switch reduces (H100 NVLS) the all-reduce sends each byte once, 1 / (2 x 7/8)
+    # of the ring's; the reduce-scatter + all-gather pair gains nothing
+    h1 = _row(LLAMA2_7B, wl, dp=8)
+    h0 = _row(LLAMA2_7B, replace(wl, zero_stage=0), dp=8)
+    assert h1["tail0_bytes"] == pytest.approx(z1["tail0_bytes"])
+    assert h0["tail0_bytes"] == pytest.approx(z0["tail0_bytes"] / (2 * 7 / 8))
 
 
 # -- 7. element-wise ----------------------------------------------------------------------
@@ -732,7 +739,10 @@ def test_training_ep__divides_expert_states_over_ep():
         (6 + 12 / 16) * dense + (6 + 12 / 2) * experts / 8, rel=1e-9)
     # expert gradients reduce over EDP only: with ep = dp nothing but the dense ones move
     ep8 = _ep_row(m, replace(EP_WL, zero_stage=0), dp=8, ep=8)
-    assert ep8["tail0_bytes"] == pytest.approx(2 * 7 / 8 * dense * 4, rel=1e-9)
+    # (an all-reduce inside the H100 node: in the switch, each byte once)
+    assert ep8["tail0_bytes"] == pytest.approx(dense * 4, rel=1e-9)
+    ring = _ep_row(m, replace(EP_WL, zero_stage=0), family=A100, dp=8, ep=8)
+    assert ring["tail0_bytes"] == pytest.approx(2 * 7 / 8 * dense * 4, rel=1e-9)
     # the expert FLOPs per device do not change (balanced routing: same total over EP)
     assert ep8["f_ffn"] == _ep_row(m, wl0, dp=8)["f_ffn"]
 
@@ -782,3 +792,23 @@ def test_training__ring_wait_counts_as_the_prefetch_window():
     space = {"cp": (1, 2, 4), "tp": (1, 2, 4, 8), "pp": (1, 2, 4), "dp": (1, 2)}
     r = evaluate_best(m, wl, space=space, hardware=grid).latency_ns.values.ravel()
     assert r[1] <= r[0] * (1 + 1e-12)
+
+
+def test_training__in_switch_allreduce_only_for_true_allreduces():
+    # a TP all-reduce (no sequence parallelism) inside an H100 node runs in the NVSwitch
+    # (NVLS): each byte once, 1 / (2 x 7/8) of the A100 ring's; sequence parallelism's
+    # reduce-scatter + all-gather pair moves (g - 1)/g each way on either
+    wl = Workload("train", batch=8, s_kv=2048, micro_batch=1, precision="bf16",
+                  sequence_parallel=False)
+    h, a = _row(LLAMA2_7B, wl, tp=8), _row(LLAMA2_7B, wl, family=A100, tp=8)
+    assert a["comm0_bytes"] > 0
+    assert h["comm0_bytes"] == pytest.approx(a["comm0_bytes"] / (2 * 7 / 8), rel=1e-12)
+    assert h["comm_alpha_ns"] == a["comm_alpha_ns"]
+    sp = replace(wl, sequence_parallel=True)
+    assert _row(LLAMA2_7B, sp, tp=8)["comm0_bytes"] == pytest.approx(
+        _row(LLAMA2_7B, sp, family=A100, tp=8)["comm0_bytes"], rel=1e-12)
+    # a group across nodes stays hierarchical on the ring
+    wide = Workload("train", batch=8, s_kv=2048, micro_batch=1, precision="bf16",
+                    sequence_parallel=False)
+    assert _row(LLAMA2_7B, wide, tp=16)["comm0_bytes"] == pytest.approx(
+        _row(LLAMA2_7B, wide, family=A100, tp=16)["comm0_bytes"], rel=1e-12)

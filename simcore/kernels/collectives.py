@@ -82,11 +82,13 @@ def phase_steps(g: float) -> float:
 
 
 @jit()
-def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2):
+def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2, nvls):
     """All-reduce of ``nbytes`` over ``g`` ranks at ``stride``: effective wire bytes into
     ``acc[tier]`` and link latency into ``acc[3]``.
 
-    Inside one tier: ring bytes 2(g-1)/g, 2·phase_steps(g) link latencies. Across cubes
+    Inside one tier: ring bytes 2(g-1)/g, 2·phase_steps(g) link latencies; inside one
+    cube whose switch reduces (``nvls`` 1: NVLink SHARP) each byte is sent and received
+    once (factor 1), same latencies. Across cubes
     with k > 1 members per cube: intra-cube reduce-scatter and all-gather of N, and an
     all-reduce of N/k over the g/k cube groups at the tier the group spans.
     """
@@ -99,7 +101,7 @@ def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2
     if tier > 0 and stride < pes_per_cube:
         k = min(g, float(pes_per_cube // stride))
     if k <= 1.0:
-        acc[tier] += allreduce_factor(g) * nbytes
+        acc[tier] += (1.0 if (nvls == 1.0 and tier == 0) else allreduce_factor(g)) * nbytes
         acc[3] += 2.0 * phase_steps(g) * alpha
         return
     n = g / k

@@ -47,15 +47,17 @@ def phase_steps(g: float) -> float:
 
 
 def allreduce_hier_ns(nbytes: float, g: float, stride: float, pes_per_cube: int, pes_per_sip: int,
-                      links: list[tuple[float, float]]) -> float:
-    """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier."""
+                      links: list[tuple[float, float]], nvls: bool = False) -> float:
+    """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier;
+    ``nvls``: a group inside one cube reduces in the switch (each byte sent once)."""
     if g <= 1:
         return 0.0
     tier = tier_of(round(g * stride), pes_per_cube, pes_per_sip)
     bw, alpha = links[tier]
     per_cube = min(g, pes_per_cube // stride) if (tier > 0 and stride < pes_per_cube) else 1
     if per_cube <= 1:
-        return 2 * (g - 1) / g * nbytes / bw + 2 * phase_steps(g) * alpha
+        wire = 1.0 if (nvls and tier == 0) else 2 * (g - 1) / g
+        return wire * nbytes / bw + 2 * phase_steps(g) * alpha
     groups = g / per_cube
     bw0, a0 = links[0]
     inside = 2 * ((per_cube - 1) / per_cube * nbytes / bw0 + phase_steps(per_cube) * a0)

@@ -320,20 +320,24 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     # -- communication per layer (effective bytes per tier, link latency) ----------------
     for t in range(4):  # per-tier wire bytes and link latency (add_comm accumulates)
         acc[t] = 0.0
-    act = T_lin * d * ba
+    # messages carry the GEMMs' outputs and the residual stream: 16-bit when the matmul
+    # inputs are FP8 / INT8 (W8A8 GEMMs write 16-bit outputs, which the TP all-reduce sums)
+    bmsg = ba if ba >= 2.0 else 2.0
+    nvls = topo.nvls
+    act = T_lin * d * bmsg
     n_ops = _OPS_LAYER + (_OPS_MOE if E > 1.0 else 0.0)
     # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
     if tp > 1:
-        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2)
+        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)
         n_ops += 1.0
     # FFN output
     if wide_ffn:
         g = ftp * fcp
         span = max(group_span(tp, strides[0]), group_span(cp, strides[1]))
-        allreduce_hier(acc, T_rep * d * ba, g, span / g, cube, sip, a0, a1, a2)
+        allreduce_hier(acc, T_rep * d * bmsg, g, span / g, cube, sip, a0, a1, a2, nvls)
         n_ops += 1.0
         if not decode:  # gather the replica's tokens across CP first
-            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * ba,
+            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * bmsg,
                      (fcp - 1.0) * _alpha(topo, tier_cp))
             n_ops += 1.0
     elif use_ep:
@@ -350,7 +354,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
                      phase_steps(ftp) * _alpha(topo, tier_tp))
             n_ops += 1.0
     elif tp > 1:
-        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2)
+        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)
         n_ops += 1.0
     # split-K combine for sequence-sharded KV: gather Q, all-reduce partial O + (m, l)
     if kvm == 1:
@@ -391,7 +395,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     pp_bytes = 0.0
     pp_alpha = 0.0
     if pp > 1:
-        pp_bytes = (fpp - 1.0) * (T_lin / m) * d * ba
+        pp_bytes = (fpp - 1.0) * (T_lin / m) * d * bmsg
         pp_alpha = (fpp - 1.0) * _alpha(topo, tier_pp)
 
     # -- memory per device ---------------------------------------------------------------

@@ -269,18 +269,20 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     comm = 0.0
     links = [link[t] for t in TIERS]
     cube, sip = topology.pes_per_cube, topology.pes_per_sip
-    act = tokens_local * d * ab
+    msg = max(ab, 2)  # messages carry 16-bit GEMM outputs even when the GEMM inputs are 8-bit
+    act = tokens_local * d * msg
+    nvls = topology.nvls
     launches = 10 + (4 if model.n_experts > 1 else 0)
     if tp > 1:
-        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
+        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links, nvls)
         launches += 1
     if wide:
         span = max(coll.group_span(tp, strides["tp"]), coll.group_span(cp, strides["cp"]))
-        comm += coll.allreduce_hier_ns(tokens_replica * d * ab, tp * cp, span / (tp * cp), cube,
-                                       sip, links)
+        comm += coll.allreduce_hier_ns(tokens_replica * d * msg, tp * cp, span / (tp * cp), cube,
+                                       sip, links, nvls)
         launches += 1
         if not decode:
-            comm += coll.allgather_ns(tokens_replica * d * ab, cp, *cp_link)
+            comm += coll.allgather_ns(tokens_replica * d * msg, cp, *cp_link)
             launches += 1
     elif ep > 1:
         ep_span = max(coll.group_span(tp, strides["tp"]), coll.group_span(dp, strides["dp"]))
@@ -293,7 +295,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                      + coll.phase_steps(tp) * tp_link[1])
             launches += 1
     elif tp > 1:
-        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links)
+        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links, nvls)
         launches += 1
     if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
         group = tp if lay.kv_shard_mode == "seq" else tp // kvh
@@ -321,7 +323,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layers_per_stage = math.ceil(model.n_layers / pp)
     micro = 1 if decode else replica_batch
     path_layers = model.n_layers if decode else layers_per_stage * (micro + pp - 1) / micro
-    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * ab, *pp_link) if pp > 1 else 0.0
+    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * msg, *pp_link) if pp > 1 else 0.0
 
     t_head, head_kind = roofline(*head)
     layer_time = sum(t for t, _ in times.values()) + exposed + comm

@@ -272,6 +272,7 @@ class TopologyParams(NamedTuple):
     mm_ratio: float  #: achievable matmul fraction of peak relative to Hopper's
     pcie_gbs: float  #: host link bandwidth per device (offload)
     host_mem_gb: float  #: host memory per device (offload)
+    nvls: float = 0.0  #: 1 if an all-reduce inside one cube reduces in the switch (NVLS)
 
 
 class EfficiencyParams(NamedTuple):
@@ -388,7 +389,8 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.nics_per_cube or topology.pes_per_cube),
                           float(topology.fp8_ratio), float(topology.int8_ratio),
                           float(topology.fa2_ratio), float(topology.mm_ratio),
-                          float(topology.pcie_gbs), float(topology.host_mem_gb))
+                          float(topology.pcie_gbs), float(topology.host_mem_gb),
+                          1.0 if topology.nvls else 0.0)
 
 
 def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:

@@ -142,15 +142,20 @@ def op_sac_bytes_per_layer(s, b, d, kv_w, f_w, gated, t, sp):
 
 
 @jit()
-def _coll(acc, nbytes, g, k, tier, topo, allreduce, count):
+def _coll(acc, nbytes, g, k, tier, topo, allreduce, count, in_switch):
     """Add ``count`` collectives of ``nbytes`` over g members (k per cube) spanning
-    ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``)."""
+    ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``).
+    ``allreduce``: an all-reduce, or a reduce-scatter + all-gather pair (sequence
+    parallelism) of the same traffic; ``in_switch``: a true all-reduce, which a cube whose
+    switch reduces (``topo.nvls``) runs with each byte on the wire once."""
     if g <= 1.0 or count == 0.0:
         return
     if tier == 0:
         m = 2.0 if allreduce else 1.0
-        add_comm(acc, 0, count * m * (g - 1.0) / g * nbytes,
-                 count * m * (g - 1.0) * topo.alpha_intra_ns)
+        wire = m * (g - 1.0) / g
+        if allreduce and in_switch and topo.nvls == 1.0:
+            wire = 1.0
+        add_comm(acc, 0, count * wire * nbytes, count * m * (g - 1.0) * topo.alpha_intra_ns)
         return
     f0, f1, h0, h1 = hier_factors(g, k, topo.nics_per_cube, topo.pes_per_cube, allreduce)
     acc[0] += count * f0 * nbytes
@@ -304,14 +309,14 @@ def _grad_reduce(tail, step, params, G, k, tier, zs, m, gb, bw, topo):
         return
     grads = params * gb
     if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
-        _coll(tail, grads, G, k, tier, topo, False, m)
+        _coll(tail, grads, G, k, tier, topo, False, m, False)
         if zs == 2:  # then all-gather the updated 16-bit parameters once
-            _coll(step, params * bw, G, k, tier, topo, False, 1.0)
+            _coll(step, params * bw, G, k, tier, topo, False, 1.0, False)
     elif zs == 1:  # reduce-scatter the gradients, all-gather the updated parameters
-        _coll(tail, grads, G, k, tier, topo, False, 1.0)
-        _coll(step, params * bw, G, k, tier, topo, False, 1.0)
+        _coll(tail, grads, G, k, tier, topo, False, 1.0, False)
+        _coll(step, params * bw, G, k, tier, topo, False, 1.0, False)
     else:  # one all-reduce per step
-        _coll(tail, grads, G, k, tier, topo, True, 1.0)
+        _coll(tail, grads, G, k, tier, topo, True, 1.0, True)
 
 
 @jit()
@@ -487,7 +492,7 @@ def _train_row(lay, mp, wp, topo, out):
     # GEMMs, so only what outlasts the layer's compute shows
     tp_acc = ovl if wp.tp_overlap == 1.0 else acc
     if tp > 1:
-        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half)
+        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half, not sp)
     ffn_tp = 1.0  # share of the layers whose FFN runs TP-sharded with its TP collectives
     if use_ep:  # dense layers and shared experts keep them; routed experts do not (ETP 1)
         ffn_tp = (L - mp.moe_layers + (mp.moe_layers if mp.shared_experts > 0.0 else 0.0)) / L
@@ -512,12 +517,13 @@ def _train_row(lay, mp, wp, topo, out):
     if wide:
         g = ftp * fcp
         full_act = mb * s * d * bw
-        add_comm(acc, tier_tpcp, n_half * allreduce_factor(g) * full_act,
+        wire = 1.0 if (tier_tpcp == 0 and topo.nvls == 1.0) else allreduce_factor(g)
+        add_comm(acc, tier_tpcp, n_half * wire * full_act,
                  n_half * 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
                  n_half * (fcp - 1.0) * _alpha(topo, tier_cp))
     elif tp > 1:
-        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half * ffn_tp)
+        _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half * ffn_tp, not sp)
 
     ffn_w = mp.ffn_params / shard
     exp_layer = 0.0  # local routed-expert weights per layer (EP), sharded over EDP
@@ -529,9 +535,9 @@ def _train_row(lay, mp, wp, topo, out):
     # prefetched ZeRO-3 / FSDP parameter all-gathers overlap the compute too
     n_ag = 3.0 if rc == 2 else 2.0  # gathered for forward, backward (and recompute)
     if zs == 3 and g_sh > 1.0:
-        _coll(ovl, layer_dense * pw, g_sh, k_sh, tier_sh, topo, False, n_ag)
+        _coll(ovl, layer_dense * pw, g_sh, k_sh, tier_sh, topo, False, n_ag, False)
     if zs == 3 and f_edp > 1.0:
-        _coll(ovl, exp_layer * pw, f_edp, k_edp, tier_edp, topo, False, n_ag)
+        _coll(ovl, exp_layer * pw, f_edp, k_edp, tier_edp, topo, False, n_ag, False)
 
     ring_bytes = 0.0
     ring_alpha = 0.0

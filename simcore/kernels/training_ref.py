@@ -186,11 +186,16 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     def per_cube(g, stride):
         return 1 if stride >= cube else max(1, min(g, cube // stride))
 
-    def collective(nbytes, g, k, t, allreduce):
-        """Ring inside a cube, hierarchical across cubes (k members per cube)."""
+    def collective(nbytes, g, k, t, allreduce, in_switch=True):
+        """Ring inside a cube, hierarchical across cubes (k members per cube); a true
+        all-reduce (``in_switch``; not sequence parallelism's reduce-scatter + all-gather)
+        inside a cube whose switch reduces sends each byte once."""
         if g <= 1:
             return 0.0
         if t == 0:
+            if allreduce and in_switch and topology.nvls:
+                bw0, a0 = link_of(0)
+                return nbytes / bw0 + 2 * (g - 1) * a0
             f = coll.allreduce_ns if allreduce else coll.allgather_ns
             return f(nbytes, g, *link_of(0))
         return coll.hier_collective_ns(nbytes, g, k, cube, nics, link_of(0), link_of(t),
@@ -331,7 +336,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     comm = 0.0
     overlapped_a2a = 0.0
     act = tokens * d * wb
-    tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True)
+    tp_coll = per_block * collective(act, tp, per_cube(tp, strides["tp"]), t_tp, True,
+                                     in_switch=not sp)
     # TP communication overlap: the TP collectives hide under the layer's compute
     overlapped_tp = 0.0
     if workload.tp_comm_overlap:
@@ -364,7 +370,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if wide:
         span = max(gspan(tp, strides["tp"]), gspan(cp, strides["cp"]))
         full_act = mb * s * d * wb
-        comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
+        wide_link = link(span)
+        if tier(span) == 0 and topology.nvls:  # in-switch all-reduce inside the cube
+            comm += per_block * (full_act / wide_link[0] + 2 * (tp * cp - 1) * wide_link[1])
+        else:
+            comm += per_block * coll.allreduce_ns(full_act, tp * cp, *wide_link)
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
     else:
         ffn_coll = tp_coll if ep == 1 else tp_coll * ffn_tp_layers / model.n_layers
