@@ -6,7 +6,9 @@
 keys them by matches: the source files' contents (numba 0.68, the version this was
 checked with, stamps a source file by a hash of its contents, not by its mtime, so pip
 writing the files anew keeps them valid; a numba that stamps by mtime finds them stale
-and compiles), the Python bytecode, the numba version, and the CPU (name and features)
+and compiles; simcore adds a digest of every kernel source file to each stamp,
+``kernels._numba.sources_digest``, so a kernel whose inlined helpers changed is stale
+too), the Python bytecode, the numba version, and the CPU (name and features)
 they were compiled for. A wheel built on
 one machine and installed on another, or ``NUMBA_CACHE_DIR`` pointing elsewhere, finds
 nothing and compiles on first use as before (``simcore`` then says so).

@@ -79,31 +79,38 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
         module, func = name.split(".")
         kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
         kernel = getattr(kernel, "public", kernel)  # _numba.Kernel: Python calls go there
-        folder = getattr(getattr(kernel, "_cache", None), "_cache_path", None)
+        cache = getattr(kernel, "_cache", None)
+        folder = getattr(cache, "_cache_path", None)
+        stamp = getattr(getattr(cache, "_cache_file", None), "_source_stamp", None)
         try:
             files = os.listdir(folder) if folder else []
         except OSError:
             return False
         index = [f for f in files if f.startswith(name + "-") and f.endswith(".nbi")]
-        if not index or not any(_index_matches_cpu(os.path.join(str(folder), f)) for f in index):
+        if not index or not any(_index_matches_cpu(os.path.join(str(folder), f), stamp)
+                                for f in index):
             return False
     return True
 
 
-def _index_matches_cpu(path: str) -> bool:
+def _index_matches_cpu(path: str, stamp: Any = None) -> bool:
     """Whether a numba cache index holds code for this machine's CPU (an index written on
-    another CPU, e.g. a wheel built elsewhere, makes numba recompile). numba 0.68 keys each
-    entry by (signature, (target triple, CPU name, CPU features), ...); an index in another
-    format is trusted (the answer only decides whether a notice is printed)."""
+    another CPU, e.g. a wheel built elsewhere, makes numba recompile) and, given ``stamp``,
+    for these sources (an index under another stamp is stale: numba rewrites it). numba
+    0.68 keys each entry by (signature, (target triple, CPU name, CPU features), ...); an
+    index in another format is trusted (the answer only decides whether a notice is
+    printed)."""
     import pickle
 
     try:
         with open(path, "rb") as fh:
             pickle.load(fh)  # the numba version that wrote it
-            _stamp, overloads = pickle.loads(fh.read())
+            written, overloads = pickle.loads(fh.read())
         keys = list(overloads)
     except Exception:  # noqa: BLE001 - unknown or damaged index: numba decides, not us
         return True
+    if stamp is not None and written != stamp:
+        return False
     magic = _cpu_magic()
     return any(isinstance(k, tuple) and len(k) >= 2 and k[1] == magic for k in keys)
 

@@ -593,6 +593,69 @@ def test_kernels_cached__an_index_written_on_another_cpu_does_not_count(tmp_path
     assert here == tuple(cpu_target.target_context.codegen().magic_tuple())
 
 
+def test_kernel_cache__stamped_by_every_kernel_source(tmp_path):
+    """A kernel inlines helpers from other files (collectives into inference), so its
+    cache index is stamped with a digest of all kernel sources, not only its own file's:
+    editing a helper alone makes every index stale (numba recompiles) and the compile
+    notice says so."""
+    import pickle
+    import shutil
+
+    import numba
+
+    from simcore import engine
+    from simcore.kernels import _numba, inference
+
+    copy = tmp_path / "kernels"
+    shutil.copytree(_numba.KERNELS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert _numba.sources_digest(copy) == _numba.sources_digest()
+    with open(copy / "collectives.py", "a") as fh:
+        fh.write("# edited\n")
+    assert _numba.sources_digest(copy) != _numba.sources_digest()
+    if not _numba.CACHE:
+        return
+    stamp = inference.point_one.public._cache._cache_file._source_stamp
+    assert stamp[1] == _numba.sources_digest()
+
+    def index(path, written):
+        with open(path, "wb") as fh:
+            pickle.dump(numba.__version__, fh)
+            fh.write(pickle.dumps((written, {("sig", engine._cpu_magic(), ()): "x1.nbc"})))
+        return str(path)
+
+    assert engine._index_matches_cpu(index(tmp_path / "a.nbi", stamp), stamp)
+    stale = (stamp[0], _numba.sources_digest(copy))
+    assert not engine._index_matches_cpu(index(tmp_path / "b.nbi", stale), stamp)
+
+
+def test_kernel_cache__editing_a_helper_file_recompiles_its_callers(tmp_path):
+    """End to end on a copy of the package: cache the kernels, edit only collectives.py
+    (a helper inference inlines) and the cached kernels no longer count."""
+    import shutil
+
+    from simcore.kernels import _numba
+
+    if not _numba.CACHE:
+        pytest.skip("SIMCORE_NUMBA_CACHE=0")
+    pkg = Path(__file__).resolve().parents[1] / "simcore"
+    shutil.copytree(pkg, tmp_path / "simcore", ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("from simcore import engine, predict, Workload; import simcore; "
+            f"assert simcore.__file__.startswith({str(tmp_path)!r}); "
+            "r = predict('Llama 3.1 8B', Workload('decode', s_kv=1024), {'tp': 2}); "
+            "print(engine.kernels_cached())")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run():
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env=env, cwd=tmp_path).stdout.split()
+
+    assert run() == ["True"]
+    with open(tmp_path / "simcore" / "kernels" / "collectives.py", "a") as fh:
+        fh.write("# edited\n")
+    code = code.replace("r = predict", "print(engine.kernels_cached()); r = predict")
+    assert run() == ["False", "True"]  # stale before the call, recompiled after it
+
+
 def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
     # what setup.py runs on the built package (a wheel then carries the machine code)
     from simcore import _aot, engine

@@ -5,6 +5,13 @@
 then ``workqueue`` where OpenMP is missing, unless ``NUMBA_THREADING_LAYER`` or
 ``NUMBA_THREADING_LAYER_PRIORITY`` is set.
 
+The on-disk cache of every kernel is stamped with a digest of *all* the kernel sources
+(:func:`sources_digest`), not only of the file that defines it: numba keys a cache entry
+by its own file's contents, while a kernel inlines helpers from other files
+(``collectives.allreduce_hier`` into ``inference``), so editing or upgrading a helper
+alone would otherwise leave the callers' stale machine code in use: silently old
+numbers.
+
 Every kernel is a :class:`Kernel`: what other kernels call is compiled without the
 Python and C entry points and is not written to the on-disk cache (the caller's cache
 entry holds the machine code it links in), and a call from Python goes to
@@ -18,7 +25,9 @@ for the parameter NamedTuples) and the cache files it never reads back: ~1 s of 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+from pathlib import Path
 from typing import Any, Literal
 
 os.environ.setdefault("NUMBA_THREADING_LAYER_PRIORITY", "omp tbb workqueue")
@@ -34,6 +43,39 @@ CACHE: bool = os.environ.get("SIMCORE_NUMBA_CACHE", "1").strip().lower() not in 
 #: target options of the calls between kernels (no entry points for Python or C)
 _INTERNAL = {"no_cpython_wrapper": True, "no_cfunc_wrapper": True}
 
+#: the folder of the kernel sources (this package)
+KERNELS_DIR = Path(__file__).resolve().parent
+
+
+def sources_digest(folder: Path = KERNELS_DIR) -> str:
+    """SHA-256 of the names and contents of every ``*.py`` file in ``folder``."""
+    h = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+@functools.cache
+def _kernels_digest() -> str:
+    return sources_digest()
+
+
+def _function_cache(py_func: Any) -> Any:
+    """numba's on-disk cache of ``py_func``, its index stamped with numba's own stamp of the
+    defining file and :func:`sources_digest` (an index written under other kernel sources
+    is stale and gets rewritten)."""
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    cache = FunctionCache(py_func)
+    stamp = (cache._impl.locator.get_source_stamp(), _kernels_digest())
+    cache._cache_file = IndexDataCacheFile(cache_path=cache._cache_path,
+                                           filename_base=cache._impl.filename_base,
+                                           source_stamp=stamp)
+    return cache
+
 
 class Kernel(CPUDispatcher):
     """A numba dispatcher whose own compilations serve only calls from other kernels
@@ -46,7 +88,10 @@ class Kernel(CPUDispatcher):
         point: nothing calls one)."""
         options = {k: v for k, v in self.targetoptions.items()
                    if k != "no_cpython_wrapper" and k != "nopython"}
-        return numba.njit(cache=CACHE, **options)(self.py_func)
+        dispatcher = numba.njit(cache=False, **options)(self.py_func)
+        if CACHE:
+            dispatcher._cache = _function_cache(self.py_func)
+        return dispatcher
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.public(*args, **kwargs)
