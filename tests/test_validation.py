@@ -1,5 +1,6 @@
 """simcore against public measurements: accuracy thresholds, the data table, error paths."""
 
+import math
 from dataclasses import fields, replace
 
 import pytest
@@ -573,3 +574,55 @@ def test_whole_run__public_helper_builds_a_measurement_and_rejects_bad_input():
     assert whole_run(np.int64(4), 128, 16)[0].batch == 4
     with pytest.raises(SpecError):
         whole_run(4, 128, 16, kv_dtype="fp3")
+
+
+def test_holdout__every_row_read_once_none_fitted():
+    """The held-out rows (aiconfigurator's silicon CSV, agg dense-model rows on H100 /
+    H200) are all read: kept, or skipped because they are fitted validation points."""
+    import csv
+
+    from simcore.validation import holdout
+
+    with open(holdout._CSV, newline="", encoding="utf-8") as fh:
+        raw = list(csv.DictReader(fh))
+    assert raw and list(raw[0])[-2:] == ["silicon_ttft_ms", "silicon_tpot_ms"]
+    assert {r["system"] for r in raw} == {"h100_sxm", "h200_sxm"}
+    kept, skipped = holdout.load_holdout()
+    assert len(kept) + len(skipped) == len(raw)
+    fitted_notes = " ".join(m.notes for m in MEASUREMENTS if m.ref == "aiconfigurator silicon")
+    assert skipped and all(why.startswith("a fitted validation point") for _, why in skipped)
+    assert all(f"'{sid}'" in fitted_notes for sid, _ in skipped)
+    assert not any(f"'{m.notes.split(chr(39))[1]}'" in fitted_notes for m in kept)
+    for m in kept:  # served: the running batch is the concurrency
+        r = next(x for x in raw if x["id"] == m.notes.split("'")[1])
+        assert m.workload.batch == int(r["batch_size"]) and m.layout_dict["tp"] == int(r["tp_size"])
+        assert m.measured == float(r["silicon_tpot_ms"])
+        assert (m.workload.act_dtype == "fp8") == (r["gemm_quant_mode"] in ("fp8", "fp8_block"))
+
+
+def test_holdout__predictions_summary_and_bad_input():
+    from simcore.validation import holdout_rows, holdout_summary
+
+    rows = holdout_rows()
+    assert len(rows) > 700
+    assert all(r.predicted_ms > 0 and math.isfinite(r.error) for r in rows)
+    s = holdout_summary(rows)
+    assert sum(n for _, _, n in s["groups"].values()) == s["n"] == len(rows)
+    assert 0 <= s["within_10"] <= s["within_25"] <= 1
+    # a slower memory system predicts every row slower
+    slow = holdout_rows(replace(FITTED_EFFICIENCY, memory=0.5))
+    assert all(b.predicted_ms >= a.predicted_ms for a, b in zip(rows, slow, strict=True))
+    with pytest.raises(ValueError, match="simcore.Efficiency"):
+        holdout_rows("fast")
+    with pytest.raises(ValueError, match="needs rows"):
+        holdout_summary([])
+
+
+def test_validate_cli__prints_the_held_out_check(capsys):
+    from simcore.cli import main
+
+    main(["validate", "--no-loso", "--kind", "decode"])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "held out, never fitted: 766 served TPOT rows" in text
+    assert "silicon_sample.csv @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce" in text

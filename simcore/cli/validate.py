@@ -78,6 +78,24 @@ def _rows(rows: list[Any], refs: dict[str, str], *, modelled: bool) -> list[dict
     return [{**asdict(r), "ref": refs[r.id], "modelled": modelled} for r in rows]
 
 
+def _print_holdout(eff: Efficiency, notes: Any) -> None:
+    """The held-out check (:mod:`simcore.validation.holdout`): summary and groups."""
+    from ..validation.holdout import SOURCE, holdout_rows, holdout_summary
+
+    s = holdout_summary(holdout_rows(eff))
+    print(f"\nheld out, never fitted: {s['n']} served TPOT rows of aiconfigurator's silicon "
+          "CSV (H100 / H200; TensorRT-LLM, vLLM, SGLang; Llama 3.1 8B / 70B, Qwen3-32B; "
+          "simcore.validation.holdout):", file=notes)
+    print(f"  mean |error| {100 * s['mean_abs_error']:.1f}% (median "
+          f"{100 * s['median_abs_error']:.1f}%, mean signed {100 * s['mean_error']:+.1f}%), "
+          f"within 10%: {100 * s['within_10']:.0f}%, within 25%: {100 * s['within_25']:.0f}%; "
+          f"predicted not to fit (they ran): {s['not_fitting']}", file=notes)
+    for (backend, hw, model, prec), (err, signed, n) in s["groups"].items():
+        print(f"  {backend:<7} {hw:<9} {model:<33} {prec:<6} {n:4d} rows  "
+              f"mean |error| {100 * err:5.1f}%  signed {100 * signed:+6.1f}%", file=notes)
+    print(f"  [{SOURCE}]", file=notes)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..validation import (
         FITTED_EFFICIENCY,
@@ -153,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
             mem_err = sum(abs(mr.error) for mr in mem_rows) / len(mem_rows)
             print(f"  memory mean |error| {100 * mem_err:.1f}% over {len(mem_rows)} runs",
                   file=notes)
+    if args.kind is None or "decode" in args.kind:
+        _print_holdout(eff, notes)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")

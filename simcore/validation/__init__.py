@@ -32,6 +32,7 @@ from .data import UNMODELLED
 from .data_infer import INFER_MEASUREMENTS, whole_run
 from .data_train import TRAIN_MEASUREMENTS
 from .fitted import FITTED_EFFICIENCY
+from .holdout import holdout_rows, holdout_summary
 from .points import KINDS, METRICS, Measurement, evaluate_point, megatron_flops_per_step, predict
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "breakdown",
     "generation",
     "get_measurement",
+    "holdout_rows",
+    "holdout_summary",
     "max_abs_error",
     "mean_abs_error",
     "megatron_flops_per_step",

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -77,11 +78,12 @@ def source_of(point: Measurement) -> str:
     return point.ref
 
 
-def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.ndarray]:
+def fast_predictor(points: Sequence[Measurement]) -> Callable[..., Any]:
     """A function efficiency → predictions (each in its point's unit), for many candidates.
 
     Identical numerics to :func:`simcore.validation.predict` (same coefficients, same
-    kernel), without rebuilding the labelled Dataset per call.
+    kernel), without rebuilding the labelled Dataset per call. ``run(eff, fits=True)``
+    returns (predictions, whether every step of each point's run fits in memory).
     """
     from ..engine import combine, pack_efficiency, prepare
 
@@ -106,12 +108,16 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[[Efficiency], np.n
         packed.append((train, idx, weights, coeffs, rows[0][3]))
     n = len(points)
 
-    def run(eff: Efficiency) -> np.ndarray:
+    def run(eff: Efficiency, *, fits: bool = False) -> Any:
         lat = np.zeros(n)
+        fit = np.ones(n, dtype=bool)
         for train, idx, weights, coeffs, hw in packed:
-            grid = combine(coeffs, hw, pack_efficiency(eff, train=train))["latency_ns"]
-            np.add.at(lat, idx, weights * grid[0])  # the group's rows on its hardware
-        return np.array([pt.from_latency_ns(float(v)) for pt, v in zip(points, lat, strict=True)])
+            out = combine(coeffs, hw, pack_efficiency(eff, train=train))
+            np.add.at(lat, idx, weights * out["latency_ns"][0])  # the group's rows on its hardware
+            if fits:
+                np.logical_and.at(fit, idx, out["fits"][0])
+        values = np.array([pt.from_latency_ns(float(v)) for pt, v in zip(points, lat, strict=True)])
+        return (values, fit) if fits else values
 
     return run
 
