@@ -997,7 +997,9 @@ class Workload:
         (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
     weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
         Inference: storage dtype of the weights, dtype of activations / matmul
-        inputs (and so of every message on the wire), and of the KV cache. Training,
+        inputs (and of the EP dispatch), and of the KV cache. The other messages (TP
+        all-reduces, pipeline sends, CP and split-K traffic, the EP combine) carry GEMM
+        and attention outputs, 16-bit when the inputs are fp8 / int8. Training,
         with ``precision="fp8"`` only: ``weight_dtype="fp8"`` keeps the parameters
         themselves in FP8 (Megatron's ``--fp8-param-gather``: ``framework="megatron"``
         with its distributed optimizer, ``zero_stage=1``, no offload): 1 byte per
@@ -1465,21 +1467,21 @@ class Efficiency:
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.393
+    attention: float | None = 0.39
     train_attention: float | None = 0.341
     #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 3141.0
+    op_latency_ns: float = 2853.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.559
+    lowp_compute: float | None = 0.554
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.358
+    roofline_overlap: float = 0.36
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps
-    seq_overhead_ns: float = 36914.0
+    seq_overhead_ns: float = 36337.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15

@@ -628,6 +628,25 @@ def test_kernel_cache__stamped_by_every_kernel_source(tmp_path):
     assert not engine._index_matches_cpu(index(tmp_path / "b.nbi", stale), stamp)
 
 
+def test_kernel_cache__other_numba_internals_fall_back_to_numba_own_cache(monkeypatch):
+    """If numba's cache internals differ (another numba release), kernels still compile
+    and cache the ordinary way, with a warning saying what is lost."""
+    from simcore.kernels import _numba
+
+    def broken(py_func):
+        raise AttributeError("'FunctionCache' object has no attribute '_impl'")
+
+    monkeypatch.setattr(_numba, "_function_cache", broken)
+    monkeypatch.setattr(_numba, "CACHE", True)
+
+    def add_one(x):
+        return x + 1
+
+    kernel = _numba.jit()(add_one)
+    with pytest.warns(RuntimeWarning, match="caches kernels by their own file only"):
+        assert kernel(41) == 42
+
+
 def test_kernel_cache__editing_a_helper_file_recompiles_its_callers(tmp_path):
     """End to end on a copy of the package: cache the kernels, edit only collectives.py
     (a helper inference inlines) and the cached kernels no longer count."""

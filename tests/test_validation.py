@@ -38,7 +38,7 @@ def rows():
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.075, "train": 0.065, "prefill": 0.1, "decode": 0.082}
+RECORDED_CEILINGS = {"all": 0.075, "train": 0.065, "prefill": 0.096, "decode": 0.082}
 #: Configurations that ran but that simcore predicts not to fit (known gaps, each with its
 #: reason in simcore/validation/fitted.py): Llama 3 405B (no recomputation stated; without
 #: it a 16-stage pipeline's first stage holds ~100 GiB of activations), Nemotron-340B

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,7 +91,13 @@ class Kernel(CPUDispatcher):
                    if k != "no_cpython_wrapper" and k != "nopython"}
         dispatcher = numba.njit(cache=False, **options)(self.py_func)
         if CACHE:
-            dispatcher._cache = _function_cache(self.py_func)
+            try:
+                dispatcher._cache = _function_cache(self.py_func)
+            except (ImportError, AttributeError, TypeError) as exc:  # another numba's internals
+                warnings.warn(f"simcore: numba {numba.__version__} caches kernels by their own "
+                              f"file only ({exc}); after editing a kernels/ file, clear its "
+                              "__pycache__", RuntimeWarning, stacklevel=2)
+                dispatcher.enable_caching()
         return dispatcher
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -11,6 +11,14 @@ import math
 
 from ._numba import jit
 
+#: In-switch (NVLink SHARP) all-reduce inside one cube, as measured on 8 H100s: NCCL's
+#: ring reaches ~370 GB/s bus bandwidth, NVLS ~480 GB/s (NCCL maintainer, NVIDIA/nccl-tests
+#: issue #212), i.e. the ring's 2(g-1)/g wire factor at g = 8 times 370/480 (1.35); NCCL
+#: picks NVLS from 2 MB messages up and a ring (LL protocol) below (NVIDIA/nccl-tests issue
+#: #309, default tuning on one 8-GPU HGX node).
+NVLS_FACTOR = 2.0 * 7.0 / 8.0 * 370.0 / 480.0
+NVLS_MIN_BYTES = 2.0 * 1024.0 * 1024.0
+
 
 @jit()
 def group_span(g, stride):
@@ -87,8 +95,9 @@ def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2
     ``acc[tier]`` and link latency into ``acc[3]``.
 
     Inside one tier: ring bytes 2(g-1)/g, 2·phase_steps(g) link latencies; inside one
-    cube whose switch reduces (``nvls`` 1: NVLink SHARP) each byte is sent and received
-    once (factor 1), same latencies. Across cubes
+    cube whose switch reduces (``nvls`` 1: NVLink SHARP) a message of at least
+    ``NVLS_MIN_BYTES`` costs at most ``NVLS_FACTOR`` (the measured NVLS bandwidth), same
+    latencies. Across cubes
     with k > 1 members per cube: intra-cube reduce-scatter and all-gather of N, and an
     all-reduce of N/k over the g/k cube groups at the tier the group spans.
     """
@@ -101,7 +110,10 @@ def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2
     if tier > 0 and stride < pes_per_cube:
         k = min(g, float(pes_per_cube // stride))
     if k <= 1.0:
-        acc[tier] += (1.0 if (nvls == 1.0 and tier == 0) else allreduce_factor(g)) * nbytes
+        f = allreduce_factor(g)
+        if nvls == 1.0 and tier == 0 and nbytes >= NVLS_MIN_BYTES:
+            f = min(f, NVLS_FACTOR)
+        acc[tier] += f * nbytes
         acc[3] += 2.0 * phase_steps(g) * alpha
         return
     n = g / k

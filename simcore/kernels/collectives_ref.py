@@ -46,6 +46,19 @@ def phase_steps(g: float) -> float:
     return float(min(g - 1, math.ceil(math.log2(g) - 1e-12)))
 
 
+# NVLink SHARP on 8 H100s: ring ~370 GB/s bus bandwidth, NVLS ~480 GB/s (NVIDIA/nccl-tests
+# #212); NCCL uses NVLS from 2 MB up, a ring below (NVIDIA/nccl-tests #309)
+_NVLS_RING_BUSBW, _NVLS_BUSBW, _NVLS_FROM_BYTES = 370.0, 480.0, 2 * 1024 * 1024
+
+
+def in_switch_factor(ring_wire: float, nbytes: float) -> float:
+    """Wire factor of an all-reduce inside a cube whose switch reduces: the 8-GPU ring's
+    factor scaled by the measured bandwidth ratio, for messages NCCL sends that way."""
+    if nbytes < _NVLS_FROM_BYTES:
+        return ring_wire
+    return min(ring_wire, 2 * 7 / 8 * _NVLS_RING_BUSBW / _NVLS_BUSBW)
+
+
 def allreduce_hier_ns(nbytes: float, g: float, stride: float, pes_per_cube: int, pes_per_sip: int,
                       links: list[tuple[float, float]], nvls: bool = False) -> float:
     """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier;
@@ -56,7 +69,9 @@ def allreduce_hier_ns(nbytes: float, g: float, stride: float, pes_per_cube: int,
     bw, alpha = links[tier]
     per_cube = min(g, pes_per_cube // stride) if (tier > 0 and stride < pes_per_cube) else 1
     if per_cube <= 1:
-        wire = 1.0 if (nvls and tier == 0) else 2 * (g - 1) / g
+        wire = 2 * (g - 1) / g
+        if nvls and tier == 0:
+            wire = in_switch_factor(wire, nbytes)
         return wire * nbytes / bw + 2 * phase_steps(g) * alpha
     groups = g / per_cube
     bw0, a0 = links[0]

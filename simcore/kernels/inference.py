@@ -156,7 +156,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     h = mp.n_heads
     kvh = mp.cache_heads  # KV heads of the cache (MLA: 1, the latent all heads share)
     cw = mp.cache_width  # cached elements per token, layer and cache head
-    # precision: weights, activations / messages, KV cache; matmul rate vs the 16-bit peak
+    # precision: weights, activations (matmul inputs), KV cache; matmul rate vs the 16-bit
+    # peak (messages: bmsg below)
     bw = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
     ba = wp.a_bytes if wp.a_bytes > 0.0 else mp.bytes_per_param
     bkv = wp.kv_bytes if wp.kv_bytes > 0.0 else mp.bytes_per_kv
@@ -346,8 +347,9 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         # the TP ranks all-gather their slices' outputs
         span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
         tier_ep = tier_of(span_ep, cube, sip)
-        a2a = T_lin / ftp * k * d * ba * (fep - 1.0) / fep
-        add_comm(acc, tier_ep, 2.0 * a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))
+        # dispatch sends the GEMM inputs (activation dtype), combine the experts' outputs
+        a2a = T_lin / ftp * k * d * (ba + bmsg) * (fep - 1.0) / fep
+        add_comm(acc, tier_ep, a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))
         n_ops += 2.0
         if tp > 1:
             add_comm(acc, tier_tp, allgather_factor(ftp) * act,
@@ -367,8 +369,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         g = 1.0
         tier_g = 0
     if g > 1.0:
-        q_bytes = T_lin * qh_loc * qk * ba
-        o_bytes = T_lin * qh_loc * (vd * ba + 8.0)
+        q_bytes = T_lin * qh_loc * qk * bmsg  # Q and the partial O are 16-bit outputs
+        o_bytes = T_lin * qh_loc * (vd * bmsg + 8.0)
         add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
                  3.0 * (g - 1.0) * _alpha(topo, tier_g))
         n_ops += 2.0
@@ -381,7 +383,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         if ring == 0:  # pass KV blocks
             per_step = kv_layer
         else:  # pass Q, and O with the softmax statistics m, l
-            per_step = T_lin * qh_loc * (2.0 * adim * ba + 8.0)
+            per_step = T_lin * qh_loc * (2.0 * adim * bmsg + 8.0)
         ring_bytes = steps * per_step
         ring_alpha = steps * _alpha(topo, tier_cp)
 

@@ -117,7 +117,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     d, h, kvh, hd = model.d_model, model.n_heads, cache_heads(model), model.head_dim
     vhd = model.value_head_dim
     wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)  # weights
-    ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)  # activations, messages
+    ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)  # activations (matmul inputs)
     kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
     mm_rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
     B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
@@ -287,8 +287,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     elif ep > 1:
         ep_span = max(coll.group_span(tp, strides["tp"]), coll.group_span(dp, strides["dp"]))
         ep_bw, ep_alpha = link[tier(ep_span)]
-        sent = tokens_local / tp * model.top_k * d * ab * (ep - 1) / ep
-        comm += 2 * (sent / ep_bw + coll.phase_steps(ep) * ep_alpha)  # dispatch + combine
+        # dispatch at the activation dtype, combine of the experts' 16-bit outputs
+        sent = tokens_local / tp * model.top_k * d * (ab + msg) * (ep - 1) / ep
+        comm += sent / ep_bw + 2 * coll.phase_steps(ep) * ep_alpha
         launches += 2
         if tp > 1:
             comm += ((tp - 1) / tp * act / tp_link[0]
@@ -300,8 +301,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
         group = tp if lay.kv_shard_mode == "seq" else tp // kvh
         g_link = link[tier(group * strides["tp"])]
-        q_b = tokens_local * q_heads * qk * ab
-        o_b = tokens_local * q_heads * (vd * ab + 8)
+        q_b = tokens_local * q_heads * qk * msg
+        o_b = tokens_local * q_heads * (vd * msg + 8)
         launches += 2 if group > 1 else 0  # a one-rank split-K combine launches nothing
         # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
         comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
@@ -311,7 +312,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if lay.cp_ring_variant == "kv":
             block = kv_bytes
         else:
-            block = tokens_local * q_heads * ((qk + vd) * ab + 8)
+            block = tokens_local * q_heads * ((qk + vd) * msg + 8)
         ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
 
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)

@@ -43,6 +43,8 @@ import numpy as np
 
 from ._numba import jit
 from .collectives import (
+    NVLS_FACTOR,
+    NVLS_MIN_BYTES,
     allgather_factor,
     allreduce_factor,
     alltoall_factors,
@@ -147,14 +149,15 @@ def _coll(acc, nbytes, g, k, tier, topo, allreduce, count, in_switch):
     ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``).
     ``allreduce``: an all-reduce, or a reduce-scatter + all-gather pair (sequence
     parallelism) of the same traffic; ``in_switch``: a true all-reduce, which a cube whose
-    switch reduces (``topo.nvls``) runs with each byte on the wire once."""
+    switch reduces (``topo.nvls``) runs in the switch from ``NVLS_MIN_BYTES`` up, at most
+    ``NVLS_FACTOR`` bytes on the wire per byte (the measured NVLS bandwidth)."""
     if g <= 1.0 or count == 0.0:
         return
     if tier == 0:
         m = 2.0 if allreduce else 1.0
         wire = m * (g - 1.0) / g
-        if allreduce and in_switch and topo.nvls == 1.0:
-            wire = 1.0
+        if allreduce and in_switch and topo.nvls == 1.0 and nbytes >= NVLS_MIN_BYTES:
+            wire = min(wire, NVLS_FACTOR)
         add_comm(acc, 0, count * wire * nbytes, count * m * (g - 1.0) * topo.alpha_intra_ns)
         return
     f0, f1, h0, h1 = hier_factors(g, k, topo.nics_per_cube, topo.pes_per_cube, allreduce)
@@ -517,7 +520,9 @@ def _train_row(lay, mp, wp, topo, out):
     if wide:
         g = ftp * fcp
         full_act = mb * s * d * bw
-        wire = 1.0 if (tier_tpcp == 0 and topo.nvls == 1.0) else allreduce_factor(g)
+        wire = allreduce_factor(g)
+        if tier_tpcp == 0 and topo.nvls == 1.0 and full_act >= NVLS_MIN_BYTES:
+            wire = min(wire, NVLS_FACTOR)
         add_comm(acc, tier_tpcp, n_half * wire * full_act,
                  n_half * 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,

@@ -195,7 +195,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         if t == 0:
             if allreduce and in_switch and topology.nvls:
                 bw0, a0 = link_of(0)
-                return nbytes / bw0 + 2 * (g - 1) * a0
+                wire = coll.in_switch_factor(2 * (g - 1) / g, nbytes)
+                return wire * nbytes / bw0 + 2 * (g - 1) * a0
             f = coll.allreduce_ns if allreduce else coll.allgather_ns
             return f(nbytes, g, *link_of(0))
         return coll.hier_collective_ns(nbytes, g, k, cube, nics, link_of(0), link_of(t),
@@ -372,7 +373,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         full_act = mb * s * d * wb
         wide_link = link(span)
         if tier(span) == 0 and topology.nvls:  # in-switch all-reduce inside the cube
-            comm += per_block * (full_act / wide_link[0] + 2 * (tp * cp - 1) * wide_link[1])
+            g = tp * cp
+            wire = coll.in_switch_factor(2 * (g - 1) / g, full_act)
+            comm += per_block * (wire * full_act / wide_link[0] + 2 * (g - 1) * wide_link[1])
         else:
             comm += per_block * coll.allreduce_ns(full_act, tp * cp, *wide_link)
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)

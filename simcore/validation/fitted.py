@@ -7,7 +7,7 @@ How they were obtained
 54 decode; 23 sources; A100, H100 and H200), minimising the mean absolute percentage
 error. Ten factors are fitted (a coordinate pattern search inside each factor's declared
 range, :data:`simcore.validation.fit.FACTORS`). Restarted from the values below, the
-search ends at the same values (7.44%), so they are kept. Not fitted:
+search ends at the same values (7.40%), so they are kept. Not fitted:
 ``hbm_usable`` (0.90, memory fit only),
 ``network_inter`` (held at 0.95, the top of its range, where every fit that had it free
 put it, all points and each leave-one-source-out refit alike), ``network_sip`` (follows
@@ -21,14 +21,14 @@ nor per kind.
 * ``compute`` = 0.701, ``train_compute`` = 0.669 — inference and training matmuls, in
   Hopper's terms: a family's ``Topology.mm_ratio`` scales them (A100 1.082, its measured
   maximum achievable matmul share over the H100's; cited in ``presets.py``, not fitted).
-* ``attention`` = 0.393 — the inference attention core (FlashAttention / paged
+* ``attention`` = 0.39 — the inference attention core (FlashAttention / paged
   attention kernels in prefill and chunked prefill; decode attention is HBM-bound and
   barely feels it). Identified by the Qwen2.5 speed benchmark's whole runs at 30K-129K
   tokens of context, where attention is up to half of a prefill's FLOPs: without them
   (change 11 below) it sat at its upper bound and followed ``compute``.
-* ``lowp_compute`` = 0.559 — inference FP8 / INT8 matmuls, as a fraction of the FP8
-  data-sheet peak (2x the 16-bit one on Hopper): 1.12 of the 16-bit peak, i.e. FP8
-  inference matmuls run 1.59x faster than 16-bit ones (at ``compute`` = 0.701), not 2x.
+* ``lowp_compute`` = 0.554 — inference FP8 / INT8 matmuls, as a fraction of the FP8
+  data-sheet peak (2x the 16-bit one on Hopper): 1.11 of the 16-bit peak, i.e. FP8
+  inference matmuls run 1.58x faster than 16-bit ones (at ``compute`` = 0.701), not 2x.
   Training FP8 GEMMs keep ``train_compute`` x ``fp8_ratio`` and pay Transformer Engine's
   casts as HBM traffic (a shared factor made the leave-one-source-out error of the FP8
   training sources worse: NeMo 24.07 8% → 22%).
@@ -39,10 +39,10 @@ nor per kind.
 * ``memory`` = 0.698 — HBM streaming, once launch and per-sequence costs are separate.
 * ``network`` = 0.722 (NVLink-class), ``network_inter`` = 0.95 (held; InfiniBand with the
   NICs of a node used in parallel).
-* ``roofline_overlap`` = 0.358 — the share of the shorter of an op's compute and HBM time
-  that hides under the longer: an op takes ``max + 0.642 x min``, not ``max`` (the
+* ``roofline_overlap`` = 0.36 — the share of the shorter of an op's compute and HBM time
+  that hides under the longer: an op takes ``max + 0.64 x min``, not ``max`` (the
   classic roofline, 1.0) nor the sum (0.0).
-* ``op_latency_ns`` = 3,141 ns per kernel launch; ``seq_overhead_ns`` = 36.9 us of host
+* ``op_latency_ns`` = 2,853 ns per kernel launch; ``seq_overhead_ns`` = 36.3 us of host
   work per sequence of the replica per inference step (batch bookkeeping, sampling, KV
   block tables), run one step ahead under the device's step (overlap scheduling), so a
   step takes the longer of the two; ``step_overhead_ns`` = 0 (held; a quarter of it with
@@ -62,12 +62,14 @@ prompts' prefill, chunked as vLLM 0.6 chunks it, then every decode step over the
 context; see :mod:`simcore.validation.data_infer`).
 
 Result (``simcore validate``, 176 points): in-sample mean absolute error 7.4% (training
-6.5%, prefill 9.9%, decode 8.1%; inference 8.7%), worst 41.5% (Megatron-Bridge's
+6.5%, prefill 9.5%, decode 8.1%; inference 8.6%), worst 41.5% (Megatron-Bridge's
 26.02.01 FP8 Qwen3-30B-A3B: it runs at 9.06K tokens/s/GPU where Automodel's BF16 run of
 the same model with full recomputation reaches 12.0K on the same H100s; no roofline of
-its FP8 grouped GEMMs shows that); leave-one-source-out 8.6% (training 6.8%, prefill
-10.8%, decode 11.0%; inference 11.0%); Korthikanti Table 5 5.9% (6.7% out of sample). 5
-points lie beyond 25% (4 inference, 1 training).
+its FP8 grouped GEMMs shows that); leave-one-source-out 8.8% (training 6.9%, prefill
+10.9%, decode 11.4%; inference 11.3%); Korthikanti Table 5 5.8% (6.7% out of sample). 4
+points lie beyond 25% (3 inference, 1 training). Held out, never fitted
+(:mod:`simcore.validation.holdout`): 766 served TPOT rows of aiconfigurator's silicon CSV,
+19.3% mean, 11.7% median absolute error.
 
 The next change (refit on all points; in-sample / LOSO):
 
@@ -145,35 +147,40 @@ The next change (refit on all points; in-sample / LOSO):
     ``op_latency_ns`` 4.06 → 3.63 us, ``memory`` 0.7 → 0.688; 7.51% / 8.75% (decode
     8.3% / 11.4%, inference 8.9%; aiconfigurator 13.6% / 21.0% → 16.5% out of sample;
     SGLang's TPOT −46% → within 25%).
-19. 16-bit TP messages and in-switch all-reduce (2026-12-05, late). Inference messages
-    (TP all-reduces, the CP gather of the residual stream, pipeline sends) carry the GEMMs'
-    outputs, which W8A8 / FP8 GEMMs write in 16 bits (TensorRT-LLM's, vLLM's and SGLang's
-    FP8 linear layers return the model dtype), so they are 16-bit whatever the matmul
-    inputs; and ``Topology.nvls``: HGX H100 / H200 reduce an intra-node all-reduce in the
-    NVSwitch (NVLink SHARP, NCCL's NVLS algorithm; cited in ``presets.py``), each byte
-    sent and received once instead of a ring's 2(g − 1)/g. Each alone makes things worse
-    (each refit, started from the old factors, leave-one-source-out refits started from
-    the new ones): 16-bit messages only 7.44% / 9.20% (decode 12.8% out of sample:
-    aiconfigurator's TP8 H200 decode rows +10-12% too slow), in-switch reduction only
-    7.72% / 9.11%; together 7.51% / 8.77% → 7.44% / 8.64% (inference 8.86% / 11.24% →
-    8.68% / 10.96%; decode 8.4% / 11.4% → 8.1% / 11.0%; TRT-LLM v0.9's H100 70B TP8 TTFT
-    −31.0% → −29.5%, H200 70B TP4 TTFT −12.7% → −5%). Training's true all-reduces (TP
-    without sequence parallelism, ZeRO-0 gradients) run in the switch too; sequence
-    parallelism's reduce-scatter + all-gather pair and the ZeRO / FSDP collectives gain
-    nothing from it (each moves (g − 1)/g of the message per device either way), so no
-    validated training run moved.
-    Tried the same day and not kept: Megatron-LM's attention dropout in the unfused core
-    (Korthikanti et al.'s 5as/h activation term: the dropout reads and writes the s x s
-    probabilities and writes a 1-byte mask; forward 13 B per score against 8, backward
-    19 B against 16): 7.57% / 9.00%, Korthikanti 5.9% → 6.3% in sample (22B full +4.5%
-    → +7.8%, 1T unchanged: the score traffic is largest where the error is already
-    positive), 8.2% out of sample.
 18. Review fixes: the whole runs' sums use composite Simpson on 8 panels (nodes between
     steps split their weight), since a step that turns from host-bound to device-bound
     puts a kink in the per-step cost that three nodes missed by up to 3%; the fit groups
     its rows by hardware point (one kernel call per group instead of every row on every
     row's hardware): ``python -m simcore.validation.fit`` with leave-one-source-out takes
     ~6 s. 7.51% / 8.76%.
+19. 16-bit messages and in-switch all-reduce (2026-12-05, late). Inference messages
+    carry the GEMMs' and the attention kernel's outputs, which W8A8 / FP8 GEMMs write in
+    16 bits (TensorRT-LLM's, vLLM's and SGLang's FP8 linear layers return the model
+    dtype): TP all-reduces, the CP gather of the residual stream and pipeline sends, the
+    split-K combine's Q and partial O, the CP ring's Q / O and the EP combine are 16-bit
+    whatever the matmul inputs (the EP dispatch keeps the activation dtype: DeepEP
+    dispatches FP8, combines BF16). And ``Topology.nvls``: HGX H100 / H200 reduce an
+    intra-node all-reduce in the NVSwitch (NVLink SHARP, NCCL's NVLS algorithm; cited in
+    ``presets.py``) at the measured ~480 GB/s bus bandwidth against the ring's ~370
+    (NCCL's maintainer, NVIDIA/nccl-tests #212: a wire factor of at most 1.75 x 370/480 =
+    1.35), from NCCL's 2 MB switch-over up (NVIDIA/nccl-tests #309; smaller messages,
+    e.g. every decode all-reduce here, stay on the ring). A first version sent each byte
+    once (factor 1), an over-estimate an independent review caught (7.44% / 8.64%).
+    Each refit started from the old factors, leave-one-source-out refits from the new
+    ones: 16-bit messages alone 7.44% / 9.20%; with the measured in-switch all-reduce
+    7.51% / 8.77% → 7.40% / 8.81% (inference 8.86% / 11.24% → 8.58% / 11.27%; prefill
+    10.0% → 9.5% in sample; TRT-LLM v0.9's H100 70B TP8 TTFT −31.0% → −22.7%, so 4 points
+    beyond 25%, from 5; held-out mean 19.6% → 19.3%, median 11.5% → 11.7%). Training's
+    true all-reduces of ≥ 2 MB (TP without sequence parallelism, ZeRO-0 gradients, the
+    TP+CP FFN all-reduce) run in the switch too; sequence parallelism's reduce-scatter +
+    all-gather pair and the ZeRO / FSDP collectives gain nothing (NVLS offloads the sum of
+    an all-reduce), so no validated training run moved.
+    Tried the same day and not kept: Megatron-LM's attention dropout in the unfused core
+    (Korthikanti et al.'s 5as/h activation term: the dropout reads and writes the s x s
+    probabilities and writes a 1-byte mask; forward 13 B per score against 8, backward
+    19 B against 16): 7.57% / 9.00%, Korthikanti 5.9% → 6.3% in sample (22B full +4.5%
+    → +7.8%, 1T unchanged: the score traffic is largest where the error is already
+    positive), 8.2% out of sample.
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
@@ -342,7 +349,7 @@ __all__ = ["FITTED_EFFICIENCY"]
 #: One set of factors for all measurements (see the module docstring).
 FITTED_EFFICIENCY = Efficiency(compute=0.701, memory=0.698, network=0.722, hbm_usable=0.90,
                                train_compute=0.669, network_inter=0.95, network_sip=None,
-                               attention=0.393, train_attention=0.341, op_latency_ns=3141.0,
-                               step_overhead_ns=0.0, lowp_compute=0.559,
-                               roofline_overlap=0.358, seq_overhead_ns=36914.0,
+                               attention=0.39, train_attention=0.341, op_latency_ns=2853.0,
+                               step_overhead_ns=0.0, lowp_compute=0.554,
+                               roofline_overlap=0.36, seq_overhead_ns=36337.0,
                                comm_contention=0.15)

@@ -7,16 +7,19 @@ module reads all the others that simcore describes — every aggregated (``agg``
 dense model on ``h100_sxm`` / ``h200_sxm`` with plain tensor parallelism: Llama 3.1 8B
 (Instruct, and NVIDIA's FP8 checkpoint), Llama 3.1 70B and Qwen3-32B under TensorRT-LLM,
 vLLM and SGLang, ISL 1K-8K, OSL 128-8K, concurrency 4-512 — and predicts their time per
-output token with the fitted factors. None of them is used by the fit, so the error is
-out of sample for hardware, models, frameworks and batch sizes at once; it is reported
-beside the fitted error (``simcore validate``), not folded into it.
+output token with the fitted factors. None of them is used by the fit; it is reported
+beside the fitted error (``simcore validate``), not folded into it. Four of its (backend,
+GPU, model) groups — TensorRT-LLM's Llama 3.1 8B on H100 and 70B on H200, vLLM's 70B on
+H100, SGLang's 8B on H200, 328 rows — share those with fitted points, so for them only
+the batch, lengths and TP degree are new; the other 438 rows are new in framework or
+model as well.
 
 Each row becomes what the fitted served rows are (:meth:`Workload.served`): the running
 batch is the client concurrency (``batch_size``, equal to the concurrency in every row
 used: no attention data parallelism), and each decode pass also carries
 ``concurrency · isl / osl`` prompt tokens of newly admitted requests. Precision from
-``gemm_quant_mode``: ``fp8`` / ``fp8_block`` → FP8 weights and GEMM inputs, empty →
-16-bit; the KV cache dtype is not in the CSV and is taken as 16-bit, and CUDA graphs as
+``gemm_quant_mode``: ``fp8`` / ``fp8_block`` / ``fp8_static`` → FP8 weights and GEMM
+inputs, empty / ``bfloat16`` / ``float16`` → 16-bit; the KV cache dtype is not in the CSV and is taken as 16-bit, and CUDA graphs as
 off, as for the fitted rows. Only TPOT is used: the CSV's TTFT includes queueing behind
 other requests at the concurrency.
 
@@ -121,13 +124,13 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
 
 def _fitted_ids() -> frozenset[str]:
     """The CSV row ids that are fitted validation points (their ``notes`` name them)."""
-    from .data_infer import INFER_MEASUREMENTS
+    from .data_infer import INFER_MEASUREMENTS, INFER_SOURCES
 
     key = "row id '"
     out = set()
     for m in INFER_MEASUREMENTS:
         i = m.notes.find(key)
-        if m.ref == "aiconfigurator silicon" and i >= 0:
+        if m.ref == INFER_SOURCES["aiconfigurator_silicon"] and i >= 0:
             out.add(m.notes[i + len(key):m.notes.index("'", i + len(key))])
     return frozenset(out)
 
