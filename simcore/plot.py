@@ -11,7 +11,7 @@ from typing import Any
 from .report import fmt_ns
 
 __all__ = ["plot_pareto", "plot_sensitivity", "layout_label", "plot_objectives", "plot_compare",
-           "plot_breakdown", "plot_parity", "plot_latency_throughput", "plot_zero_memory",
+           "plot_breakdown", "plot_parity", "plot_holdout", "plot_latency_throughput", "plot_zero_memory",
            "plot_tuning"]
 
 
@@ -481,6 +481,69 @@ def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
     ax.set_ylabel("predicted by simcore (same unit)")
     ax.set_title(f"validation: {len(rows)} measurements, predicted vs measured")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return _finish(fig, path)
+
+
+def plot_holdout(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
+    """The held-out check (:func:`simcore.validation.holdout_rows`) in two panels: predicted
+    vs measured time per output token (log-log, one colour per serving framework, hollow
+    where simcore predicts the configuration not to fit, the ±25% band), and the signed
+    error against the tensor-parallel degree, each framework's mean per degree joined by a
+    line (a trend across degrees is a bias of the model, not noise)."""
+    import numpy as np
+
+    plt = _plt()
+    fig, (ax, ax_tp) = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained",
+                                    gridspec_kw={"width_ratios": [1.15, 1]})
+    rows = [r for r in rows if r.measured_ms > 0 and r.predicted_ms > 0]
+    if not rows:
+        ax.text(0.5, 0.5, "no held-out rows with a prediction", ha="center", va="center",
+                transform=ax.transAxes)
+        return _finish(fig, path)
+    backends = sorted({r.backend for r in rows})
+    for i, b in enumerate(backends):
+        pts = [r for r in rows if r.backend == b]
+        mae = sum(abs(r.error) for r in pts) / len(pts)
+        fit = [r for r in pts if r.fits]
+        ax.scatter([r.measured_ms for r in fit], [r.predicted_ms for r in fit], s=10,
+                   color=f"C{i}", alpha=0.55, label=f"{b} ({len(pts)} rows), mean |err| {mae:.0%}")
+        miss = [r for r in pts if not r.fits]
+        if miss:
+            ax.scatter([r.measured_ms for r in miss], [r.predicted_ms for r in miss], s=18,
+                       facecolors="none", edgecolors=f"C{i}",
+                       label=f"{b}: ran, predicted not to fit ({len(miss)})")
+        tps = sorted({r.tp for r in pts})
+        jitter = (i - (len(backends) - 1) / 2) * 0.12
+        ax_tp.scatter([np.log2(r.tp) + jitter for r in pts], [100 * r.error for r in pts],
+                      s=7, color=f"C{i}", alpha=0.35)
+        means = [100 * float(np.mean([r.error for r in pts if r.tp == t])) for t in tps]
+        ax_tp.plot([np.log2(t) + jitter for t in tps], means, "o-", color=f"C{i}", lw=2,
+                   label=f"{b}: mean per TP")
+    lo = min(min(r.measured_ms, r.predicted_ms) for r in rows) / 1.3
+    hi = max(max(r.measured_ms, r.predicted_ms) for r in rows) * 1.3
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.85",
+                    alpha=0.6, label="±25% error")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured time per output token (ms)")
+    ax.set_ylabel("predicted by simcore (ms)")
+    mae = sum(abs(r.error) for r in rows) / len(rows)
+    med = float(np.median([abs(r.error) for r in rows]))
+    ax.set_title(f"held out, never fitted: {len(rows)} served runs, mean |err| {mae:.0%}, "
+                 f"median {med:.0%}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    all_tp = sorted({r.tp for r in rows})
+    ax_tp.axhline(0, color="k", lw=1)
+    ax_tp.axhspan(-25, 25, color="0.9", zorder=0)
+    ax_tp.set_xticks([np.log2(t) for t in all_tp], [f"TP{t}" for t in all_tp])
+    ax_tp.set_ylim(max(-100, ax_tp.get_ylim()[0]), min(150, ax_tp.get_ylim()[1]))
+    ax_tp.set_xlabel("tensor-parallel degree")
+    ax_tp.set_ylabel("signed error (%): + = predicted slower")
+    ax_tp.set_title("error against TP degree (clipped to -100..150%)", fontsize=10)
+    ax_tp.legend(fontsize=7, loc="upper right")
     return _finish(fig, path)
 
 

@@ -86,6 +86,15 @@ def test_validation_tables():
     assert "kind" in groups
 
 
+def test_holdout_table__summary_and_groups():
+    from simcore.validation import holdout_rows
+
+    line, groups = L.holdout_table(holdout_rows())
+    assert line.startswith("766 served runs") and "median" in line
+    assert sum(g["rows"] for g in groups) == 766
+    assert {"backend", "hardware", "model", "GEMMs", "mean_abs_error_pct"} <= set(groups[0])
+
+
 def test_run_serving__rows():
     res = L.run_serving("Llama 3.1 8B", family="H200", gpus=8, isl=1024, osl=128)
     rows = L.serving_table(res)

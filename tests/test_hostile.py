@@ -187,6 +187,10 @@ BAD_ARGV: list[tuple[list[str], str]] = [
     (["validate", "--format", "xml"], "--format"),
     (["validate", "--out", "/no/such/folder/rows.json"], "--out"),
     (["validate", "--bogus"], "--bogus"),
+    (["validate", "--plot", "parity.txt"], "--plot"),
+    (["validate", "--plot", "/no/such/folder/parity.png"], "--plot"),
+    (["validate", "--holdout-plot", "held.jpg"], "--holdout-plot"),
+    (["validate", "--kind", "train", "--holdout-plot", "held.png"], "--holdout-plot"),
     # tune / rank: bad CLI input only
     (["tune", "--model", "GPT-5"], ""),
     (["tune", "--model", "Llama 2 7B", "--family", "TPU"], ""),

@@ -626,3 +626,22 @@ def test_validate_cli__prints_the_held_out_check(capsys):
     text = out.out + out.err
     assert "held out, never fitted: 766 served TPOT rows" in text
     assert "silicon_sample.csv @ 095f58a51c4ca8e61b66ec108d86f223f8d559ce" in text
+
+
+def test_validate_cli__writes_both_plots(tmp_path, capsys):
+    from simcore.cli import main
+    from simcore.plot import plot_holdout
+    from simcore.validation import holdout_rows
+
+    parity, held = tmp_path / "parity.png", tmp_path / "held.png"
+    main(["validate", "--no-loso", "--kind", "decode", "--plot", str(parity),
+          "--holdout-plot", str(held)])
+    assert parity.stat().st_size > 10_000 and held.stat().st_size > 10_000
+    err = capsys.readouterr().err
+    assert f"saved plot to {parity}" in err and f"saved holdout-plot to {held}" in err
+    fig = plot_holdout(holdout_rows())
+    left, right = fig.axes
+    assert "766 served runs" in left.get_title()
+    assert [t.get_text() for t in right.get_xticklabels()] == ["TP1", "TP2", "TP4", "TP8"]
+    empty = plot_holdout([])
+    assert "no held-out rows" in empty.axes[0].texts[0].get_text()

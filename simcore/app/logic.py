@@ -417,6 +417,21 @@ def breakdown_table(rows: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def holdout_table(rows: Sequence[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The held-out check as a one-line summary and one row per (framework, GPU, model,
+    GEMM precision) group."""
+    from ..validation import holdout_summary
+
+    s = holdout_summary(rows)
+    line = (f"{s['n']} served runs of aiconfigurator's silicon CSV, never fitted: mean "
+            f"|error| {100 * s['mean_abs_error']:.1f}%, median {100 * s['median_abs_error']:.1f}%, "
+            f"{100 * s['within_10']:.0f}% within 10%, {100 * s['within_25']:.0f}% within 25%")
+    table = [{"backend": b, "hardware": hw, "model": m, "GEMMs": prec, "rows": n,
+              "mean_abs_error_pct": 100 * err, "mean_signed_error_pct": 100 * signed}
+             for (b, hw, m, prec), (err, signed, n) in s["groups"].items()]
+    return line, table
+
+
 def load_deepspeed_config(upload: bytes | str) -> dict[str, Any]:
     try:
         cfg = json.loads(upload)

@@ -40,6 +40,13 @@ def _validation(kinds: tuple[str, ...]) -> list[Any]:
     return L.run_validation(kinds)
 
 
+@st.cache_data(show_spinner="predicting the held-out serving runs")
+def _holdout() -> list[Any]:
+    from simcore.validation import holdout_rows
+
+    return holdout_rows()
+
+
 def _model_inputs(key: str, default: str = "Llama 3.1 8B", *,
                   where: Any = None) -> tuple[str | None, bytes | None]:
     """The model selectbox and the config.json uploader: side by side, or (``where``, a
@@ -260,6 +267,17 @@ def page_validation() -> None:
         "error_pct": st.column_config.NumberColumn("error (%)", format="%+.1f"),
         "measured": st.column_config.NumberColumn(format="%.4g"),
         "predicted": st.column_config.NumberColumn(format="%.4g")})
+    from simcore.plot import plot_holdout
+
+    st.subheader("held out, never fitted: served runs measured on H100 / H200")
+    hold = _holdout()
+    line, groups = L.holdout_table(hold)
+    st.caption(line + " (simcore.validation.holdout)")
+    _show(plot_holdout(hold))
+    st.dataframe(groups, hide_index=True, column_config={
+        "mean_abs_error_pct": st.column_config.NumberColumn("mean |error| (%)", format="%.1f"),
+        "mean_signed_error_pct": st.column_config.NumberColumn("mean signed error (%)",
+                                                               format="%+.1f")})
 
 
 def page_autotune(demo: bool = False) -> None:

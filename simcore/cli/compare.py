@@ -16,7 +16,7 @@ from .options import (
     OptionError,
     add_output_options,
     add_space_option,
-    output_file,
+    plot_file,
     positive_int,
     resolve_model,
 )
@@ -45,13 +45,6 @@ def positive_ints(text: str) -> list[int]:
         raise OptionError(f"expected N1,N2,... (positive integers), got {text!r}") from None
 
 
-def _plot_path(text: str) -> Any:
-    path = output_file(text)
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise OptionError(f"expected a name ending in .png, .svg or .pdf, got {text!r}")
-    return path
-
-
 def add_parser(sub: Any, name: str, help: str) -> None:
     from ..presets import DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
 
@@ -78,7 +71,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p.add_argument("--metric", choices=METRICS, default="latency",
                    help="what 'best layout' means (default: latency)")
     add_output_options(p, rows="the rows")
-    p.add_argument("--plot", type=_plot_path, default=None, metavar="FILE.png",
+    p.add_argument("--plot", type=plot_file, default=None, metavar="FILE.png",
                    help="save latency and throughput curves (.png, .svg or .pdf)")
     p.set_defaults(func=run)
 

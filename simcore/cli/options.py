@@ -247,6 +247,14 @@ def output_file(text: str) -> Path:
     return path
 
 
+def plot_file(text: str) -> Path:
+    """An :func:`output_file` for a figure: .png, .svg or .pdf."""
+    path = output_file(text)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise OptionError(f"expected a name ending in .png, .svg or .pdf, got {text!r}")
+    return path
+
+
 def store_path(text: str) -> Path:
     """A folder-like store (zarr) path whose parent folder exists and is writable."""
     return _check_folder(text)

@@ -11,12 +11,13 @@ Rows: one per point (``id``, ``kind``, ``model``, ``hardware``, ``layout``,
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict, fields, replace
 from typing import Any
 
 from ..errors import SimcoreInputError
 from ..specs import Efficiency
-from .options import add_output_options, assignment, fraction, positive_float, share
+from .options import add_output_options, assignment, fraction, plot_file, positive_float, share
 from .output import Column, emit_rows, for_script, note_stream
 
 __all__ = ["COLUMNS", "add_parser", "run"]
@@ -70,6 +71,11 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p.add_argument("--unmodelled", action="store_true",
                    help="also list the measurements the cost model does not cover (not "
                         "counted in the error)")
+    p.add_argument("--plot", type=plot_file, default=None, metavar="FILE.png",
+                   help="save the predicted-vs-measured plot of the points (.png, .svg, .pdf)")
+    p.add_argument("--holdout-plot", type=plot_file, default=None, metavar="FILE.png",
+                   help="save the held-out check's plot: predicted vs measured TPOT per "
+                        "serving framework, and the error against the TP degree")
     add_output_options(p, rows="the per-point rows")
     p.set_defaults(func=run)
 
@@ -78,11 +84,23 @@ def _rows(rows: list[Any], refs: dict[str, str], *, modelled: bool) -> list[dict
     return [{**asdict(r), "ref": refs[r.id], "modelled": modelled} for r in rows]
 
 
-def _print_holdout(eff: Efficiency, notes: Any) -> None:
-    """The held-out check (:mod:`simcore.validation.holdout`): summary and groups."""
+def _save_plot(option: str, draw: Any, path: Any, notes: Any) -> None:
+    """Draw a figure to ``path`` (written atomically); a failed write is one line, exit 2."""
+    try:
+        draw(path)
+    except OSError as exc:
+        raise SimcoreInputError(f"{option}: cannot write {str(path)!r} "
+                                f"({exc.strerror or exc}); pass another path") from None
+    print(f"saved {option.removeprefix('--')} to {path}", file=sys.stderr)
+
+
+def _print_holdout(eff: Efficiency, notes: Any, plot: Any = None) -> None:
+    """The held-out check (:mod:`simcore.validation.holdout`): summary and groups, and
+    its plot when ``plot`` is a path."""
     from ..validation.holdout import SOURCE, holdout_rows, holdout_summary
 
-    s = holdout_summary(holdout_rows(eff))
+    hold = holdout_rows(eff)
+    s = holdout_summary(hold)
     print(f"\nheld out, never fitted: {s['n']} served TPOT rows of aiconfigurator's silicon "
           "CSV (H100 / H200; TensorRT-LLM, vLLM, SGLang; Llama 3.1 8B / 70B, Qwen3-32B; "
           "simcore.validation.holdout):", file=notes)
@@ -94,6 +112,10 @@ def _print_holdout(eff: Efficiency, notes: Any) -> None:
         print(f"  {backend:<7} {hw:<9} {model:<33} {prec:<6} {n:4d} rows  "
               f"mean |error| {100 * err:5.1f}%  signed {100 * signed:+6.1f}%", file=notes)
     print(f"  [{SOURCE}]", file=notes)
+    if plot is not None:
+        from ..plot import plot_holdout
+
+        _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot, notes)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,6 +130,9 @@ def run(args: argparse.Namespace) -> int:
         validate,
     )
 
+    if args.holdout_plot is not None and args.kind is not None and "decode" not in args.kind:
+        raise SimcoreInputError("--holdout-plot: the held-out rows are decode steps; pass "
+                                "--kind decode (or no --kind) with it")
     try:
         eff = replace(FITTED_EFFICIENCY, **dict(args.efficiency))
     except ValueError as exc:
@@ -171,8 +196,12 @@ def run(args: argparse.Namespace) -> int:
             mem_err = sum(abs(mr.error) for mr in mem_rows) / len(mem_rows)
             print(f"  memory mean |error| {100 * mem_err:.1f}% over {len(mem_rows)} runs",
                   file=notes)
+    if args.plot is not None:
+        from ..plot import plot_parity
+
+        _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot, notes)
     if args.kind is None or "decode" in args.kind:
-        _print_holdout(eff, notes)
+        _print_holdout(eff, notes, args.holdout_plot)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")
