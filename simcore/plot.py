@@ -439,6 +439,17 @@ def _plot_breakdowns(scores: dict[str, Any], path: str | os.PathLike[str] | None
     return _finish(fig, path)
 
 
+def _parity_frame(ax: Any, lo: float, hi: float) -> None:
+    """Log-log axes from ``lo`` to ``hi`` with the y = x line and the ±25% error band."""
+    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
+    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.85",
+                    alpha=0.6, label="±25% error")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
 def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
                 ax: Any = None) -> Any:
     """Predicted vs measured (log-log) for validation rows, one colour per kind, the
@@ -470,13 +481,7 @@ def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
                        label=f"{kind}: ran, predicted not to fit ({len(miss)})")
     lo = min(min(r.measured, r.predicted) for r in rows) / 1.5
     hi = max(max(r.measured, r.predicted) for r in rows) * 1.5
-    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
-    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.85",
-                    alpha=0.6, label="±25% error")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+    _parity_frame(ax, lo, hi)
     ax.set_xlabel("measured (each point in its own unit: ms, s, tok/s, TFLOP/s)")
     ax.set_ylabel("predicted by simcore (same unit)")
     ax.set_title(f"validation: {len(rows)} measurements, predicted vs measured")
@@ -521,13 +526,7 @@ def plot_holdout(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
                    label=f"{b}: mean per TP")
     lo = min(min(r.measured_ms, r.predicted_ms) for r in rows) / 1.3
     hi = max(max(r.measured_ms, r.predicted_ms) for r in rows) * 1.3
-    ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
-    ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25], color="0.85",
-                    alpha=0.6, label="±25% error")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
+    _parity_frame(ax, lo, hi)
     ax.set_xlabel("measured time per output token (ms)")
     ax.set_ylabel("predicted by simcore (ms)")
     mae = sum(abs(r.error) for r in rows) / len(rows)
