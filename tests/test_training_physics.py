@@ -818,3 +818,20 @@ def test_training__in_switch_allreduce_only_for_true_allreduces():
                     sequence_parallel=False)
     assert _row(LLAMA2_7B, wide, tp=16)["comm0_bytes"] == pytest.approx(
         _row(LLAMA2_7B, wide, family=A100, tp=16)["comm0_bytes"], rel=1e-12)
+
+
+def test_training__wide_ffn_allreduce_in_switch():
+    # the TP+CP FFN scope all-reduces the FFN's output (8,192 tokens x d x 2 B = 67 MB)
+    # over the tp·cp = 8 devices of one node: on the H100, NVLS at 370/480 of the ring's
+    # 2·7/8 factor, twice per layer (forward, backward); everything else is the same
+    wl = Workload("train", batch=8, s_kv=8192, micro_batch=1, precision="bf16",
+                  sequence_parallel=True)
+    space = {**_space(tp=2, cp=4), "ffn_shard_scope": ("TP+CP",)}
+    ring_h100 = HardwareFamily("H100 ring", H100.hardware, replace(H100.topology, nvls=False))
+
+    def comm0(fam):
+        return prepare(LLAMA2_7B, wl, space=space, family=fam).coeffs[0]["comm0_bytes"]
+
+    full_act = 8192 * LLAMA2_7B.d_model * 2
+    saved = 2 * full_act * 2 * 7 / 8 * (1 - 370 / 480)
+    assert comm0(ring_h100) - comm0(H100) == pytest.approx(saved, rel=1e-9)
