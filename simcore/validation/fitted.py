@@ -180,7 +180,13 @@ The next change (refit on all points; in-sample / LOSO):
     probabilities and writes a 1-byte mask; forward 13 B per score against 8, backward
     19 B against 16): 7.57% / 9.00%, Korthikanti 5.9% → 6.3% in sample (22B full +4.5%
     → +7.8%, 1T unchanged: the score traffic is largest where the error is already
-    positive), 8.2% out of sample.
+    positive), 8.2% out of sample. Guided by the held-out check's TP trend (+20% at TP1
+    to −12% at TP8 in every serving framework) and tried against the fitted points: a
+    one-shot all-reduce for small messages 7.46% / 8.73%; ``memory`` held at 0.75 / 0.80 /
+    0.85 7.46% / 7.56% / 7.75% in sample (0.75: held out 18.8%, but 8.97% LOSO); Hopper's
+    ``alpha_intra_ns`` 3,000 with ``memory`` 0.78: held out 17.2% (median 8.5%, the TP
+    trend +16% → −2%) but 7.74% / 10.22% on the fitted points, whose static-batch decode
+    rows want the opposite — the two sets disagree, and neither change was kept.
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
