@@ -439,6 +439,19 @@ def _plot_breakdowns(scores: dict[str, Any], path: str | os.PathLike[str] | None
     return _finish(fig, path)
 
 
+def _fit_miss_scatter(ax: Any, pts: Any, xy: Any, color: str, name: str, label: str, *,
+                      size: float, miss_size: float, alpha: float) -> None:
+    """Measured vs predicted (``xy(row)``) of ``pts``: filled where the configuration is
+    predicted to fit memory, hollow (and labelled so) where it ran but is predicted not to."""
+    fit = [xy(r) for r in pts if r.fits]
+    ax.scatter([x for x, _ in fit], [y for _, y in fit], s=size, color=color, alpha=alpha,
+               label=label)
+    miss = [xy(r) for r in pts if not r.fits]
+    if miss:
+        ax.scatter([x for x, _ in miss], [y for _, y in miss], s=miss_size, facecolors="none",
+                   edgecolors=color, label=f"{name}: ran, predicted not to fit ({len(miss)})")
+
+
 def _parity_frame(ax: Any, lo: float, hi: float) -> None:
     """Log-log axes from ``lo`` to ``hi`` with the y = x line and the ±25% error band."""
     ax.plot([lo, hi], [lo, hi], color="k", lw=1, label="predicted = measured")
@@ -470,15 +483,9 @@ def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
         pts = [r for r in rows if r.kind == kind]
         units = sorted({r.unit for r in pts})
         mae = sum(abs(r.error) for r in pts) / len(pts)
-        fit = [r for r in pts if r.fits]
-        ax.scatter([r.measured for r in fit], [r.predicted for r in fit], s=20,
-                   color=f"C{i}", alpha=0.8,
-                   label=f"{kind} ({len(pts)}, {', '.join(units)}), mean |err| {mae:.0%}")
-        miss = [r for r in pts if not r.fits]
-        if miss:
-            ax.scatter([r.measured for r in miss], [r.predicted for r in miss], s=28,
-                       facecolors="none", edgecolors=f"C{i}",
-                       label=f"{kind}: ran, predicted not to fit ({len(miss)})")
+        _fit_miss_scatter(ax, pts, lambda r: (r.measured, r.predicted), f"C{i}", kind,
+                          f"{kind} ({len(pts)}, {', '.join(units)}), mean |err| {mae:.0%}",
+                          size=20, miss_size=28, alpha=0.8)
     lo = min(min(r.measured, r.predicted) for r in rows) / 1.5
     hi = max(max(r.measured, r.predicted) for r in rows) * 1.5
     _parity_frame(ax, lo, hi)
@@ -509,14 +516,9 @@ def plot_holdout(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
     for i, b in enumerate(backends):
         pts = [r for r in rows if r.backend == b]
         mae = sum(abs(r.error) for r in pts) / len(pts)
-        fit = [r for r in pts if r.fits]
-        ax.scatter([r.measured_ms for r in fit], [r.predicted_ms for r in fit], s=10,
-                   color=f"C{i}", alpha=0.55, label=f"{b} ({len(pts)} rows), mean |err| {mae:.0%}")
-        miss = [r for r in pts if not r.fits]
-        if miss:
-            ax.scatter([r.measured_ms for r in miss], [r.predicted_ms for r in miss], s=18,
-                       facecolors="none", edgecolors=f"C{i}",
-                       label=f"{b}: ran, predicted not to fit ({len(miss)})")
+        _fit_miss_scatter(ax, pts, lambda r: (r.measured_ms, r.predicted_ms), f"C{i}", b,
+                          f"{b} ({len(pts)} rows), mean |err| {mae:.0%}", size=10,
+                          miss_size=18, alpha=0.55)
         tps = sorted({r.tp for r in pts})
         jitter = (i - (len(backends) - 1) / 2) * 0.12
         ax_tp.scatter([np.log2(r.tp) + jitter for r in pts], [100 * r.error for r in pts],

@@ -84,7 +84,7 @@ def _rows(rows: list[Any], refs: dict[str, str], *, modelled: bool) -> list[dict
     return [{**asdict(r), "ref": refs[r.id], "modelled": modelled} for r in rows]
 
 
-def _save_plot(option: str, draw: Any, path: Any, notes: Any) -> None:
+def _save_plot(option: str, draw: Any, path: Any) -> None:
     """Draw a figure to ``path`` (written atomically); a failed write is one line, exit 2."""
     try:
         draw(path)
@@ -115,7 +115,7 @@ def _print_holdout(eff: Efficiency, notes: Any, plot: Any = None) -> None:
     if plot is not None:
         from ..plot import plot_holdout
 
-        _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot, notes)
+        _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from ..plot import plot_parity
 
-        _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot, notes)
+        _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot)
     if args.kind is None or "decode" in args.kind:
         _print_holdout(eff, notes, args.holdout_plot)
     if gaps and not machine:

@@ -43,6 +43,16 @@ def allreduce_factor(g: float) -> float:
 
 
 @jit()
+def in_switch_wire(ring_wire: float, nbytes: float, nvls: float) -> float:
+    """Wire factor of an all-reduce inside one cube: ``ring_wire``, or, where the switch
+    reduces (``nvls`` 1) and the message is at least ``NVLS_MIN_BYTES``, at most
+    ``NVLS_FACTOR``."""
+    if nvls == 1.0 and nbytes >= NVLS_MIN_BYTES:
+        return min(ring_wire, NVLS_FACTOR)
+    return ring_wire
+
+
+@jit()
 def allgather_factor(g: float) -> float:
     """All-gather / reduce-scatter: (g-1)/g."""
     return (g - 1.0) / g
@@ -111,8 +121,8 @@ def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2
         k = min(g, float(pes_per_cube // stride))
     if k <= 1.0:
         f = allreduce_factor(g)
-        if nvls == 1.0 and tier == 0 and nbytes >= NVLS_MIN_BYTES:
-            f = min(f, NVLS_FACTOR)
+        if tier == 0:
+            f = in_switch_wire(f, nbytes, nvls)
         acc[tier] += f * nbytes
         acc[3] += 2.0 * phase_steps(g) * alpha
         return

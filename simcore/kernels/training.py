@@ -43,12 +43,11 @@ import numpy as np
 
 from ._numba import jit
 from .collectives import (
-    NVLS_FACTOR,
-    NVLS_MIN_BYTES,
     allgather_factor,
     allreduce_factor,
     alltoall_factors,
     hier_factors,
+    in_switch_wire,
     members_per_cube,
     node_dedup_alltoall_factors,
     tier_of,
@@ -149,15 +148,14 @@ def _coll(acc, nbytes, g, k, tier, topo, allreduce, count, in_switch):
     ``tier``: a ring inside a cube, hierarchical across cubes (see ``hier_factors``).
     ``allreduce``: an all-reduce, or a reduce-scatter + all-gather pair (sequence
     parallelism) of the same traffic; ``in_switch``: a true all-reduce, which a cube whose
-    switch reduces (``topo.nvls``) runs in the switch from ``NVLS_MIN_BYTES`` up, at most
-    ``NVLS_FACTOR`` bytes on the wire per byte (the measured NVLS bandwidth)."""
+    switch reduces (``topo.nvls``) runs in the switch (``collectives.in_switch_wire``)."""
     if g <= 1.0 or count == 0.0:
         return
     if tier == 0:
         m = 2.0 if allreduce else 1.0
         wire = m * (g - 1.0) / g
-        if allreduce and in_switch and topo.nvls == 1.0 and nbytes >= NVLS_MIN_BYTES:
-            wire = min(wire, NVLS_FACTOR)
+        if allreduce and in_switch:
+            wire = in_switch_wire(wire, nbytes, topo.nvls)
         add_comm(acc, 0, count * wire * nbytes, count * m * (g - 1.0) * topo.alpha_intra_ns)
         return
     f0, f1, h0, h1 = hier_factors(g, k, topo.nics_per_cube, topo.pes_per_cube, allreduce)
@@ -521,8 +519,8 @@ def _train_row(lay, mp, wp, topo, out):
         g = ftp * fcp
         full_act = mb * s * d * bw
         wire = allreduce_factor(g)
-        if tier_tpcp == 0 and topo.nvls == 1.0 and full_act >= NVLS_MIN_BYTES:
-            wire = min(wire, NVLS_FACTOR)
+        if tier_tpcp == 0:
+            wire = in_switch_wire(wire, full_act, topo.nvls)
         add_comm(acc, tier_tpcp, n_half * wire * full_act,
                  n_half * 2.0 * (g - 1.0) * _alpha(topo, tier_tpcp))
         add_comm(acc, tier_cp, n_half * allgather_factor(fcp) * full_act,
