@@ -1456,32 +1456,34 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.701
-    memory: float = 0.698
-    network: float = 0.722
+    compute: float = 0.71
+    memory: float = 0.818
+    network: float = 0.674
     hbm_usable: float = 0.90
-    train_compute: float = 0.669
+    train_compute: float = 0.658
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.39
-    train_attention: float | None = 0.341
-    #: fixed cost of one kernel launch, and the framework's floor per inference step (ns)
-    op_latency_ns: float = 2853.0
+    attention: float | None = 0.381
+    train_attention: float | None = 0.339
+    #: fixed device-side cost of one kernel (launched from the host, each also pays the
+    #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
+    #: and the framework's floor per inference step (ns)
+    op_latency_ns: float = 4096.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.554
+    lowp_compute: float | None = 0.623
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.36
+    roofline_overlap: float = 0.294
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps
-    seq_overhead_ns: float = 36337.0
+    seq_overhead_ns: float = 39522.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15

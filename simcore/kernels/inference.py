@@ -116,6 +116,14 @@ _OPS_MOE = 4.0
 _OPS_STEP = 4.0
 #: share of the framework's per-step floor left when decode steps replay CUDA graphs
 _GRAPH_FLOOR = 0.25
+#: host time to launch one kernel from the CPU (ns), paid by every kernel of a step that
+#: is not replayed from a CUDA graph, on top of the fitted per-kernel cost
+#: (``Efficiency.op_latency_ns``, what a kernel costs on the device either way). Measured,
+#: not fitted: ~5 us per ``cudaLaunchKernel`` on the host (pegainfer, "From Launch Overhead
+#: to CUDA Graph", susun-blog.com/blog/pegainfer-3-cuda-graph: "about 4-6 us"); a chain of
+#: launches costs 6.3-7.5 us per kernel against 0.58 us per node replayed from a graph
+#: (ahrefs/ocannl issue #488, standalone CUDA probe, median of 200 runs)
+LAUNCH_NS = 5000.0
 #: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
 #: tokens over the mean (GShard / Switch capacity factor)
 _EP_CAPACITY = 1.25
@@ -467,6 +475,9 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
     out.step_seqs = Bd  # the replica's sequences (decode with PP: every micro-batch's)
     out.fixed_ns = 0.0
+    # every kernel of the step launched from the host, unless decode replays a CUDA graph
+    graphs = decode and wp.cuda_graphs == 1.0
+    out.launch_ns = 0.0 if graphs else LAUNCH_NS * (layer_mult * n_ops + out.step_ops)
     lowp = 1.0 if wp.act_code != 0.0 else 0.0
     out.lowp_mm = lowp
     out.lowp_head = lowp
@@ -580,7 +591,8 @@ def point(c, hw, eff):
         hidden = t_tail
     t_tail = t_tail - (1.0 - u) * hidden
     t_tail_mem = c.tail_mem_bytes / M
-    t_ops = mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+    t_ops = (mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
+             + c.launch_ns)
     # the scheduler's per-sequence host work runs one step ahead, under the device's step
     # (overlap scheduling: SGLang's zero-overhead scheduler, TensorRT-LLM's overlap
     # scheduler); it shows only where it outlasts the step

@@ -332,7 +332,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # launches: per layer on the path, once per step (embedding, final norm, head,
     # sampling, pipeline sends) and the framework's floor (a quarter with CUDA graphs)
     floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
-    overhead = ((path_layers * launches + 4 + 2 * (pp - 1)) * efficiency.op_latency_ns
+    # each launch from the host costs 5 us more, unless decode replays a CUDA graph
+    host_launch = 0.0 if (decode and workload.cuda_graphs) else 5000.0
+    overhead = ((path_layers * launches + 4 + 2 * (pp - 1))
+                * (efficiency.op_latency_ns + host_launch)
                 + floor * efficiency.step_overhead_ns)
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     # the scheduler's cost per sequence of the replica runs on the host one step ahead

@@ -94,6 +94,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("step_seqs", "1", "sequences the framework schedules per inference step (their "
           "per-sequence host cost runs under the device's step; the step takes the longer)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
+    Field("launch_ns", "ns", "host time per step to launch the kernels that are not replayed "
+          "from a CUDA graph (inference.LAUNCH_NS each)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
     Field("core_gemm", "1", "1 if the attention core's FLOPs run at the matmul rate (an unfused "

@@ -705,6 +705,7 @@ def _train_row(lay, mp, wp, topo, out):
     out.step_count = 0.0
     out.step_seqs = 0.0
     out.fixed_ns = fixed
+    out.launch_ns = 0.0
 
 
 def layout_coeffs(layouts, mp, wp, topo):

@@ -7,7 +7,7 @@ How they were obtained
 54 decode; 23 sources; A100, H100 and H200), minimising the mean absolute percentage
 error. Ten factors are fitted (a coordinate pattern search inside each factor's declared
 range, :data:`simcore.validation.fit.FACTORS`). Restarted from the values below, the
-search ends at the same values (7.40%), so they are kept. Not fitted:
+search ends at the same values (7.24%), so they are kept. Not fitted:
 ``hbm_usable`` (0.90, memory fit only),
 ``network_inter`` (held at 0.95, the top of its range, where every fit that had it free
 put it, all points and each leave-one-source-out refit alike), ``network_sip`` (follows
@@ -18,31 +18,34 @@ systems/a100_80g.json and h100_80g_nvl8.json @caa4b11f8fe1fee3ba57adaacb7590d7de
 where InfiniBand's is 0.02; simcore uses one value for every tier). Never per point,
 nor per kind.
 
-* ``compute`` = 0.701, ``train_compute`` = 0.669 — inference and training matmuls, in
+* ``compute`` = 0.71, ``train_compute`` = 0.658 — inference and training matmuls, in
   Hopper's terms: a family's ``Topology.mm_ratio`` scales them (A100 1.082, its measured
   maximum achievable matmul share over the H100's; cited in ``presets.py``, not fitted).
-* ``attention`` = 0.39 — the inference attention core (FlashAttention / paged
+* ``attention`` = 0.381 — the inference attention core (FlashAttention / paged
   attention kernels in prefill and chunked prefill; decode attention is HBM-bound and
   barely feels it). Identified by the Qwen2.5 speed benchmark's whole runs at 30K-129K
   tokens of context, where attention is up to half of a prefill's FLOPs: without them
   (change 11 below) it sat at its upper bound and followed ``compute``.
-* ``lowp_compute`` = 0.554 — inference FP8 / INT8 matmuls, as a fraction of the FP8
-  data-sheet peak (2x the 16-bit one on Hopper): 1.11 of the 16-bit peak, i.e. FP8
-  inference matmuls run 1.58x faster than 16-bit ones (at ``compute`` = 0.701), not 2x.
+* ``lowp_compute`` = 0.623 — inference FP8 / INT8 matmuls, as a fraction of the FP8
+  data-sheet peak (2x the 16-bit one on Hopper): 1.25 of the 16-bit peak, i.e. FP8
+  inference matmuls run 1.75x faster than 16-bit ones (at ``compute`` = 0.71), not 2x.
   Training FP8 GEMMs keep ``train_compute`` x ``fp8_ratio`` and pay Transformer Engine's
   casts as HBM traffic (a shared factor made the leave-one-source-out error of the FP8
   training sources worse: NeMo 24.07 8% → 22%).
-* ``train_attention`` = 0.341 — the training attention core of the family's native fused
+* ``train_attention`` = 0.339 — the training attention core of the family's native fused
   kernel (Transformer Engine / cuDNN on Hopper). FlashAttention-2-class kernels
   (``Workload.attention="flash2"``: torchtitan's PyTorch SDPA, llm-foundry's flash-attn)
   run at ``Topology.fa2_ratio`` (0.522 on Hopper, a cited measurement, not fitted) of it.
-* ``memory`` = 0.698 — HBM streaming, once launch and per-sequence costs are separate.
-* ``network`` = 0.722 (NVLink-class), ``network_inter`` = 0.95 (held; InfiniBand with the
+* ``memory`` = 0.818 — HBM streaming, once the device's per-kernel cost, the host's
+  launch time (change 20) and per-sequence costs are separate.
+* ``network`` = 0.674 (NVLink-class), ``network_inter`` = 0.95 (held; InfiniBand with the
   NICs of a node used in parallel).
-* ``roofline_overlap`` = 0.36 — the share of the shorter of an op's compute and HBM time
-  that hides under the longer: an op takes ``max + 0.64 x min``, not ``max`` (the
+* ``roofline_overlap`` = 0.294 — the share of the shorter of an op's compute and HBM time
+  that hides under the longer: an op takes ``max + 0.706 x min``, not ``max`` (the
   classic roofline, 1.0) nor the sum (0.0).
-* ``op_latency_ns`` = 2,853 ns per kernel launch; ``seq_overhead_ns`` = 36.3 us of host
+* ``op_latency_ns`` = 4,096 ns per kernel on the device (a kernel launched from the host
+  also pays ``kernels.inference.LAUNCH_NS`` = 5 us, measured, not fitted: change 20);
+  ``seq_overhead_ns`` = 39.5 us of host
   work per sequence of the replica per inference step (batch bookkeeping, sampling, KV
   block tables), run one step ahead under the device's step (overlap scheduling), so a
   step takes the longer of the two; ``step_overhead_ns`` = 0 (held; a quarter of it with
@@ -61,15 +64,15 @@ timed vLLM ``generate()``) are the sum of their steps (``Measurement.steps``: th
 prompts' prefill, chunked as vLLM 0.6 chunks it, then every decode step over the growing
 context; see :mod:`simcore.validation.data_infer`).
 
-Result (``simcore validate``, 176 points): in-sample mean absolute error 7.4% (training
-6.5%, prefill 9.5%, decode 8.1%; inference 8.6%), worst 41.5% (Megatron-Bridge's
+Result (``simcore validate``, 176 points): in-sample mean absolute error 7.2% (training
+6.9%, prefill 8.5%, decode 7.2%; inference 7.6%), worst 43.8% (Megatron-Bridge's
 26.02.01 FP8 Qwen3-30B-A3B: it runs at 9.06K tokens/s/GPU where Automodel's BF16 run of
 the same model with full recomputation reaches 12.0K on the same H100s; no roofline of
-its FP8 grouped GEMMs shows that); leave-one-source-out 8.8% (training 6.9%, prefill
-10.9%, decode 11.4%; inference 11.3%); Korthikanti Table 5 5.8% (6.7% out of sample). 4
-points lie beyond 25% (3 inference, 1 training). Held out, never fitted
+its FP8 grouped GEMMs shows that); leave-one-source-out 8.2% (training 7.3%, prefill
+9.6%, decode 9.2%; inference 9.3%); Korthikanti Table 5 6.2% (7.8% out of sample). 3
+points lie beyond 25% (2 inference, 1 training). Held out, never fitted
 (:mod:`simcore.validation.holdout`): 766 served TPOT rows of aiconfigurator's silicon CSV,
-19.3% mean, 11.7% median absolute error.
+16.4% mean, 9.0% median absolute error.
 
 The next change (refit on all points; in-sample / LOSO):
 
@@ -187,6 +190,35 @@ The next change (refit on all points; in-sample / LOSO):
     ``alpha_intra_ns`` 3,000 with ``memory`` 0.78: held out 17.2% (median 8.5%, the TP
     trend +16% → −2%) but 7.74% / 10.22% on the fitted points, whose static-batch decode
     rows want the opposite — the two sets disagree, and neither change was kept.
+20. The host's launch time (2026-12-05, night). A kernel launched from the host costs
+    ``kernels.inference.LAUNCH_NS`` = 5 us of host time on top of its device-side cost
+    (``op_latency_ns``), unless the decode step replays a CUDA graph, where the graph's
+    single launch replaces the kernels' (``Workload.cuda_graphs``). Measured, not fitted:
+    ~5 us per ``cudaLaunchKernel`` ("about 4-6 us", pegainfer, "From Launch Overhead to
+    CUDA Graph", susun-blog.com/blog/pegainfer-3-cuda-graph); a standalone CUDA probe
+    times a chain of launches at 6.3-7.5 us per kernel against 0.58 us per node replayed
+    from a graph (ahrefs/ocannl issue #488). aiconfigurator's silicon rows (fitted and
+    held out) now say ``cuda_graphs``: AIC-generated deployments pass an explicit list of
+    CUDA-graph capture sizes (``.claude/skills/aic-silicon-align/SKILL.md`` at the CSV's
+    commit); vLLM in the Qwen2.5 speed runs said so already. Until now one
+    ``op_latency_ns`` priced a launch in 2023's C++ runtimes without graphs (TensorRT-LLM
+    0.5-0.9, TurboMind, FasterTransformer) and in today's graph-replaying servers alike:
+    without aiconfigurator's rows the fit put it at 5.3 us, with them at 2.9 us. Refit
+    from the old factors: 7.40% / 8.81% → 7.24% / 8.16%; inference 8.58% / 11.27% →
+    7.63% / 9.30% (aiconfigurator 12.4% / 17.5% → 10.5% / 11.1% per source, in / out of
+    sample); held out 19.3% → 16.4% mean, 11.7% → 9.0% median, its TP trend (signed, rows
+    that fit) +20% / +12% / +3% / −12% at TP1 / 2 / 4 / 8 → +11% / +8% / +4% / −8%.
+    ``memory`` 0.698 → 0.818 (the streaming fraction a large read reaches), ``network``
+    0.722 → 0.674, ``roofline_overlap`` 0.36 → 0.294. Training pays for the shared
+    factors: 6.5% / 6.9% → 6.9% / 7.3%, Korthikanti 5.8% → 6.2%. The H100-vs-A100 blog's
+    FP8 GPT-J TTFT at 128 tokens −39.8% → −20.5%; its batch-64 throughput −14.9% →
+    −25.3%. Sensitivity (the launch time, each refit): 4 us 7.25% / 8.60% (inference
+    7.89% / 10.37%), 6 us 7.28% / 8.24% (7.72% / 9.45%). Tried the same day and not kept:
+    the device-side cost scaled by a fixed share under CUDA graphs (an eleventh fitted
+    factor in effect: 0.35 gave 7.28% / 8.35%, held out 18.4%), and kernel launches in
+    training (``op_latency_ns`` per kernel of each layer's forward, backward and
+    recompute: 7.34% / 9.08%, Korthikanti 5.6%; the shared per-kernel cost then pulls the
+    leave-aiconfigurator-out refit to 7.2 us).
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
@@ -353,9 +385,9 @@ from ..specs import Efficiency
 __all__ = ["FITTED_EFFICIENCY"]
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.701, memory=0.698, network=0.722, hbm_usable=0.90,
-                               train_compute=0.669, network_inter=0.95, network_sip=None,
-                               attention=0.39, train_attention=0.341, op_latency_ns=2853.0,
-                               step_overhead_ns=0.0, lowp_compute=0.554,
-                               roofline_overlap=0.36, seq_overhead_ns=36337.0,
+FITTED_EFFICIENCY = Efficiency(compute=0.71, memory=0.818, network=0.674, hbm_usable=0.90,
+                               train_compute=0.658, network_inter=0.95, network_sip=None,
+                               attention=0.381, train_attention=0.339, op_latency_ns=4096.0,
+                               step_overhead_ns=0.0, lowp_compute=0.623,
+                               roofline_overlap=0.294, seq_overhead_ns=39522.0,
                                comm_contention=0.15)
