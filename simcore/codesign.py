@@ -361,6 +361,7 @@ def joint_explore(
     objectives: str | Sequence[str] | Mapping[str, str] | None = None,
     gpus: int | None = None,
     exact_gpus: bool = False,
+    cuda_graphs: bool = False,
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -397,6 +398,9 @@ def joint_explore(
         Device budget: per candidate only layouts using at most ``gpus`` devices compete
         (exactly ``gpus`` with ``exact_gpus``); see :func:`simcore.evaluate`.
     exact_gpus : bool
+    cuda_graphs : bool
+        Decode steps replay CUDA graphs (:attr:`simcore.Workload.cuda_graphs`): no kernel
+        pays the host's launch time, as in vLLM, SGLang and TensorRT-LLM serving.
 
     Examples
     --------
@@ -413,7 +417,7 @@ def joint_explore(
         objs = objective_directions(objectives)
         if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
             cm = get_cost_model("default")
-    wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q)
+    wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q, cuda_graphs=cuda_graphs)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)

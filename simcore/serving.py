@@ -192,9 +192,11 @@ def _dtype(dtype: Any, fam: HardwareFamily) -> str:
 
 
 def _workload(mode: str, dtype: str = "", **fields: int) -> Workload:
-    """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes."""
+    """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes.
+    Decode steps replay CUDA graphs, as vLLM, SGLang and TensorRT-LLM serve by default."""
     prec = {f: dtype for f in ("weight_dtype", "act_dtype", "kv_dtype")} if dtype else {}
-    return Workload(mode, **fields, **prec)  # type: ignore[arg-type]
+    graphs = {"cuda_graphs": True} if mode == "decode" else {}
+    return Workload(mode, **fields, **prec, **graphs)  # type: ignore[arg-type]
 
 
 def _one_hardware(hardware: Hardware | Mapping[str, Any] | None, fam: HardwareFamily) -> Hardware:

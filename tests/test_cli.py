@@ -257,8 +257,9 @@ def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engin
     from simcore.metrics import top_points
     from simcore.specs import Workload
 
+    # replayed CUDA graphs: no host launch time, so batch-1 decode streams the weights
     argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "8",
-            "--top", "3"]
+            "--top", "3", "--cuda-graphs"]
     bf16, fp8, default = (_layouts([*argv, *extra], capsys)
                           for extra in (["--dtype", "bf16"], ["--dtype", "fp8"], []))
     assert [r["latency_ms"] for r in bf16.values()] == [r["latency_ms"] for r in default.values()]
@@ -270,9 +271,35 @@ def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engin
         assert fp8[k]["mem_gb"] < 0.6 * bf16[k]["mem_gb"]
     ev = importlib.import_module("simcore.evaluate")
     ds = ev.evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192, weight_dtype="fp8",
-                                              act_dtype="fp8"), family="H100-SXM", gpus=8)
+                                              act_dtype="fp8", cuda_graphs=True),
+                     family="H100-SXM", gpus=8)
     want = [float(w["latency_ns"]) / 1e6 for w in top_points(ds, "latency", n=3)]
     assert [r["latency_ms"] for r in fp8.values()] == pytest.approx(want, rel=1e-12)
+
+
+def test_main__evaluate_cuda_graphs_removes_the_host_launch_time(capsys):
+    from simcore.kernels.inference import LAUNCH_NS
+    from simcore.single import predict
+    from simcore.specs import Workload
+
+    argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "1",
+            "--top", "1"]
+    eager, graphs = (_layouts([*argv, *extra], capsys) for extra in ([], ["--cuda-graphs"]))
+    (k, e), = eager.items()
+    g = graphs[k]  # the same layout wins
+    # one GPU, 32 layers of 10 launches + 4 per step, each 5 us of host time saved
+    assert e["latency_ms"] - g["latency_ms"] == pytest.approx((32 * 10 + 4) * LAUNCH_NS / 1e6)
+    one = predict("Llama 3.1 8B", Workload("decode", s_kv=8192, cuda_graphs=True),
+                  {"tp": 1}, family="H100-SXM")
+    assert g["latency_ms"] == pytest.approx(one.latency_ns / 1e6, rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["prefill", "train"])
+def test_main__evaluate_cuda_graphs_outside_decode_is_one_line(mode, capsys):
+    rc = main(["evaluate", "--model", "Llama 3.1 8B", "--mode", mode, "--cuda-graphs"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "--cuda-graphs" in err and "decode" in err and "Traceback" not in err
 
 
 def test_main__evaluate_kv_dtype_fp8_halves_the_kv_cache(capsys):

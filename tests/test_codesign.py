@@ -178,3 +178,16 @@ def test_sensitivity__reports_the_chosen_metric_and_never_negative(metric):
             assert s.rel_speedup == pytest.approx(s.doubled / s.baseline - 1.0)
     if metric == "latency":
         assert all(s.baseline == s.baseline_latency_ns for s in r.sensitivity)
+
+
+def test_joint_explore__cuda_graphs_is_the_decode_workload_with_graphs():
+    # replayed CUDA graphs remove the host's launch time: the same sweep as evaluate_best
+    # on a workload that says so, never slower than without
+    from simcore import evaluate_best
+
+    kw = dict(s_kv=8192, depth="two_stage")
+    eager = joint_explore("Llama 3.1 8B", **kw)
+    graphs = joint_explore("Llama 3.1 8B", cuda_graphs=True, **kw)
+    assert graphs.best.latency_ns < eager.best.latency_ns
+    ref = evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=8192, cuda_graphs=True))
+    assert graphs.best.latency_ns == pytest.approx(float(ref.latency_ns.min()), rel=1e-12)

@@ -139,3 +139,9 @@ def test_explore__fits_nowhere_json_is_an_empty_array(capsys):
     assert rc == 1
     cap = capsys.readouterr()
     assert json.loads(cap.out) == [] and "fits on none" in cap.err
+
+
+def test_explore__cuda_graphs_outside_decode_is_one_line(capsys):
+    rc = main(["explore", "--mode", "prefill", "--cuda-graphs", "--depth", "two_stage"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "--cuda-graphs" in err

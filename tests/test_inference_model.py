@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from simcore.engine import prepare
+from simcore.kernels.inference import LAUNCH_NS
 from simcore.evaluate import evaluate
 from simcore.presets import get_family, get_model
 from simcore.specs import Efficiency, HardwareFamily, Workload
@@ -46,12 +47,23 @@ def test_decode_overhead__launches_and_per_step_floor():
                 Efficiency(op_latency_ns=0.0, step_overhead_ns=0.0, seq_overhead_ns=0.0))
     over = _one("Llama 3.1 8B", wl, "H100-SXM", eff)
     c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
-    want = (32 * c["n_ops"] + c["step_ops"]) * 2000.0 + 1e6
+    launches = 32 * c["n_ops"] + c["step_ops"]
     assert c["n_ops"] == 10 and c["step_ops"] == 4 and c["step_count"] == 1
-    assert over["overhead_ns"] == pytest.approx(want)
+    # each kernel launched from the host also pays the host's launch time (measured)
+    assert c["launch_ns"] == pytest.approx(launches * LAUNCH_NS) and LAUNCH_NS == 5000.0
+    want = launches * 2000.0 + 1e6
+    assert over["overhead_ns"] == pytest.approx(want + c["launch_ns"])
     assert over["latency_ns"] == pytest.approx(base["latency_ns"] + want)
-    graphs = _one("Llama 3.1 8B", dataclasses.replace(wl, cuda_graphs=True), "H100-SXM", eff)
+    # replayed CUDA graphs: no host launches, a quarter of the framework's floor
+    g_wl = dataclasses.replace(wl, cuda_graphs=True)
+    graphs = _one("Llama 3.1 8B", g_wl, "H100-SXM", eff)
+    assert _coeffs("Llama 3.1 8B", g_wl, "H100-SXM")["launch_ns"] == 0.0
     assert graphs["overhead_ns"] == pytest.approx(want - 0.75e6)
+    assert graphs["latency_ns"] == pytest.approx(over["latency_ns"] - c["launch_ns"] - 0.75e6)
+    # prefill never replays a graph: every launch pays
+    pre = _coeffs("Llama 3.1 8B", dataclasses.replace(g_wl, mode="prefill", s_q=2048), "H100-SXM")
+    assert pre["launch_ns"] == pytest.approx(pre["layer_mult"] * pre["n_ops"] * LAUNCH_NS
+                                             + pre["step_ops"] * LAUNCH_NS)
     # TP adds two all-reduce launches per layer, MoE routing four
     assert _coeffs("Llama 3.1 8B", wl, "H100-SXM", tp=2)["n_ops"] == 12
     assert _coeffs("Mixtral 8x7B", wl, "H100-SXM")["n_ops"] == 14

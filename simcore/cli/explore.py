@@ -143,6 +143,10 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                         "metric registry, e.g. latency,cost_usd,power_w (default: the metric "
                         "and cost_score, or cost_usd with --cost-model); cost/power objectives "
                         "without --cost-model use the default cost model")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
+                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
+                        "time (default: every kernel launched from the host)")
     p.set_defaults(func=run)
 
 
@@ -205,6 +209,9 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
     from ..io import check_room
     from ..space import depth_grid, get_space
 
+    if args.cuda_graphs and args.mode != "decode":
+        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; drop it "
+                                f"for --mode {args.mode}")
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
         gpus = getattr(args, "gpus", None)
@@ -292,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
                           space=args.space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
-                          **_cost_kwargs(args), **budget)
+                          cuda_graphs=args.cuda_graphs, **_cost_kwargs(args), **budget)
         wall = time.perf_counter() - t0
     except DeviceBudgetError as exc:
         raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None

@@ -320,6 +320,10 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None, metavar="DTYPE",
                    help="decode/prefill: precision of the KV cache, bf16, fp16, fp8 or int8 "
                         "(default: the model's own; --dtype leaves it as it is)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
+                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
+                        "time (default: every kernel launched from the host)")
 
 
 def add_budget_options(p: argparse.ArgumentParser) -> None:
@@ -456,7 +460,8 @@ def resolve_family(args: argparse.Namespace) -> Any:
 _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
                      "micro_batch": "--micro-batch", "recompute": "--recompute",
                      "zero_stage": "--zero-stage", "precision": "--dtype",
-                     "weight_dtype": "--dtype", "act_dtype": "--dtype", "kv_dtype": "--kv-dtype"}
+                     "weight_dtype": "--dtype", "act_dtype": "--dtype", "kv_dtype": "--kv-dtype",
+                     "cuda_graphs": "--cuda-graphs"}
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -475,9 +480,13 @@ def _or(names: Any) -> str:
     return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
-def _dtype_kwargs(args: argparse.Namespace) -> dict[str, str]:
-    """``--dtype`` / ``--kv-dtype`` as :class:`~simcore.specs.Workload` fields."""
+def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--dtype`` / ``--kv-dtype`` / ``--cuda-graphs`` as :class:`~simcore.specs.Workload`
+    fields."""
     dtype, kv = getattr(args, "dtype", None), getattr(args, "kv_dtype", None)
+    if getattr(args, "cuda_graphs", False) and args.mode != "decode":
+        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; "
+                                f"drop it for --mode {args.mode}")
     if args.mode == "train":
         if kv:
             raise SimcoreInputError(
@@ -492,7 +501,10 @@ def _dtype_kwargs(args: argparse.Namespace) -> dict[str, str]:
         raise SimcoreInputError(
             f"--dtype {dtype}: --mode {args.mode} takes {_or(DTYPES)} ({dtype} is a "
             "training precision); leave --dtype out for the model's own")
-    kw = {"weight_dtype": dtype, "act_dtype": "" if dtype == "int4" else dtype} if dtype else {}
+    kw: dict[str, Any] = ({"weight_dtype": dtype, "act_dtype": "" if dtype == "int4" else dtype}
+                          if dtype else {})
+    if getattr(args, "cuda_graphs", False):
+        kw["cuda_graphs"] = True
     return {**kw, "kv_dtype": kv} if kv else kw
 
 
