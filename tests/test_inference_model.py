@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from simcore.engine import prepare
-from simcore.kernels.inference import LAUNCH_NS
 from simcore.evaluate import evaluate
+from simcore.kernels.inference import LAUNCH_NS
 from simcore.presets import get_family, get_model
 from simcore.specs import Efficiency, HardwareFamily, Workload
 

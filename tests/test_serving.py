@@ -104,8 +104,9 @@ def test_sweep__batch_and_context_dims_equal_single_evaluates():
 def test_sweep__is_evaluate_with_batch_context_dims_and_the_engines_budget():
     kw = dict(space="reduced", family="H100-SXM")
     ds = sweep("Llama 3.1 8B", "decode", batch=[16, 1], s_kv=[8192, 1024], gpus=4, **kw)
-    ev = simcore.evaluate("Llama 3.1 8B", Workload("decode"), batch=[1, 16], s_kv=[1024, 8192],
-                          gpus=4, **kw)
+    # the serving workloads' decode steps replay CUDA graphs
+    ev = simcore.evaluate("Llama 3.1 8B", Workload("decode", cuda_graphs=True), batch=[1, 16],
+                          s_kv=[1024, 8192], gpus=4, **kw)
     for name in ("latency_ns", "fits", "valid", "mem_bytes", "n_devices"):
         np.testing.assert_array_equal(ds[name].values, ev[name].values)
     # masked in the engine: a layout outside the budget has no numbers at all
@@ -178,7 +179,8 @@ def test_plan__disagg_rows_are_rate_matched_with_fewest_prefill_workers(small):
 def test_plan__agg_row_equals_engine_decode_and_prefill(small):
     c = next(c for c in small.best if c.mode == "agg")
     lay = _layout_of(small.dataset, c.decode_layout)
-    step = simcore.evaluate("Llama 3.1 8B", Workload("decode", batch=c.batch, s_kv=2048 + 128),
+    step = simcore.evaluate("Llama 3.1 8B", Workload("decode", batch=c.batch, s_kv=2048 + 128,
+                                                     cuda_graphs=True),
                             space={k: [v] for k, v in lay.items()}, family="H100-SXM")
     pre = simcore.evaluate("Llama 3.1 8B", Workload("prefill", batch=1, s_kv=2048),
                            space={k: [v] for k, v in lay.items()}, family="H100-SXM")
@@ -354,7 +356,7 @@ def test_plan__dtype_sets_weights_activations_and_kv_cache(small):
     np.testing.assert_allclose((m8 / m16).median(), 0.5, rtol=0.05)
     assert plan("Llama 3.1 8B", **SMALL, dtype="int8").best  # H100 has an INT8 rate
     wl = Workload("decode", batch=8, s_kv=2048 + 128, weight_dtype="fp8", act_dtype="fp8",
-                  kv_dtype="fp8")
+                  kv_dtype="fp8", cuda_graphs=True)
     one = simcore.evaluate("Llama 3.1 8B", wl, space=serving_space(4), family="H100-SXM")
     lay = _layout_of(fp8.dataset, "TP1")
     assert float(fp8.dataset.decode_step_ms.sel(batch=8, **lay)) == \

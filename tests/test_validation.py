@@ -38,7 +38,7 @@ def rows():
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
-RECORDED_CEILINGS = {"all": 0.075, "train": 0.065, "prefill": 0.096, "decode": 0.082}
+RECORDED_CEILINGS = {"all": 0.073, "train": 0.070, "prefill": 0.086, "decode": 0.073}
 #: Configurations that ran but that simcore predicts not to fit (known gaps, each with its
 #: reason in simcore/validation/fitted.py): Llama 3 405B (no recomputation stated; without
 #: it a 16-stage pipeline's first stage holds ~100 GiB of activations), Nemotron-340B
@@ -276,7 +276,8 @@ def test_cli_validate__kind_filter_and_unmodelled(capsys):
     out = capsys.readouterr().out
     assert "lmdeploy-llama2-70b-tp4-decode" in out and "korthikanti-175b-full" not in out
     assert "listed, not counted" not in out  # no decode point is set aside
-    assert main(["validate", "--kind", "prefill", "--unmodelled", "--no-loso"]) == 1
+    # prefill meets the targets since the host's launch time joined: PASS, exit 0
+    assert main(["validate", "--kind", "prefill", "--unmodelled", "--no-loso"]) == 0
     out = capsys.readouterr().out
     listed = out[out.index("listed, not counted"):]
     assert "trtllm-llama-7b-tp1-in2048" in listed and "superseded" in listed
@@ -322,10 +323,10 @@ def test_cli_validate__json_rows_per_point_with_units(capsys):
     import json
 
     assert main(["validate", "--kind", "prefill", "--unmodelled", "--format", "json",
-                 "--no-loso"]) == 1  # rows written; the verdict vs the targets is FAIL
+                 "--no-loso"]) == 0  # rows written; prefill meets the targets: PASS
     cap = capsys.readouterr()
     rows = json.loads(cap.out)  # nothing but the JSON on stdout
-    assert "FAIL: mean" in cap.err and "sources:" in cap.err
+    assert "PASS: mean" in cap.err and "sources:" in cap.err
     want = validate(kinds=["prefill"])
     modelled = [r for r in rows if r["modelled"]]
     assert [r["id"] for r in modelled] == [w.id for w in want]
