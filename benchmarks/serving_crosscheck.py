@@ -181,9 +181,10 @@ READING = """## Reading the table
 
 simcore's bf16 answer is {bf16_d:.2f}× aiconfigurator's disaggregated and {bf16_a:.2f}×
 its aggregated figure; its FP8 rows (`dtype="fp8"`, the precision aiconfigurator runs)
-come out {lo:.2f}–{hi:.2f}× aiconfigurator's. simcore charges kernel launches, the
+come out {lo:.2f}–{hi:.2f}× aiconfigurator's. simcore charges each kernel's fixed cost on
+the device (prefill kernels also the host's launch time; decode replays CUDA graphs), the
 scheduler's host work per sequence (overlapped with the device's step: a step takes the
-longer of the two) and a per-step framework floor (fitted: {op_latency_us:.1f} µs per launch,
+longer of the two) and a per-step framework floor (fitted: {op_latency_us:.1f} µs per kernel,
 {seq_overhead_us:.1f} µs per sequence, {step_overhead_ms:.2f} ms per step) and runs FP8 matmuls at the fitted `lowp_compute` = {lowp_compute:.3f} of the FP8
 peak (16-bit matmuls: `compute` = {compute:.3f} of the 16-bit peak): measured FP8 runs get
 well under the data sheet's 2× (`simcore validate`). Both tools agree that disaggregation
@@ -203,9 +204,10 @@ REASONS = """## Why the numbers differ
   use `plan(dtype="fp8")`: 1-byte weights, activations and KV cache, the family's FP8
   matmul rate (`Topology.fp8_ratio`) at the fitted `lowp_compute`; attention stays at the
   16-bit rate.
-* **Overheads.** simcore's per-step costs are fitted constants (a launch cost per
+* **Overheads.** simcore's per-step costs are fitted constants (a device-side cost per
   kernel, a host cost per scheduled sequence that runs under the device's step, and a
-  framework floor per step, a quarter of it with CUDA graphs), the same for every
+  framework floor per step, a quarter of it with CUDA graphs) plus the host's measured
+  5 µs launch time of every kernel not replayed from a CUDA graph, the same for every
   framework; aiconfigurator interpolates measured per-op latencies of TensorRT-LLM,
   which carry that framework's own launch, scheduler, sampling and batch-padding costs.
 * **Aggregated scheduling model.** simcore's aggregated replica runs whole-request

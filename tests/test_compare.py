@@ -105,3 +105,19 @@ def test_compare_cli__bad_input_one_line(capsys, argv, match):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0]
+
+
+def test_cli_compare__cuda_graphs_compares_graph_replaying_decode(capsys):
+    argv = ["compare", "H100-SXM", "H200", "--model", "Llama 3.1 8B", "--s-kv", "8192",
+            "--format", "json"]
+    assert main([*argv, "--cuda-graphs"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    want = compare(["H100-SXM", "H200"], "Llama 3.1 8B", Workload("decode", cuda_graphs=True),
+                   s_kv=[8192]).rows()
+    assert [r["latency_ms"] for r in rows] == pytest.approx([w["latency_ns"] / 1e6 for w in want])
+    assert main(argv) == 0  # launched from the host: every design slower
+    eager = json.loads(capsys.readouterr().out)
+    assert all(e["latency_ms"] > g["latency_ms"] for e, g in zip(eager, rows, strict=True))
+    assert main(["compare", "H100-SXM", "H200", "--mode", "prefill", "--cuda-graphs"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--cuda-graphs" in err

@@ -73,6 +73,10 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     add_output_options(p, rows="the rows")
     p.add_argument("--plot", type=plot_file, default=None, metavar="FILE.png",
                    help="save latency and throughput curves (.png, .svg or .pdf)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
+                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
+                        "time (default: every kernel launched from the host)")
     p.set_defaults(func=run)
 
 
@@ -80,8 +84,14 @@ def run(args: argparse.Namespace) -> int:
     from ..compare import compare
     from ..errors import SimcoreInputError
 
+    from ..specs import Workload
+
+    if args.cuda_graphs and args.mode != "decode":
+        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; drop it "
+                                f"for --mode {args.mode}")
     model = resolve_model(args)
-    r = compare(args.designs, model, args.mode, batch=args.batch, s_kv=args.s_kv,
+    workload = Workload("decode", cuda_graphs=True) if args.cuda_graphs else args.mode
+    r = compare(args.designs, model, workload, batch=args.batch, s_kv=args.s_kv,
                 space=args.space, metric=args.metric)
     notes = note_stream(args)
     rows = r.rows()
