@@ -159,6 +159,20 @@ def test_run_compare__bad_designs_are_one_line(designs, match):
         L.run_compare("Llama 3.1 8B", designs=designs)
 
 
+def test_run_compare_and_explore__cuda_graphs_speed_decode_up_and_stay_decode_only():
+    eager, graphs = (L.run_compare("Llama 3.1 8B", designs=COMPARE[:2], values="8192",
+                                   cuda_graphs=g) for g in (False, True))
+    assert (graphs.dataset.latency_ns < eager.dataset.latency_ns).all()
+    r = L.run_explore("Llama 3.1 8B", s_kv=8192, cuda_graphs=True)
+    assert r.best.latency_ns < L.run_explore("Llama 3.1 8B", s_kv=8192).best.latency_ns
+    for run in (lambda: L.run_compare("Llama 3.1 8B", designs=COMPARE[:2], mode="prefill",
+                                      cuda_graphs=True),
+                lambda: L.run_explore("Llama 3.1 8B", s_kv=8192, mode="prefill",
+                                      cuda_graphs=True)):
+        with pytest.raises(SimcoreInputError, match="only decode steps replay CUDA graphs"):
+            run()
+
+
 def test_run_compare__no_shared_layout():
     with pytest.raises(SimcoreInputError, match="share no point where a layout fits"):
         L.run_compare("Llama 3.1 405B", designs=["H100-SXM", "A100-40G:pe_hbm_gb=0.1"],

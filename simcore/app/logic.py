@@ -129,13 +129,20 @@ def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "redu
     return n_hw, n_layouts
 
 
+def _check_graphs(cuda_graphs: bool, mode: str) -> None:
+    if cuda_graphs and mode != "decode":
+        raise SimcoreInputError(f"only decode steps replay CUDA graphs; untick it for {mode}")
+
+
 def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
-                metric: str = "latency",
+                metric: str = "latency", cuda_graphs: bool = False,
                 progress: Callable[[float, str], Any] | None = None) -> Any:
-    """:func:`~simcore.codesign.joint_explore` after checking the grid size."""
+    """:func:`~simcore.codesign.joint_explore` after checking the grid size
+    (``cuda_graphs``: decode steps replay CUDA graphs)."""
     from ..codesign import joint_explore
 
+    _check_graphs(cuda_graphs, mode)
     try:
         n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family)
     except (SimcoreInputError, ValueError, KeyError) as exc:
@@ -150,7 +157,8 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
         progress(0.1, f"sweeping {n_hw} hardware x {n_layouts} layouts = {total:,}")
     try:
         r = joint_explore(model, s_kv=int(s_kv), mode=mode, batch=int(batch),
-                          depth=_depth(depth), family=family, metric=metric)
+                          depth=_depth(depth), family=family, metric=metric,
+                          cuda_graphs=bool(cuda_graphs))
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     if progress:
@@ -332,11 +340,14 @@ def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
 
 def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                 over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
-                fixed: int = 1, metric: str = "latency") -> Any:
+                fixed: int = 1, metric: str = "latency", cuda_graphs: bool = False) -> Any:
     """:func:`~simcore.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
-    ``fixed`` = batch) or ``"batch"`` (``fixed`` = context)."""
+    ``fixed`` = batch) or ``"batch"`` (``fixed`` = context); ``cuda_graphs``: decode steps
+    replay CUDA graphs."""
     from ..compare import compare
+    from ..specs import Workload
 
+    _check_graphs(cuda_graphs, mode)
     designs = [d.strip() for d in designs if d and d.strip()]
     if len(designs) < 2:
         raise SimcoreInputError(f"select two or more designs to compare (the first is the "
@@ -352,7 +363,8 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                                 "compare` from the CLI")
     batch, s_kv = ([int(fixed)], xs) if over == "s_kv" else (xs, [int(fixed)])
     try:
-        return compare(designs, model, mode, batch=batch, s_kv=s_kv, metric=metric)
+        workload = Workload("decode", cuda_graphs=True) if cuda_graphs else mode
+        return compare(designs, model, workload, batch=batch, s_kv=s_kv, metric=metric)
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
 

@@ -19,6 +19,8 @@ from simcore.errors import SimcoreInputError
 PAGES = L.PAGES
 
 # less empty space above the title, so a 1000 px tall window shows the first chart
+_GRAPHS_HELP = ("as vLLM, SGLang and TensorRT-LLM serve: no kernel of a decode step pays "
+                "the host's 5 us launch time (off: every kernel launched from the host)")
 _CSS = "<style>[data-testid='stMainBlockContainer'] {padding-top: 2rem;}</style>"
 
 
@@ -86,6 +88,8 @@ def page_explore(demo: bool) -> None:
     batch = c5.number_input("batch", min_value=1, value=1, step=1, key="explore_batch")
     s_kv = c6.number_input("context s_kv (tokens)", min_value=1, value=8192, step=1024,
                            key="explore_skv")
+    graphs = st.checkbox("decode replays CUDA graphs", value=False, key="explore_graphs",
+                         help=_GRAPHS_HELP)
     if st.button("Run sweep", key="explore_run", type="primary") or (
             demo and "explore_result" not in st.session_state):
         bar = st.progress(0.0, text="preparing")
@@ -93,7 +97,7 @@ def page_explore(demo: bool) -> None:
             model = L.load_model_input(name, upload)
             st.session_state["explore_result"] = L.run_explore(
                 model, s_kv=int(s_kv), mode=mode, batch=int(batch), depth=depth,
-                family=family, metric=metric,
+                family=family, metric=metric, cuda_graphs=graphs,
                 progress=lambda f, t: bar.progress(f, text=t))
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("explore_result", None)
@@ -208,6 +212,8 @@ def page_compare(demo: bool = False) -> None:
         help="a hardware family, or a family with knob overrides, e.g. "
              f"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141; knobs: {', '.join(HW_KNOBS)}")
     name, upload = _model_inputs("compare", default="Llama 3.1 70B", where=c0)
+    graphs = st.checkbox("decode replays CUDA graphs", value=False, key="compare_graphs",
+                         help=_GRAPHS_HELP)
     if st.button("Compare", key="compare_run", type="primary") or (
             demo and "compare_result" not in st.session_state):
         try:
@@ -215,7 +221,7 @@ def page_compare(demo: bool = False) -> None:
             with st.spinner("finding the best layout of each design at each point"):
                 st.session_state["compare_result"] = L.run_compare(
                     model, designs=designs, mode=mode, over=over, values=values,
-                    fixed=int(fixed))
+                    fixed=int(fixed), cuda_graphs=graphs)
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("compare_result", None)
             _fail(exc)

@@ -83,7 +83,6 @@ def add_parser(sub: Any, name: str, help: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..compare import compare
     from ..errors import SimcoreInputError
-
     from ..specs import Workload
 
     if args.cuda_graphs and args.mode != "decode":

@@ -200,7 +200,11 @@ The next change (refit on all points; in-sample / LOSO):
     from a graph (ahrefs/ocannl issue #488). aiconfigurator's silicon rows (fitted and
     held out) now say ``cuda_graphs``: AIC-generated deployments pass an explicit list of
     CUDA-graph capture sizes (``.claude/skills/aic-silicon-align/SKILL.md`` at the CSV's
-    commit); vLLM in the Qwen2.5 speed runs said so already. Until now one
+    commit); vLLM in the Qwen2.5 speed runs said so already. A served step also carries
+    the mean prompt tokens admitted per step, while the frameworks replay graphs for pure
+    decode batches (SGLang, TensorRT-LLM) or around attention (vLLM's piecewise graphs):
+    the mean step is treated as replayed, an approximation for the steps that mix in a
+    prefill chunk. Until now one
     ``op_latency_ns`` priced a launch in 2023's C++ runtimes without graphs (TensorRT-LLM
     0.5-0.9, TurboMind, FasterTransformer) and in today's graph-replaying servers alike:
     without aiconfigurator's rows the fit put it at 5.3 us, with them at 2.9 us. Refit
