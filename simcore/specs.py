@@ -1457,10 +1457,10 @@ class Efficiency:
     """
 
     compute: float = 0.71
-    memory: float = 0.818
-    network: float = 0.674
+    memory: float = 0.82
+    network: float = 0.675
     hbm_usable: float = 0.90
-    train_compute: float = 0.658
+    train_compute: float = 0.663
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -1472,14 +1472,14 @@ class Efficiency:
     #: fixed device-side cost of one kernel (launched from the host, each also pays the
     #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
     #: and the framework's floor per inference step (ns)
-    op_latency_ns: float = 4096.0
+    op_latency_ns: float = 4160.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
     lowp_compute: float | None = 0.623
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.294
+    roofline_overlap: float = 0.296
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps

@@ -835,3 +835,25 @@ def test_training__wide_ffn_allreduce_in_switch():
     full_act = 8192 * LLAMA2_7B.d_model * 2
     saved = 2 * full_act * 2 * 7 / 8 * (1 - 370 / 480)
     assert comm0(ring_h100) - comm0(H100) == pytest.approx(saved, rel=1e-9)
+
+
+@pytest.mark.parametrize("recompute, tp, want", [
+    ("none", 1, 30.0),       # 10 kernels a pass: forward, backward counted twice
+    ("none", 2, 34.0),       # + 4 TP collectives (two per sub-block, forward and backward)
+    ("full", 2, 46.0),       # + a recomputed forward and its 2 collectives
+    ("selective", 4, 34.0),  # selective recompute reruns the core inside its kernel
+])
+def test_training__each_kernel_pays_its_fixed_device_cost(recompute, tp, want):
+    from simcore.specs import Efficiency
+
+    wl = Workload("train", batch=16, s_kv=4096, micro_batch=1, recompute=recompute,
+                  precision="bf16")
+    c = _row(LLAMA2_7B, wl, tp=tp, pp=2)
+    assert c["n_ops"] == want and c["launch_ns"] == 0.0  # the host runs ahead: no launch time
+    kw = dict(space=_space(tp=tp, pp=2), family=H100)
+    zero = simcore.evaluate(LLAMA2_7B, wl, efficiency=Efficiency(op_latency_ns=0.0), **kw)
+    some = simcore.evaluate(LLAMA2_7B, wl, efficiency=Efficiency(op_latency_ns=3000.0), **kw)
+    # layer_mult = layers per stage x (micro-batches + bubble): every slot pays its kernels
+    extra = float(some.latency_ns.squeeze() - zero.latency_ns.squeeze())
+    assert extra == pytest.approx(c["layer_mult"] * want * 3000.0, rel=1e-9)
+    assert float(some.overhead_ns.squeeze()) == pytest.approx(extra, rel=1e-9)

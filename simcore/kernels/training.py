@@ -52,7 +52,15 @@ from .collectives import (
     node_dedup_alltoall_factors,
     tier_of,
 )
-from .inference import _alpha, add_comm, moe_permute_bytes, placement, window_keys
+from .inference import (
+    _OPS_LAYER,
+    _OPS_MOE,
+    _alpha,
+    add_comm,
+    moe_permute_bytes,
+    placement,
+    window_keys,
+)
 from .schema import COEF_DTYPE, LAYOUT
 
 #: Adam step bytes per parameter besides the gradient: read+write fp32 master, m, v
@@ -492,6 +500,13 @@ def _train_row(lay, mp, wp, topo, out):
     # sequence-parallel all-gathers / reduce-scatters run pipelined with the adjacent
     # GEMMs, so only what outlasts the layer's compute shows
     tp_acc = ovl if wp.tp_overlap == 1.0 else acc
+    # kernels per layer and micro-batch, each paying its fixed device-side cost
+    # (Efficiency.op_latency_ns; the host launches them ahead of the device, so no launch
+    # time): the forward's per pass over the element-wise ops (the backward counts twice,
+    # a recomputed forward once more), one per TP collective and EP all-to-all
+    n_ops = p_elem * (_OPS_LAYER + (_OPS_MOE * mp.moe_layers / L if E > 1.0 else 0.0))
+    if tp > 1:
+        n_ops += 2.0 * n_half
     if tp > 1:
         _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half, not sp)
     ffn_tp = 1.0  # share of the layers whose FFN runs TP-sharded with its TP collectives
@@ -500,6 +515,7 @@ def _train_row(lay, mp, wp, topo, out):
         # dispatch + combine all-to-all over the EP group per MoE layer: forward 2,
         # backward 2, +2 with full recompute; each rank's T/tp tokens, k copies
         n_a2a = (6.0 if rc == 2 else 4.0) * mp.moe_layers / L
+        n_ops += n_a2a
         if wp.moe_per_rank == 1.0:  # DeepEP: once per destination rank, once per node
             # over the scale-out tier (forwarded inside the node over NVLink)
             c_rank, c_cube = ep_dispatch_copies(E, k, fep, k_ep, wp.moe_round_robin == 1.0)
@@ -700,7 +716,7 @@ def _train_row(lay, mp, wp, topo, out):
     out.ovl2_bytes = ovl[2]
     out.ovl_alpha_ns = ovl[3]
     out.tail_hide = hide
-    out.n_ops = 0.0
+    out.n_ops = n_ops
     out.step_ops = 0.0
     out.step_count = 0.0
     out.step_seqs = 0.0

@@ -492,8 +492,18 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     t_head, head_kind = roofline(*head, rate=head_peak)
     t_elem = elem_bytes / hbm
     layer = work + exposed + comm
+    # each kernel's fixed cost on the device: a layer's forward kernels per pass (twice in
+    # the backward, again per recomputed forward), one per TP collective and all-to-all;
+    # the host launches them ahead of the device (long kernels), so no launch time shows
+    moe_share = model.n_moe_layers / model.n_layers if model.n_experts > 1 else 0.0
+    kernels = elem_passes * (10 + 4 * moe_share)
+    if tp > 1:
+        kernels += 2 * per_block
+    if ep > 1:
+        kernels += (6 if rc == "full" else 4) * moe_share
+    t_ops = slots * kernels * efficiency.op_latency_ns
     latency = (slots * (layer + t_elem + exposed_gather) + t_head + t_pp + t_grad + t_opt
-               + after_step + t_host)
+               + after_step + t_host + t_ops)
     compute = slots * sum(t for t, k in times.values() if k == "compute")
     memory = slots * sum(t for t, k in times.values() if k == "memory") + t_opt + slots * t_elem
     compute += t_head if head_kind == "compute" else 0.0
@@ -529,7 +539,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     return dict(
         latency_ns=latency, throughput_tok_s=n_tokens / seconds,
         flops_per_device=flops / (cp * tp * pp * dp) / seconds,
-        compute_ns=compute, memory_ns=memory, comm_ns=comm_total, overhead_ns=0.0,
+        compute_ns=compute, memory_ns=memory, comm_ns=comm_total, overhead_ns=t_ops,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable, valid=True, mem_bytes=mem,
         mem_weights_bytes=states, mem_kv_bytes=0.0, mem_act_bytes=act_mem + logits,
     )
