@@ -417,6 +417,9 @@ def joint_explore(
         objs = objective_directions(objectives)
         if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
             cm = get_cost_model("default")
+    if cuda_graphs and mode != "decode":
+        raise SimcoreInputError(f"cuda_graphs: only decode steps replay CUDA graphs; pass "
+                                f"cuda_graphs=False for mode={mode!r}")
     wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q, cuda_graphs=cuda_graphs)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family

@@ -1016,8 +1016,11 @@ class Workload:
         is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
         the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
     cuda_graphs : bool
-        Inference only: decode steps replayed as CUDA graphs, which lowers the
-        framework's per-step floor (``Efficiency.step_overhead_ns``) to a quarter.
+        Decode only: the steps replay CUDA graphs (as vLLM, SGLang and TensorRT-LLM serve),
+        so no kernel pays the host's launch time (``kernels.inference.LAUNCH_NS``, 5 us per
+        kernel launched from the host), and the framework's per-step floor
+        (``Efficiency.step_overhead_ns``) drops to a quarter. Ignored by prefill and
+        training steps, which launch every kernel.
     virtual_stages : int
         Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
         (p-1)/(v·m)); 1 = plain 1F1B.

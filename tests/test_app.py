@@ -171,6 +171,9 @@ def test_run_compare_and_explore__cuda_graphs_speed_decode_up_and_stay_decode_on
                                       cuda_graphs=True)):
         with pytest.raises(SimcoreInputError, match="only decode steps replay CUDA graphs"):
             run()
+    from simcore.kernels.inference import LAUNCH_NS
+
+    assert f"host's {LAUNCH_NS / 1000:g} us launch time" in L.GRAPHS_HELP
 
 
 def test_run_compare__no_shared_layout():

@@ -191,3 +191,11 @@ def test_joint_explore__cuda_graphs_is_the_decode_workload_with_graphs():
     assert graphs.best.latency_ns < eager.best.latency_ns
     ref = evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=8192, cuda_graphs=True))
     assert graphs.best.latency_ns == pytest.approx(float(ref.latency_ns.min()), rel=1e-12)
+
+
+def test_joint_explore__cuda_graphs_outside_decode_is_an_input_error():
+    from simcore.errors import SimcoreInputError
+
+    with pytest.raises(SimcoreInputError, match="only decode steps replay CUDA graphs"):
+        joint_explore("Llama 3.1 8B", s_kv=8192, mode="prefill", cuda_graphs=True,
+                      depth="two_stage")

@@ -129,6 +129,12 @@ def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "redu
     return n_hw, n_layouts
 
 
+#: help of the "decode replays CUDA graphs" boxes (the launch time is
+#: ``kernels.inference.LAUNCH_NS``; tests/test_app.py keeps the two equal)
+GRAPHS_HELP = ("as vLLM, SGLang and TensorRT-LLM serve: no kernel of a decode step pays the "
+               "host's 5 us launch time (off: every kernel launched from the host)")
+
+
 def _check_graphs(cuda_graphs: bool, mode: str) -> None:
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"only decode steps replay CUDA graphs; untick it for {mode}")

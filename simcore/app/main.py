@@ -19,8 +19,6 @@ from simcore.errors import SimcoreInputError
 PAGES = L.PAGES
 
 # less empty space above the title, so a 1000 px tall window shows the first chart
-_GRAPHS_HELP = ("as vLLM, SGLang and TensorRT-LLM serve: no kernel of a decode step pays "
-                "the host's 5 us launch time (off: every kernel launched from the host)")
 _CSS = "<style>[data-testid='stMainBlockContainer'] {padding-top: 2rem;}</style>"
 
 
@@ -89,7 +87,7 @@ def page_explore(demo: bool) -> None:
     s_kv = c6.number_input("context s_kv (tokens)", min_value=1, value=8192, step=1024,
                            key="explore_skv")
     graphs = st.checkbox("decode replays CUDA graphs", value=False, key="explore_graphs",
-                         help=_GRAPHS_HELP)
+                         help=L.GRAPHS_HELP)
     if st.button("Run sweep", key="explore_run", type="primary") or (
             demo and "explore_result" not in st.session_state):
         bar = st.progress(0.0, text="preparing")
@@ -213,7 +211,7 @@ def page_compare(demo: bool = False) -> None:
              f"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141; knobs: {', '.join(HW_KNOBS)}")
     name, upload = _model_inputs("compare", default="Llama 3.1 70B", where=c0)
     graphs = st.checkbox("decode replays CUDA graphs", value=False, key="compare_graphs",
-                         help=_GRAPHS_HELP)
+                         help=L.GRAPHS_HELP)
     if st.button("Compare", key="compare_run", type="primary") or (
             demo and "compare_result" not in st.session_state):
         try:

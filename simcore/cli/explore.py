@@ -209,9 +209,6 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
     from ..io import check_room
     from ..space import depth_grid, get_space
 
-    if args.cuda_graphs and args.mode != "decode":
-        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; drop it "
-                                f"for --mode {args.mode}")
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
         gpus = getattr(args, "gpus", None)

@@ -199,9 +199,12 @@ The next change (refit on all points; in-sample / LOSO):
     CUDA Graph", susun-blog.com/blog/pegainfer-3-cuda-graph); a standalone CUDA probe
     times a chain of launches at 6.3-7.5 us per kernel against 0.58 us per node replayed
     from a graph (ahrefs/ocannl issue #488). aiconfigurator's silicon rows (fitted and
-    held out) now say ``cuda_graphs``: AIC-generated deployments pass an explicit list of
-    CUDA-graph capture sizes (``.claude/skills/aic-silicon-align/SKILL.md`` at the CSV's
-    commit); vLLM in the Qwen2.5 speed runs said so already. A served step also carries
+    held out) now say ``cuda_graphs``: its generator configures CUDA graphs for the runs it
+    launches (TensorRT-LLM's ``cuda_graph_config.batch_sizes``,
+    ``src/aiconfigurator/generator/rendering/engine.py``; benchmark runs capture every
+    batch size, ``.claude/rules/generator/guard_rails.md``, "Benchmark vs Deployment
+    Differences", both at the CSV's commit), and vLLM and SGLang capture decode graphs by
+    default; vLLM in the Qwen2.5 speed runs said so already. A served step also carries
     the mean prompt tokens admitted per step, while the frameworks replay graphs for pure
     decode batches (SGLang, TensorRT-LLM) or around attention (vLLM's piecewise graphs):
     the mean step is treated as replayed, an approximation for the steps that mix in a
@@ -219,7 +222,12 @@ The next change (refit on all points; in-sample / LOSO):
     FP8 GPT-J TTFT at 128 tokens −39.8% → −20.5%; its batch-64 throughput −14.9% →
     −25.3%. Sensitivity (the launch time, each refit): 4 us 7.25% / 8.60% (inference
     7.89% / 10.37%), 6 us 7.28% / 8.24% (7.72% / 9.45%). Tried the same day and not kept:
-    the device-side cost scaled by a fixed share under CUDA graphs (an eleventh fitted
+    the host's launch time overlapped with the device's step instead of added to it (the
+    step takes the longer of the device's time and the host's launches, with or without
+    the per-sequence host work: 7.34-7.36% / 9.88-9.93%, inference 8.5% / 13.8%, held out
+    18.5%: a step's launches wait on its sampling and the next step's inputs, so short
+    kernels cannot run far ahead of them; additive it stays), the device-side cost scaled
+    by a fixed share under CUDA graphs (an eleventh fitted
     factor in effect: 0.35 gave 7.28% / 8.35%, held out 18.4%), and kernel launches in
     training (``op_latency_ns`` per kernel of each layer's forward, backward and
     recompute: 7.34% / 9.08%, Korthikanti 5.6%; the shared per-kernel cost then pulls the

@@ -106,8 +106,10 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
         return None, "no TPOT"
     fp8 = quant in _FP8
     dt: dict[str, Any] = dict(weight_dtype="fp8", act_dtype="fp8") if fp8 else {}
-    # decode steps replay CUDA graphs: AIC-generated deployments pass an explicit list of
-    # capture sizes (.claude/skills/aic-silicon-align/SKILL.md at the CSV's commit)
+    # decode steps replay CUDA graphs: aiconfigurator's generator sets TensorRT-LLM's
+    # cuda_graph_config.batch_sizes (src/aiconfigurator/generator/rendering/engine.py) and
+    # its benchmark rule captures every batch size (.claude/rules/generator/guard_rails.md,
+    # at the CSV's commit); vLLM and SGLang capture decode graphs by default
     dt["cuda_graphs"] = True
     batch, isl, osl, tp = (int(r[k]) for k in ("batch_size", "isl", "osl", "tp_size"))
     model = presets.catalogue()[_MODELS[r["model_path"]]].model()
