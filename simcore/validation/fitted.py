@@ -245,6 +245,13 @@ The next change (refit on all points; in-sample / LOSO):
     0.658 → 0.663. The same change tried before change 20 (shared cost 2.8 us) made the
     leave-one-source-out error worse (9.08%), since the training points then pulled the
     one per-launch cost up for every serving framework.
+    Tried the same night and not kept: a smooth roofline, an op taking
+    ``(t_c^q + t_m^q)^(1/q)`` with ``q = 1 / (1 − roofline_overlap)`` (the sum at 0, the
+    maximum at 1, but a strongly compute- or memory-bound op paying almost nothing of its
+    shorter side, where the current form charges ``1 − roofline_overlap`` of it whatever
+    the ratio): in sample 7.19%, inference 7.40%, 2 points beyond 25%, held out 15.7%
+    (median 8.0%), but 8.67% out of sample (inference 10.29%), the refit putting the
+    overlap at 0.213.
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
