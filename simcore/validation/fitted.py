@@ -251,7 +251,14 @@ The next change (refit on all points; in-sample / LOSO):
     shorter side, where the current form charges ``1 − roofline_overlap`` of it whatever
     the ratio): in sample 7.19%, inference 7.40%, 2 points beyond 25%, held out 15.7%
     (median 8.0%), but 8.67% out of sample (inference 10.29%), the refit putting the
-    overlap at 0.213.
+    overlap at 0.213. And a larger link latency inside the node for every family
+    (``alpha_intra_ns`` 700 → 1,500 / 3,000 ns, i.e. a small 8-GPU all-reduce of ~9 / ~18
+    us, between the custom all-reduce kernels of the serving frameworks, ~5-6 us at 1-32 KB
+    in microsoft/mscclpp #507's table, and NCCL's ~12-17 us at 4 B-4 KB in
+    deepseek-ai/DeepEP #303's): 3,000 ns gave 7.08% / 8.05% (inference 7.31% / 8.83%), held
+    out 16.0% with a flatter TP trend (+9% at TP1, −3% at TP8), but 4 points beyond 25%;
+    which kernel a framework uses is not in the data, so the value would be a fitted
+    constant, an eleventh factor.
 
 The changes of 2026-12-05 (each refit on all points; in-sample / LOSO):
 
