@@ -294,6 +294,14 @@ def test_main__evaluate_cuda_graphs_removes_the_host_launch_time(capsys):
     assert g["latency_ms"] == pytest.approx(one.latency_ns / 1e6, rel=1e-12)
 
 
+def test_main__evaluate_header_says_cuda_graphs(capsys):
+    argv = ["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--top", "1"]
+    assert main([*argv, "--cuda-graphs"]) == 0
+    assert "batch=1 (CUDA graphs) on SiP" in capsys.readouterr().out.splitlines()[0]
+    assert main(argv) == 0
+    assert "CUDA graphs" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("mode", ["prefill", "train"])
 def test_main__evaluate_cuda_graphs_outside_decode_is_one_line(mode, capsys):
     rc = main(["evaluate", "--model", "Llama 3.1 8B", "--mode", mode, "--cuda-graphs"])

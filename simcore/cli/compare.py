@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         emit_rows(rows, COMPARE_COLUMNS, args.format, args.out)
         return 0
     n_pts = r.dataset.sizes["batch"] * r.dataset.sizes["s_kv"]
-    print(f"{r.model} {r.mode}: {len(r.designs)} designs x {n_pts} points, every design "
+    graphs = " (CUDA graphs)" if args.cuda_graphs else ""
+    print(f"{r.model} {r.mode}{graphs}: {len(r.designs)} designs x {n_pts} points, every design "
           f"fits at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency")
     emit_rows(rows, COMPARE_COLUMNS, "table")
     return 0

@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     prec = ", ".join(f"{what} {v}" for what, v in (
         ("weights", wl.weight_dtype), ("activations", wl.act_dtype), ("KV", wl.kv_dtype),
         ("precision", wl.precision if args.dtype and wl.mode == "train" else "")) if v)
+    if wl.cuda_graphs:
+        prec = ", ".join(x for x in (prec, "CUDA graphs") if x)
     print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch}{f' ({prec})' if prec else ''} "
           f"on {p0.family} "
           f"({p0.topology.n_devices} devices{within}), {args.space} space: "

@@ -311,7 +311,8 @@ def run(args: argparse.Namespace) -> int:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close()
-    print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}: "
+    graphs = " (CUDA graphs)" if r.workload.cuda_graphs else ""
+    print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}{graphs}: "
           f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
           f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / max(wall, 1e-9))} evals/s, "
           f"sensitivity included; kernels loaded in {t_load:.1f} s before)", file=notes)
