@@ -1460,8 +1460,8 @@ class Efficiency:
     """
 
     compute: float = 0.71
-    memory: float = 0.82
-    network: float = 0.675
+    memory: float = 0.822
+    network: float = 0.673
     hbm_usable: float = 0.90
     train_compute: float = 0.663
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
@@ -1470,7 +1470,7 @@ class Efficiency:
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.381
+    attention: float | None = 0.379
     train_attention: float | None = 0.339
     #: fixed device-side cost of one kernel (launched from the host, each also pays the
     #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
@@ -1479,10 +1479,10 @@ class Efficiency:
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.623
+    lowp_compute: float | None = 0.621
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.296
+    roofline_overlap: float = 0.304
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps

@@ -327,3 +327,19 @@ def test_served_decode__prompt_tokens_share_the_pass():
     with pytest.raises(ValueError, match="osl must be a positive integer"):
         Workload.served(concurrency=8, isl=1024, osl=0)
     assert Workload("decode", s_kv=1000, prefill_tokens=8).prefill_context == 500
+
+
+def test_served_step__admitting_a_prompt_runs_eagerly():
+    # a served step that mixes a prompt into the decode batch launches its kernels from
+    # the host even with CUDA graphs (frameworks replay graphs for pure decode batches):
+    # the share of steps admitting a prompt, prompts per step = tokens / prompt length
+    for conc, isl, osl, share in ((64, 1024, 128, 0.5), (8, 1024, 1024, 1 / 128),
+                                  (256, 2048, 128, 1.0)):
+        wl = Workload.served(concurrency=conc, isl=isl, osl=osl, cuda_graphs=True)
+        c = _coeffs("Llama 3.1 8B", wl, "H100-SXM")
+        launches = c["layer_mult"] * c["n_ops"] + c["step_ops"]
+        assert c["launch_ns"] == pytest.approx(share * launches * LAUNCH_NS)
+    eager = _coeffs("Llama 3.1 8B", Workload.served(concurrency=64, isl=1024, osl=128),
+                    "H100-SXM")
+    assert eager["launch_ns"] == pytest.approx(
+        (eager["layer_mult"] * eager["n_ops"] + eager["step_ops"]) * LAUNCH_NS)

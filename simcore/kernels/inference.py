@@ -475,9 +475,15 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
     out.step_seqs = Bd  # the replica's sequences (decode with PP: every micro-batch's)
     out.fixed_ns = 0.0
-    # every kernel of the step launched from the host, unless decode replays a CUDA graph
-    graphs = decode and wp.cuda_graphs == 1.0
-    out.launch_ns = 0.0 if graphs else LAUNCH_NS * (layer_mult * n_ops + out.step_ops)
+    # every kernel of the step launched from the host, unless decode replays a CUDA graph;
+    # a served step that admits a prompt (mixed prefill + decode) runs eagerly, so of the
+    # served steps the share admitting one (prompts admitted per step, at most 1) pay it
+    eager = 1.0
+    if decode and wp.cuda_graphs == 1.0:
+        eager = 0.0
+        if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
+            eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
+    out.launch_ns = eager * LAUNCH_NS * (layer_mult * n_ops + out.step_ops)
     lowp = 1.0 if wp.act_code != 0.0 else 0.0
     out.lowp_mm = lowp
     out.lowp_head = lowp

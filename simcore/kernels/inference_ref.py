@@ -332,8 +332,15 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # launches: per layer on the path, once per step (embedding, final norm, head,
     # sampling, pipeline sends) and the framework's floor (a quarter with CUDA graphs)
     floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
-    # each launch from the host costs 5 us more, unless decode replays a CUDA graph
-    host_launch = 0.0 if (decode and workload.cuda_graphs) else 5000.0
+    # each launch from the host costs 5 us more, unless decode replays a CUDA graph; a
+    # served step admitting a prompt runs eagerly: prompts admitted per step (the mixed-in
+    # prompt tokens over a prompt's length, twice the mean prefill context), at most 1
+    host_launch = 5000.0
+    if decode and workload.cuda_graphs:
+        mixed = 0.0
+        if workload.prefill_tokens > 0 and workload.prefill_context > 0:
+            mixed = min(workload.prefill_tokens / (2 * workload.prefill_context), 1.0)
+        host_launch = 5000.0 * mixed
     overhead = ((path_layers * launches + 4 + 2 * (pp - 1))
                 * (efficiency.op_latency_ns + host_launch)
                 + floor * efficiency.step_overhead_ns)

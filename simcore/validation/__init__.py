@@ -18,7 +18,7 @@ Examples
 >>> len(rows) == len(MEASUREMENTS)
 True
 >>> round(100 * mean_abs_error(rows), 1)  # in-sample; the worst-point target (25%) is not met yet
-7.2
+7.1
 """
 
 from __future__ import annotations
