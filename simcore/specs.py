@@ -868,6 +868,8 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
         kw.update(attn_bias=r.flag("bias", False), norm_bias=True)
         if not r.flag("new_decoder_architecture", False) and r.flag("parallel_attn", True):
             kw["n_norms_per_layer"] = 1
+    elif mt == "gptj":  # one LayerNorm feeds attention and the MLP in parallel (ln_1)
+        kw["n_norms_per_layer"] = 1
     elif mt in ("qwen2", "qwen2_moe"):
         kw["qkv_bias"] = True
     elif not r.has("kv_lora_rank"):

@@ -10,7 +10,7 @@ from simcore.engine import prepare
 from simcore.evaluate import evaluate
 from simcore.kernels.inference import LAUNCH_NS
 from simcore.presets import get_family, get_model
-from simcore.specs import Efficiency, HardwareFamily, Workload
+from simcore.specs import Efficiency, HardwareFamily, Model, Workload
 
 
 def _one(model, wl, fam=None, eff=None, **lay):
@@ -343,3 +343,21 @@ def test_served_step__admitting_a_prompt_runs_eagerly():
                     "H100-SXM")
     assert eager["launch_ns"] == pytest.approx(
         (eager["layer_mult"] * eager["n_ops"] + eager["step_ops"]) * LAUNCH_NS)
+
+
+def test_launches__a_parallel_block_has_one_norm_kernel_fewer():
+    # GPT-J's block: one LayerNorm feeds attention and the MLP (one residual add): 9
+    # kernels a layer; Gemma's four norms: 12
+    from dataclasses import replace as _replace
+
+    base = get_model("Llama 3.1 8B")
+    wl = Workload("decode", s_kv=2048)
+    for norms, want in ((1, 9.0), (2, 10.0), (4, 12.0)):
+        m = _replace(base, n_norms_per_layer=norms)
+        assert _coeffs(m, wl, "H100-SXM")["n_ops"] == want
+    # the Hugging Face reader knows GPT-J's parallel block (EleutherAI/gpt-j-6b config.json)
+    gptj = Model.from_hf_dict({"model_type": "gptj", "n_layer": 28, "n_embd": 4096,
+                               "n_head": 16, "n_inner": None, "vocab_size": 50400,
+                               "activation_function": "gelu_new", "rotary_dim": 64,
+                               "n_positions": 2048})
+    assert gptj.n_norms_per_layer == 1 and not gptj.gated_ffn

@@ -53,6 +53,7 @@ def models(draw):
         bytes_per_param=draw(st.sampled_from([1, 2, 4])),
         bytes_per_kv=draw(st.sampled_from([1, 2])),
         attn_bias=draw(st.booleans()) and "mla" not in attention,
+        n_norms_per_layer=draw(st.sampled_from([2, 2, 1, 4])),
         **extra,
     )
 

@@ -272,7 +272,8 @@ def test_breakdown__per_kind_source_and_generation(rows):
 
 
 def test_cli_validate__kind_filter_and_unmodelled(capsys):
-    assert main(["validate", "--kind", "decode", "--unmodelled", "--no-loso"]) == 1
+    # decode meets the targets since GPT-J's parallel block joined: PASS, exit 0
+    assert main(["validate", "--kind", "decode", "--unmodelled", "--no-loso"]) == 0
     out = capsys.readouterr().out
     assert "lmdeploy-llama2-70b-tp4-decode" in out and "korthikanti-175b-full" not in out
     assert "listed, not counted" not in out  # no decode point is set aside
@@ -340,8 +341,8 @@ def test_cli_validate__csv_to_out_file(tmp_path, capsys):
     import csv
 
     out = tmp_path / "points.csv"
-    assert main(["validate", "--kind", "decode", "--format", "csv", "--out", str(out),  # FAIL
-                 "--no-loso"]) == 1
+    assert main(["validate", "--kind", "decode", "--format", "csv", "--out", str(out),  # PASS
+                 "--no-loso"]) == 0
     assert capsys.readouterr().out == ""
     rows = list(csv.DictReader(out.open()))
     assert [r["id"] for r in rows] == [w.id for w in validate(kinds=["decode"])]

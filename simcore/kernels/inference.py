@@ -107,8 +107,10 @@ def add_comm(acc, tier, nbytes_eff, alpha_ns):
     acc[3] += alpha_ns
 
 
-#: kernel launches of one decoder layer: input norm, QKV GEMM, RoPE + KV write, attention,
-#: O GEMM, residual + norm, gate/up GEMM, activation, down GEMM, residual
+#: kernel launches of one decoder layer with two norms: input norm, QKV GEMM, RoPE + KV
+#: write, attention, O GEMM, residual + norm, gate/up GEMM, activation, down GEMM, residual;
+#: each norm more or fewer (``ModelParams.norms``: a parallel block's one, GPT-J) adds or
+#: removes one
 _OPS_LAYER = 10.0
 #: extra launches of an MoE layer: router GEMM, top-k, token permute, un-permute + combine
 _OPS_MOE = 4.0
@@ -334,7 +336,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     bmsg = ba if ba >= 2.0 else 2.0
     nvls = topo.nvls
     act = T_lin * d * bmsg
-    n_ops = _OPS_LAYER + (_OPS_MOE if E > 1.0 else 0.0)
+    n_ops = _OPS_LAYER + (mp.norms - 2.0) + (_OPS_MOE if E > 1.0 else 0.0)
     # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
     if tp > 1:
         allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)

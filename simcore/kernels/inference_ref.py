@@ -272,7 +272,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     msg = max(ab, 2)  # messages carry 16-bit GEMM outputs even when the GEMM inputs are 8-bit
     act = tokens_local * d * msg
     nvls = topology.nvls
-    launches = 10 + (4 if model.n_experts > 1 else 0)
+    # a layer's kernels: 10 with two norms, one more or fewer per norm
+    launches = 10 + (model.n_norms_per_layer - 2) + (4 if model.n_experts > 1 else 0)
     if tp > 1:
         comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links, nvls)
         launches += 1

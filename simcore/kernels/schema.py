@@ -218,6 +218,7 @@ class ModelParams(NamedTuple):
     n_local: float  #: local (sliding-window) layers; the others are global
     moe_layers: float  #: layers with routed experts (0 for a dense model)
     shared_experts: float  #: always-active (shared) experts per MoE layer
+    norms: float  #: norm layers per decoder layer (2 pre-norms; 1 in a parallel block)
 
 
 class WorkloadParams(NamedTuple):
@@ -345,6 +346,7 @@ def pack_model(model) -> ModelParams:
         window=float(model.sliding_window), n_local=float(model.n_local_layers),
         moe_layers=float(model.n_moe_layers),
         shared_experts=float(model.n_shared_experts if model.n_experts > 1 else 0),
+        norms=float(model.n_norms_per_layer),
     )
 
 

@@ -504,7 +504,8 @@ def _train_row(lay, mp, wp, topo, out):
     # (Efficiency.op_latency_ns; the host launches them ahead of the device, so no launch
     # time): the forward's per pass over the element-wise ops (the backward counts twice,
     # a recomputed forward once more), one per TP collective and EP all-to-all
-    n_ops = p_elem * (_OPS_LAYER + (_OPS_MOE * mp.moe_layers / L if E > 1.0 else 0.0))
+    n_ops = p_elem * (_OPS_LAYER + (mp.norms - 2.0)
+                      + (_OPS_MOE * mp.moe_layers / L if E > 1.0 else 0.0))
     if tp > 1:
         n_ops += 2.0 * n_half
     if tp > 1:

@@ -496,7 +496,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # the backward, again per recomputed forward), one per TP collective and all-to-all;
     # the host launches them ahead of the device (long kernels), so no launch time shows
     moe_share = model.n_moe_layers / model.n_layers if model.n_experts > 1 else 0.0
-    kernels = elem_passes * (10 + 4 * moe_share)
+    kernels = elem_passes * (10 + (model.n_norms_per_layer - 2) + 4 * moe_share)
     if tp > 1:
         kernels += 2 * per_block
     if ep > 1:

@@ -76,9 +76,11 @@ LLAMA2_13B = Model("Llama 2 13B", n_layers=40, d_model=5120, n_heads=40, n_kv_he
 #: Its parallel attention/FFN block does the same FLOPs and bytes as the sequential one.
 FALCON_180B = Model("Falcon 180B", n_layers=80, d_model=14848, n_heads=232, n_kv_heads=8,
                     d_ff=4 * 14848, vocab_size=65024, gated_ffn=False)
-#: EleutherAI/gpt-j-6b config.json (28 layers, 16 heads of 256, 4h FFN, vocabulary 50400).
+#: EleutherAI/gpt-j-6b config.json (28 layers, 16 heads of 256, 4h FFN, vocabulary 50400);
+#: a parallel block: one LayerNorm (``ln_1``) feeds attention and the MLP, whose outputs
+#: join the residual in one add (transformers' ``GPTJBlock``)
 GPTJ_6B = Model("GPT-J 6B", n_layers=28, d_model=4096, n_heads=16, n_kv_heads=16,
-                d_ff=16384, vocab_size=50400, gated_ffn=False)
+                d_ff=16384, vocab_size=50400, gated_ffn=False, n_norms_per_layer=1)
 #: The 13B GPT of kipply's FasterTransformer benchmark (llm-analysis ``test-13b.json``).
 GPT_13B = Model("GPT 13B", n_layers=40, d_model=5120, n_heads=40, n_kv_heads=40,
                 d_ff=20480, vocab_size=50272, gated_ffn=False)

@@ -128,7 +128,8 @@ def _model(spec: dict) -> Model | None:
                  n_kv_heads=a.get("n_kv_heads", a["n_heads"]), d_ff=int(d_ff),
                  vocab_size=a["vocab_size"], gated_ffn=gated, n_experts=n_exp,
                  top_k=int(a.get("top_k", 1)), head_dim=int(a.get("head_dim", 0)),
-                 attn_bias=name.startswith("Qwen2"))
+                 attn_bias=name.startswith("Qwen2"),
+                 n_norms_per_layer=int(a.get("n_norms_per_layer", 2)))
 
 
 def _value(p: dict, metric: str) -> float | None:
