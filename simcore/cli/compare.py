@@ -14,8 +14,10 @@ from typing import Any
 from .options import (
     METRICS,
     OptionError,
+    add_cuda_graphs_option,
     add_output_options,
     add_space_option,
+    cuda_graphs_flag,
     plot_file,
     positive_int,
     resolve_model,
@@ -73,10 +75,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     add_output_options(p, rows="the rows")
     p.add_argument("--plot", type=plot_file, default=None, metavar="FILE.png",
                    help="save latency and throughput curves (.png, .svg or .pdf)")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
-                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
-                        "time (default: every kernel launched from the host)")
+    add_cuda_graphs_option(p)
     p.set_defaults(func=run)
 
 
@@ -85,11 +84,9 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import SimcoreInputError
     from ..specs import Workload
 
-    if args.cuda_graphs and args.mode != "decode":
-        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; drop it "
-                                f"for --mode {args.mode}")
+    graphs = cuda_graphs_flag(args)
     model = resolve_model(args)
-    workload = Workload("decode", cuda_graphs=True) if args.cuda_graphs else args.mode
+    workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
     r = compare(args.designs, model, workload, batch=args.batch, s_kv=args.s_kv,
                 space=args.space, metric=args.metric)
     notes = note_stream(args)
@@ -106,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
         emit_rows(rows, COMPARE_COLUMNS, args.format, args.out)
         return 0
     n_pts = r.dataset.sizes["batch"] * r.dataset.sizes["s_kv"]
-    graphs = " (CUDA graphs)" if args.cuda_graphs else ""
-    print(f"{r.model} {r.mode}{graphs}: {len(r.designs)} designs x {n_pts} points, every design "
+    print(f"{r.model} {r.mode}{' (CUDA graphs)' if graphs else ''}: {len(r.designs)} designs x {n_pts} points, every design "
           f"fits at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency")
     emit_rows(rows, COMPARE_COLUMNS, "table")
     return 0

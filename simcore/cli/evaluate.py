@@ -121,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
               f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
               f"{fmt_ns(parts['overhead_ns'])})"
             + (f" on {int(b['n_devices'])} devices" if budget else ""))
-    if wl.mode == "decode" and not wl.cuda_graphs and any(
-            float(r["overhead_ns"]) > 0.3 * float(r["latency_ns"]) for r in rows[:1]):
+    if (wl.mode == "decode" and not wl.cuda_graphs and rows
+            and float(rows[0]["overhead_ns"]) > 0.3 * float(rows[0]["latency_ns"])):
         lines.append("note: every kernel is launched from the host (5 us of host time each); "
                      "serving frameworks replay decode steps from CUDA graphs: add "
                      "--cuda-graphs to model that")

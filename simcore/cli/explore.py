@@ -25,6 +25,7 @@ from ..errors import SimcoreInputError
 from .options import (
     OptionError,
     add_budget_options,
+    add_cuda_graphs_option,
     add_hardware_overrides,
     add_metric_options,
     add_model_options,
@@ -143,10 +144,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                         "metric registry, e.g. latency,cost_usd,power_w (default: the metric "
                         "and cost_score, or cost_usd with --cost-model); cost/power objectives "
                         "without --cost-model use the default cost model")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
-                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
-                        "time (default: every kernel launched from the host)")
+    add_cuda_graphs_option(p)
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,9 @@ Every command builds its parser from these helpers, so an option has one spellin
 default and one help text everywhere: :func:`add_model_options` (``--model``,
 ``--family``), :func:`add_workload_options` (``--mode``, ``--s-kv``, ``--batch`` and the
 training options; with ``sweep=True`` ``--s-kv`` and ``--batch`` take comma lists),
-:func:`add_dtype_options` (``--dtype``, ``--kv-dtype``),
+:func:`add_dtype_options` (``--dtype``, ``--kv-dtype`` and :func:`add_cuda_graphs_option`'s
+``--cuda-graphs``, which ``explore`` and ``compare`` add alone; :func:`cuda_graphs_flag`
+reads it),
 :func:`add_budget_options` (``--gpus``, ``--exact-gpus``),
 :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
 :func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
@@ -38,10 +40,12 @@ from ..specs import DTYPE_BYTES
 __all__ = [
     "DEFAULT_SPACE", "DTYPES", "FORMATS", "KV_DTYPES", "METRICS", "SPACES", "TRAIN_PRECISIONS",
     "OptionError", "Parser", "ParserExit", "UsageError",
-    "add_budget_options", "add_dtype_options", "add_hardware_overrides", "add_metric_options", "add_model_options", "add_output_options",
+    "add_budget_options", "add_cuda_graphs_option", "add_dtype_options", "add_hardware_overrides",
+    "add_metric_options", "add_model_options", "add_output_options",
     "add_space_option", "add_workload_options",
-    "assignment", "budget_kwargs", "fraction", "int_or_list", "make_workload", "output_file",
-    "parse_assignment", "positive_float", "positive_floats", "positive_int", "resolve_family",
+    "assignment", "budget_kwargs", "cuda_graphs_flag", "fraction", "int_or_list", "make_workload", "output_file",
+    "parse_assignment", "plot_file", "positive_float", "positive_floats", "positive_int",
+    "resolve_family",
     "resolve_model", "share", "store_path", "sweep_kwargs",
 ]
 
@@ -320,6 +324,12 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None, metavar="DTYPE",
                    help="decode/prefill: precision of the KV cache, bf16, fp16, fp8 or int8 "
                         "(default: the model's own; --dtype leaves it as it is)")
+    add_cuda_graphs_option(p)
+
+
+def add_cuda_graphs_option(p: argparse.ArgumentParser) -> None:
+    """``--cuda-graphs`` (decode steps replay CUDA graphs); read it with
+    :func:`cuda_graphs_flag`."""
     p.add_argument("--cuda-graphs", action="store_true",
                    help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
                         "TensorRT-LLM serve by default, so no kernel pays the host's launch "
@@ -480,13 +490,20 @@ def _or(names: Any) -> str:
     return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
+def cuda_graphs_flag(args: argparse.Namespace) -> bool:
+    """``--cuda-graphs`` as a bool; :class:`SimcoreInputError` outside ``--mode decode``."""
+    graphs = bool(getattr(args, "cuda_graphs", False))
+    if graphs and args.mode != "decode":
+        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; "
+                                f"drop it for --mode {args.mode}")
+    return graphs
+
+
 def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``--dtype`` / ``--kv-dtype`` / ``--cuda-graphs`` as :class:`~simcore.specs.Workload`
     fields."""
     dtype, kv = getattr(args, "dtype", None), getattr(args, "kv_dtype", None)
-    if getattr(args, "cuda_graphs", False) and args.mode != "decode":
-        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; "
-                                f"drop it for --mode {args.mode}")
+    graphs = cuda_graphs_flag(args)
     if args.mode == "train":
         if kv:
             raise SimcoreInputError(
@@ -503,7 +520,7 @@ def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "training precision); leave --dtype out for the model's own")
     kw: dict[str, Any] = ({"weight_dtype": dtype, "act_dtype": "" if dtype == "int4" else dtype}
                           if dtype else {})
-    if getattr(args, "cuda_graphs", False):
+    if graphs:
         kw["cuda_graphs"] = True
     return {**kw, "kv_dtype": kv} if kv else kw
 

@@ -508,7 +508,6 @@ def _train_row(lay, mp, wp, topo, out):
                       + (_OPS_MOE * mp.moe_layers / L if E > 1.0 else 0.0))
     if tp > 1:
         n_ops += 2.0 * n_half
-    if tp > 1:
         _coll(tp_acc, act, ftp, k_tp, tier_tp, topo, True, n_half, not sp)
     ffn_tp = 1.0  # share of the layers whose FFN runs TP-sharded with its TP collectives
     if use_ep:  # dense layers and shared experts keep them; routed experts do not (ETP 1)

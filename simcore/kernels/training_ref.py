@@ -371,13 +371,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if wide:
         span = max(gspan(tp, strides["tp"]), gspan(cp, strides["cp"]))
         full_act = mb * s * d * wb
-        wide_link = link(span)
-        if tier(span) == 0 and topology.nvls:  # in-switch all-reduce inside the cube
-            g = tp * cp
-            wire = coll.in_switch_factor(2 * (g - 1) / g, full_act)
-            comm += per_block * (wire * full_act / wide_link[0] + 2 * (g - 1) * wide_link[1])
+        if tier(span) == 0:  # inside the cube: the ring, or in the switch (collective)
+            comm += per_block * collective(full_act, tp * cp, tp * cp, 0, True)
         else:
-            comm += per_block * coll.allreduce_ns(full_act, tp * cp, *wide_link)
+            comm += per_block * coll.allreduce_ns(full_act, tp * cp, *link(span))
         comm += per_block * coll.allgather_ns(full_act, cp, *cp_link)
     else:
         ffn_coll = tp_coll if ep == 1 else tp_coll * ffn_tp_layers / model.n_layers
@@ -500,7 +497,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if tp > 1:
         kernels += 2 * per_block
     if ep > 1:
-        kernels += (6 if rc == "full" else 4) * moe_share
+        kernels += n_a2a * moe_share
     t_ops = slots * kernels * efficiency.op_latency_ns
     latency = (slots * (layer + t_elem + exposed_gather) + t_head + t_pp + t_grad + t_opt
                + after_step + t_host + t_ops)
