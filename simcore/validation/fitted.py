@@ -313,7 +313,14 @@ every size.
     10.48%.
   - With 11 factors, for reference only: 6.62% / 8.45%, inference LOSO 10.85%.
   In every variant the inference points lose the anchor the training points give
-  ``memory`` and ``network``, and their leave-one-source-out error rises above 10%.
+  ``memory``, and their leave-one-source-out error rises above 10%. Holding ``network``
+  instead (at 0.77 or 0.82, NVLink's measured ring bus bandwidth over its peak) does not
+  help: inference LOSO 10.76% / 10.70%. Holding ``memory`` does: at 0.87, 6.62% / 7.91%,
+  training 5.9% / 6.5%, inference 7.48% / 9.73%, Korthikanti 3.9% / 4.5%. At 0.90 it gives
+  inference LOSO 10.07%. But 0.87 is where the free fits put ``memory``, not a
+  measurement, so holding it there is a fit in disguise. The first-party device script's
+  HBM streaming measurement (``benchmarks/device/h200_firstparty.py``) is what could pin
+  ``memory``, and so free a slot for a training HBM factor.
 - Megatron's backward TP collectives overlapped with the backward GEMMs: the async
   input-gradient all-reduce, and sequence parallelism's all-gather and reduce-scatter
   ordered by ``CUDA_DEVICE_MAX_CONNECTIONS=1``
