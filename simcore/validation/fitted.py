@@ -305,13 +305,14 @@ every size.
   - ``train_attention`` tied to ``attention``: 6.63% / 8.16%, training 6.0% / 6.6%,
     Korthikanti 3.9% / 4.7%, Megatron-Bridge's FP8 Qwen3-30B-A3B −42% → −35%; but
     inference out of sample 9.25% → 10.12%, above issue 11's 10% (aiconfigurator 11.0%
-    → 15.6% LOSO, its TP8 rows +23% and +46%).
+    → 15.6% LOSO).
   - ``roofline_overlap`` held at 0.304: 6.62% / 8.22%, Korthikanti 4.0% / 4.7%, inference
     LOSO 10.35%.
   - ``lowp_compute`` tied to ``compute``: 6.86% / 8.18%, inference 8.04% / 10.41%.
   - ``train_compute`` tied to ``compute``: 6.66% / 8.18%, Korthikanti 5.0%, inference LOSO
     10.48%.
-  - With 11 factors, for reference only: 6.62% / 8.45%, inference LOSO 10.85%.
+  - With 11 factors, for reference only: 6.62% / 8.45%, inference LOSO 10.85%
+    (aiconfigurator's TP8 rows +23% and +46% out of sample).
   In every variant the inference points lose the anchor the training points give
   ``memory``, and their leave-one-source-out error rises above 10%. Holding ``network``
   instead (at 0.77 or 0.82, NVLink's measured ring bus bandwidth over its peak) does not
