@@ -322,6 +322,15 @@ every size.
   measurement, so holding it there is a fit in disguise. The first-party device script's
   HBM streaming measurement (``benchmarks/device/h200_firstparty.py``) is what could pin
   ``memory``, and so free a slot for a training HBM factor.
+- Why the anchor matters: decode time is roughly weights / (HBM x ``memory``) plus
+  kernels x ``op_latency_ns``, and the inference sources alone barely separate the two.
+  In the shipped model, a refit without aiconfigurator moves ``memory`` 0.822 → 0.827 and
+  ``op_latency_ns`` 4,160 → 4,357 (aiconfigurator 10.1% → 11.0%). With a shared
+  element-wise HBM factor (training and inference, 0.50, in the slot of
+  ``train_attention``: 6.57% / 8.17%, inference 7.35% / 10.26%, Korthikanti 4.7% /
+  4.9%), the same refit moves them to 0.935 and 7,018 ns (aiconfigurator 9.4% →
+  16.1%). A measured per-kernel device cost would anchor the pair as well: the device
+  script times decode steps eager and from CUDA graphs.
 - Megatron's backward TP collectives overlapped with the backward GEMMs: the async
   input-gradient all-reduce, and sequence parallelism's all-gather and reduce-scatter
   ordered by ``CUDA_DEVICE_MAX_CONNECTIONS=1``
