@@ -331,6 +331,20 @@ every size.
   4.9%), the same refit moves them to 0.935 and 7,018 ns (aiconfigurator 9.4% →
   16.1%). A measured per-kernel device cost would anchor the pair as well: the device
   script times decode steps eager and from CUDA graphs.
+- GEMM rates from silicon-measured kernel tables: aiconfigurator's ``gemm_perf``
+  parquet files (``aic-core/src/aiconfigurator_core/systems/data/<gpu>/gemm/<backend>/
+  <version>/`` at 095f58a51c4ca8e61b66ec108d86f223f8d559ce) time bf16 GEMMs over an
+  M x N x K grid per GPU. Over the shapes with every dimension 2,048-16,384, the median
+  share of peak is:
+  - SGLang 0.5.10 (the same 3,887 shapes on each GPU): A100 0.773, H100 0.758, H200 0.728.
+  - vLLM 0.14.0 (the same 432 shapes on the A100 and H100): 0.833 and 0.814.
+  On the A100 at M = 8,192, every N, K >= 2,048 lies at 240-280 TFLOP/s: the shapes of
+  Korthikanti's 22B and 1T run alike, so the size trend is not in their GEMMs. The
+  same-software A100 / H100 ratio is 1.02, below ``mm_ratio``'s 1.082 (MAMF, best shape).
+  Refit with ``mm_ratio`` 1.02: 7.33% / 8.56%, training 7.3% / 8.3% (A100 training signed
+  +4.0% → +7.1%), Korthikanti 8.9%; inference 7.36% / 8.95%. Not adopted: the training
+  runs on the A100 (Megatron-LM 2021-22, llm-foundry) beat the kernel tables' ratio, and
+  the MAMF figure is a measurement too.
 - Megatron's backward TP collectives overlapped with the backward GEMMs: the async
   input-gradient all-reduce, and sequence parallelism's all-gather and reduce-scatter
   ordered by ``CUDA_DEVICE_MAX_CONNECTIONS=1``
