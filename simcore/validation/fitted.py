@@ -331,6 +331,33 @@ every size.
   4.9%), the same refit moves them to 0.935 and 7,018 ns (aiconfigurator 9.4% →
   16.1%). A measured per-kernel device cost would anchor the pair as well: the device
   script times decode steps eager and from CUDA graphs.
+- ``memory`` and ``op_latency_ns`` from silicon-measured kernel tables. aiconfigurator
+  holds 26 bf16 GEMM tables for the A100, H100 and H200 SXM at 095f58a5: 4 / 10 / 12
+  of them, one per framework version. In each, the GEMV-regime rows (M = 1-8) regressed
+  as latency = bytes / (HBM peak x share) + fixed cost give, per table:
+  - A100: share 0.810-0.841, fixed cost 7.1-9.0 µs.
+  - H100: share 0.832-0.907, fixed cost 2.6-4.3 µs.
+  - H200: share 0.825-0.863, fixed cost 3.3-4.4 µs.
+  The medians are 0.841 and 4.0 µs over all 26, and 0.842 and 3.9 µs over the 22
+  Hopper tables. The fitted ``memory`` 0.822 and ``op_latency_ns`` 4,160 lie within the
+  measured spread. So the two factors this fit pins down jointly are what the silicon
+  shows, although the fit never saw those tables.
+  Held at those measurements, the two factors free a slot for a training HBM factor
+  (9 fitted):
+  - All-26 medians (0.841, 4,005 ns): 6.67% / 7.68%, training 6.0% / 6.5%, inference
+    7.56% / 9.18%, Korthikanti 3.8% / 4.5%. But three inference points land at 25.4-25.9%
+    (Qwen2.5's batch-1 A100 runs +25.9% / +25.4%, the H100vsA100 blog's FP8 GPT-J TTFT at
+    128 tokens −25.4%).
+  - In Hopper's terms (0.8416, 3,923 ns), with the A100's HBM at its measured ratio
+    (0.9733 = 0.819 / 0.8416, as ``mm_ratio`` does for matmuls): 6.66% / 7.61%, training
+    6.0% / 6.4%, inference 7.52% / 9.06%, Korthikanti 4.2% / 4.4%. One inference point
+    lands beyond 25%: the GPT-J FP8 TTFT at −25.8%, now −24.1%.
+  - Adding the A100's fixed cost at its measured ratio (7.41 / 3.92 µs): inference 7.96%
+    in sample, two points beyond 25%.
+  - Megatron-Bridge's FP8 Qwen3-30B-A3B stays at −35% in all three.
+  Not adopted yet: each variant trades issue 11's worst-point limit for Korthikanti's
+  5%, and it needs a per-family HBM ratio in the kernels. It is the most promising
+  route found.
 - GEMM rates from silicon-measured kernel tables: aiconfigurator's ``gemm_perf``
   parquet files (``aic-core/src/aiconfigurator_core/systems/data/<gpu>/gemm/<backend>/
   <version>/`` at 095f58a51c4ca8e61b66ec108d86f223f8d559ce) time bf16 GEMMs over an
