@@ -355,6 +355,11 @@ every size.
   - Adding the A100's fixed cost at its measured ratio (7.41 / 3.92 µs): inference 7.96%
     in sample, two points beyond 25%.
   - Megatron-Bridge's FP8 Qwen3-30B-A3B stays at −35% in all three.
+  The same tables' FP8 linear ops carry a larger fixed cost than bf16 (7–15 µs against
+  2.5–4.4). One activation-quantization kernel per FP8 GEMM (4 per layer) does not
+  follow from that: 7.18% / 8.73%, inference LOSO 10.90%, and the H100vsA100 blog's FP8
+  GPT-J batch-64 throughput −29% (30% with the anchoring). The serving runtimes fuse the
+  quantization into the preceding kernel.
   Not adopted yet: each variant trades issue 11's worst-point limit for Korthikanti's
   5%, and it needs a per-family HBM ratio in the kernels. It is the most promising
   route found.
