@@ -1407,8 +1407,9 @@ class Topology:
     pcie_gbs: float = 0.0
     host_mem_gb: float = 0.0
     #: the cube's switch reduces in the network (NVLink SHARP on NVSwitch-3 systems,
-    #: used by NCCL's NVLS algorithm): an all-reduce inside one cube sends and receives
-    #: each byte once (wire factor 1 instead of a ring's 2(g-1)/g)
+    #: used by NCCL's NVLS algorithm): an all-reduce of 2 MB or more inside one cube runs
+    #: at NVLS's measured bus bandwidth, a wire factor of at most
+    #: ``kernels.collectives.NVLS_FACTOR`` (1.35) instead of a ring's 2(g-1)/g
     nvls: bool = False
 
     def __post_init__(self) -> None:

@@ -62,7 +62,7 @@ def in_switch_factor(ring_wire: float, nbytes: float) -> float:
 def allreduce_hier_ns(nbytes: float, g: float, stride: float, pes_per_cube: int, pes_per_sip: int,
                       links: list[tuple[float, float]], nvls: bool = False) -> float:
     """Time of an all-reduce over g ranks at stride; ``links`` = (bw, alpha) per tier;
-    ``nvls``: a group inside one cube reduces in the switch (each byte sent once)."""
+    ``nvls``: a group inside one cube reduces in the switch (``in_switch_factor``)."""
     if g <= 1:
         return 0.0
     tier = tier_of(round(g * stride), pes_per_cube, pes_per_sip)

@@ -13,6 +13,8 @@ from . import collectives_ref as coll
 
 TIERS = ("intra", "inter", "intersip")
 _BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+#: host time to launch one kernel that is not replayed from a CUDA graph (ns; measured, ~5 us)
+_HOST_LAUNCH_NS = 5000.0
 
 
 @dataclass
@@ -336,12 +338,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # each launch from the host costs 5 us more, unless decode replays a CUDA graph; a
     # served step admitting a prompt runs eagerly: prompts admitted per step (the mixed-in
     # prompt tokens over a prompt's length, twice the mean prefill context), at most 1
-    host_launch = 5000.0
+    host_launch = _HOST_LAUNCH_NS
     if decode and workload.cuda_graphs:
         mixed = 0.0
         if workload.prefill_tokens > 0 and workload.prefill_context > 0:
             mixed = min(workload.prefill_tokens / (2 * workload.prefill_context), 1.0)
-        host_launch = 5000.0 * mixed
+        host_launch = _HOST_LAUNCH_NS * mixed
     overhead = ((path_layers * launches + 4 + 2 * (pp - 1))
                 * (efficiency.op_latency_ns + host_launch)
                 + floor * efficiency.step_overhead_ns)

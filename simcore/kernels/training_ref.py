@@ -189,7 +189,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     def collective(nbytes, g, k, t, allreduce, in_switch=True):
         """Ring inside a cube, hierarchical across cubes (k members per cube); a true
         all-reduce (``in_switch``; not sequence parallelism's reduce-scatter + all-gather)
-        inside a cube whose switch reduces sends each byte once."""
+        inside a cube whose switch reduces runs at NVLS's measured bandwidth
+        (``coll.in_switch_factor``)."""
         if g <= 1:
             return 0.0
         if t == 0:

@@ -19,8 +19,9 @@ batch is the client concurrency (``batch_size``, equal to the concurrency in eve
 used: no attention data parallelism), and each decode pass also carries
 ``concurrency · isl / osl`` prompt tokens of newly admitted requests. Precision from
 ``gemm_quant_mode``: ``fp8`` / ``fp8_block`` / ``fp8_static`` → FP8 weights and GEMM
-inputs, empty / ``bfloat16`` / ``float16`` → 16-bit; the KV cache dtype is not in the CSV and is taken as 16-bit, and CUDA graphs as
-off, as for the fitted rows. Only TPOT is used: the CSV's TTFT includes queueing behind
+inputs, empty / ``bfloat16`` / ``float16`` → 16-bit; the KV cache dtype is not in the CSV
+and is taken as 16-bit. Decode steps replay CUDA graphs, as in the fitted rows
+(aiconfigurator's generator configures them; see ``_convert``). Only TPOT is used: the CSV's TTFT includes queueing behind
 other requests at the concurrency.
 
 The rows are kept verbatim in ``aic_silicon_holdout.csv`` (the upstream columns, the
