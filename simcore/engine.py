@@ -58,10 +58,14 @@ pack_efficiency = schema.pack_efficiency
 
 
 #: The kernels each command's first call needs, as numba names them in the on-disk cache
-#: (``<module>.<function>``): the first stage of the mode and the serial second stage.
+#: (``<module>.<function>``): the first stage of the mode and the serial second stage
+#: (``simcore evaluate``, ``simcore.predict``; what ``simcore._aot`` compiles), and
+#: ``simcore validate``'s, which combines every point's coefficients in one grid.
 FIRST_CALL_KERNELS: dict[str, tuple[str, ...]] = {
     "inference": ("inference._layout_coeffs", "inference.point_one"),
     "train": ("training._layout_coeffs", "inference.point_one"),
+    "validate": ("inference._layout_coeffs", "training._layout_coeffs",
+                 "inference.evaluate_grid"),
 }
 
 

@@ -302,6 +302,21 @@ def test_cli_validate__threshold_failure_exits_1(capsys):
     assert "FAIL" in capsys.readouterr().out
 
 
+def test_cli_validate__compiling_notice_names_the_kernels_validate_compiles(capsys):
+    """The "compiling kernels" notice of ``simcore validate`` checks the kernels it runs
+    (not ``evaluate``'s), so once it has run the notice is gone."""
+    from simcore.engine import FIRST_CALL_KERNELS, kernels_cached
+    from simcore.kernels import _numba
+
+    if not _numba.CACHE:
+        pytest.skip("SIMCORE_NUMBA_CACHE=0: nothing is cached")
+    main(["validate", "--kind", "train", "--no-loso"])
+    assert kernels_cached(FIRST_CALL_KERNELS["validate"])
+    capsys.readouterr()
+    main(["validate", "--kind", "train", "--no-loso"])
+    assert "compiling kernels" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [
     ["validate", "--kind", "serve"],
     ["validate", "--efficiency", "speed=0.5"],

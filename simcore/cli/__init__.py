@@ -153,8 +153,8 @@ def _main(argv: list[str]) -> int:
         if args.command in _COMPUTING:
             from ..engine import FIRST_CALL_KERNELS, kernels_cached
 
-            first = FIRST_CALL_KERNELS["train" if getattr(args, "mode", "") == "train"
-                                       else "inference"]
+            first = FIRST_CALL_KERNELS.get(args.command) or FIRST_CALL_KERNELS[
+                "train" if getattr(args, "mode", "") == "train" else "inference"]
             if not kernels_cached(first):
                 print(f"simcore: compiling kernels (once, ~{_COMPUTING[args.command]} s)",
                       file=sys.stderr)
