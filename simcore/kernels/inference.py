@@ -42,78 +42,16 @@ from .collectives import (
     phase_steps,
     tier_of,
 )
+from .common import OPS_LAYER, OPS_MOE, add_comm, moe_permute_bytes, placement, window_keys
+from .common import tier_alpha_ns as _alpha
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
 
-# placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first; PP outside
-# DP as Megatron-LM ("tp-cp-ep-dp-pp"), torchtitan and DeepSpeed place them
-_ORDERS = np.array([
-    [0, 1, 3, 2],  # tp, cp, dp, pp: TP inner, CP inner
-    [1, 0, 3, 2],  # cp, tp, dp, pp: TP just outside CP, CP inner
-    [0, 3, 2, 1],  # tp, dp, pp, cp: TP inner, CP outermost
-    [3, 2, 1, 0],  # dp, pp, cp, tp: TP just outside CP, CP outside DP and PP
-], dtype=np.int64)
+#: the old names of the shared pieces (now in :mod:`.common`), for callers not yet moved
+_OPS_LAYER = OPS_LAYER
+_OPS_MOE = OPS_MOE
 
-
-@jit()
-def _alpha(topo, tier):
-    """Link latency (ns) of a tier: 0 intra, 1 inter, 2 inter-SiP."""
-    if tier == 0:
-        return topo.alpha_intra_ns
-    if tier == 1:
-        return topo.alpha_inter_ns
-    return topo.alpha_intersip_ns
-
-
-@jit()
-def placement(tp, cp, pp, dp, tpp, cpp, topo):
-    """Strides of the TP/CP/PP/DP groups (a 4-tuple) and the tier each spans (plus TP×CP
-    and the KV split-K subgroup are derived from these by the callers)."""
-    cube = int(topo.pes_per_cube)
-    sip = int(topo.pes_per_sip)
-    order = _ORDERS[tpp + 2 * cpp]
-    # each group's stride: the product of the sizes of the groups inside it (scalars, not
-    # an array: no numpy allocation to compile)
-    s_tp = s_cp = s_pp = s_dp = 1
-    acc = 1
-    for j in range(4):
-        g = order[j]
-        if g == 0:
-            s_tp = acc
-            acc *= tp
-        elif g == 1:
-            s_cp = acc
-            acc *= cp
-        elif g == 2:
-            s_pp = acc
-            acc *= pp
-        else:
-            s_dp = acc
-            acc *= dp
-    strides = (s_tp, s_cp, s_pp, s_dp)
-    tier_tp = tier_of(group_span(tp, strides[0]), cube, sip)
-    tier_cp = tier_of(group_span(cp, strides[1]), cube, sip)
-    tier_pp = tier_of(group_span(pp, strides[2]), cube, sip)
-    tier_dp = tier_of(group_span(dp, strides[3]), cube, sip)
-    tier_tpcp = tier_of(max(group_span(tp, strides[0]), group_span(cp, strides[1])), cube, sip)
-    return strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp
-
-
-@jit()
-def add_comm(acc, tier, nbytes_eff, alpha_ns):
-    """Accumulate effective wire bytes into ``acc[tier]`` and latency into ``acc[3]``."""
-    acc[tier] += nbytes_eff
-    acc[3] += alpha_ns
-
-
-#: kernel launches of one decoder layer with two norms: input norm, QKV GEMM, RoPE + KV
-#: write, attention, O GEMM, residual + norm, gate/up GEMM, activation, down GEMM, residual;
-#: each norm more or fewer (``ModelParams.norms``: a parallel block's one, GPT-J) adds or
-#: removes one
-_OPS_LAYER = 10.0
-#: extra launches of an MoE layer: router GEMM, top-k, token permute, un-permute + combine
-_OPS_MOE = 4.0
 #: launches once per step: embedding gather, final norm, LM head, sampling
 _OPS_STEP = 4.0
 #: share of the framework's per-step floor left when decode steps replay CUDA graphs
@@ -129,23 +67,6 @@ LAUNCH_NS = 5000.0
 #: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
 #: tokens over the mean (GShard / Switch capacity factor)
 _EP_CAPACITY = 1.25
-
-
-@jit()
-def window_keys(n, w):
-    """Keys the first ``n`` queries of a sequence attend to in a layer with a sliding window
-    of ``w`` tokens: ``sum(min(p, w) for p in 1..n)``."""
-    if n <= w:
-        return n * (n + 1.0) / 2.0
-    return w * (w + 1.0) / 2.0 + (n - w) * w
-
-
-@jit()
-def moe_permute_bytes(k, d, nbytes, rows):
-    """HBM bytes of MoE token permutation per MoE layer (one pass) for ``rows`` tokens:
-    permute (read d, write k copies), unpermute + combine (read k copies, write d), and
-    the experts' GEMM operands at k copies where the FFN op counts one: 4·k·d elements."""
-    return 4.0 * k * d * nbytes * rows
 
 
 @jit()
@@ -336,7 +257,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     bmsg = ba if ba >= 2.0 else 2.0
     nvls = topo.nvls
     act = T_lin * d * bmsg
-    n_ops = _OPS_LAYER + (mp.norms - 2.0) + (_OPS_MOE if E > 1.0 else 0.0)
+    n_ops = OPS_LAYER + (mp.norms - 2.0) + (OPS_MOE if E > 1.0 else 0.0)
     # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
     if tp > 1:
         allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)

@@ -7,73 +7,23 @@ DESIGN.md, with no packing and no two-stage factorisation. Slow and readable.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from . import collectives_ref as coll
+from .common_ref import TIERS, Layout, keys_in_window, moe_permute_elems, op_time
+from .common_ref import strides as _strides
 
-TIERS = ("intra", "inter", "intersip")
+#: the shared pieces' old homes (now :mod:`.common_ref`), for callers not yet moved
+__all__ = ["Layout", "_strides", "evaluate_point", "keys_in_window", "moe_permute_elems",
+           "op_time"]
+
 _BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 #: host time to launch one kernel that is not replayed from a CUDA graph (ns; measured, ~5 us)
 _HOST_LAUNCH_NS = 5000.0
 
 
-@dataclass
-class Layout:
-    cp: int = 1
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    kv_shard_mode: str = "head"
-    ffn_shard_scope: str = "TP"
-    tp_placement: str = "inner"
-    cp_placement: str = "inner"
-    cp_ring_variant: str = "qoml"
-    ep: int = 1
-
-
-def _strides(lay: Layout) -> dict[str, int]:
-    if lay.cp_placement == "inner":
-        order = ["tp", "cp", "dp", "pp"] if lay.tp_placement == "inner" else ["cp", "tp", "dp", "pp"]
-    else:
-        order = ["tp", "dp", "pp", "cp"] if lay.tp_placement == "inner" else ["dp", "pp", "cp", "tp"]
-    strides, acc = {}, 1
-    for g in order:
-        strides[g] = acc
-        acc *= getattr(lay, g)
-    return strides
-
-
 def cache_heads(model) -> int:
     """KV heads of the inference cache: MLA caches one latent that every head shares."""
     return 1 if model.is_mla else model.n_kv_heads
-
-
-def op_time(t_c: float, t_m: float, overlap: float) -> tuple[float, str]:
-    """One roofline op from its compute and HBM times: the longer side plus what of the
-    shorter does not hide under it (``overlap`` of it does), and the bound side."""
-    return t_c + t_m - overlap * min(t_c, t_m), "compute" if t_c > t_m else "memory"
-
-
-def moe_permute_elems(top_k: int) -> int:
-    """Elements of width d_model moved per token and MoE layer beyond a dense layer's:
-    permute (read 1, write k copies), unpermute + combine (read k, write 1), and the
-    experts' GEMMs reading and writing k copies where the FFN op counts one."""
-    k = top_k
-    return (1 + k) + (k + 1) + 2 * (k - 1)
-
-
-def keys_in_window(first: int, last: int, window: int) -> float:
-    """Keys the queries at positions ``first..last`` (1-based) attend to when each sees at
-    most ``window`` keys: the sum of ``min(p, window)``."""
-    if last < first:
-        return 0.0
-    total = 0.0
-    top = min(last, window)
-    if first <= top:  # queries that see their whole prefix
-        total += (first + top) * (top - first + 1) / 2
-    if last > window:  # queries that see a full window
-        total += (last - max(first - 1, window)) * window
-    return total
 
 
 def attention_widths(model, decode: bool) -> tuple[int, int]:
