@@ -22,7 +22,7 @@ def peak_rss_mb() -> float:
 def run(model: str = "Llama 3.1 70B", repeat: int = 3, s_kv: int = 131072) -> dict:
     t0 = time.perf_counter()
     import simcore
-    from simcore.space import depth_grid
+    from simcore.engine.space import depth_grid
 
     import_s = time.perf_counter() - t0
     wl = simcore.Workload("decode", s_kv=s_kv)

@@ -63,8 +63,8 @@ def sweep(depth, repeat: int = 3, prune: bool = True) -> dict:
 
     import simcore
     from simcore import Workload
-    from simcore.evaluate import best_of_prepared, prepare
-    from simcore.space import depth_grid
+    from simcore.engine.evaluate import best_of_prepared, prepare
+    from simcore.engine.space import depth_grid
 
     with simcore.set_options(prune_dominated=prune, prune_min_points=1):
         p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full",
@@ -91,7 +91,7 @@ _EIGHT = """
 import json, resource, time
 t0 = time.perf_counter()
 import simcore
-from simcore.space import depth_grid
+from simcore.engine.space import depth_grid
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t1 = time.perf_counter()
 ds = simcore.evaluate_best({model!r}, simcore.Workload("decode", s_kv={s_kv}), space="full",
@@ -120,10 +120,10 @@ def eight_per_knob() -> dict:
 def reference_rate(n_points: int = 3000) -> dict:
     import itertools
 
+    from simcore.engine.space import full_space
     from simcore.kernels import inference_ref as ref
-    from simcore.presets import get_family, get_model
-    from simcore.space import full_space
-    from simcore.specs import Efficiency, Workload
+    from simcore.model.presets import get_family, get_model
+    from simcore.model.specs import Efficiency, Workload
 
     model, wl, fam, eff = get_model(MODEL), Workload("decode", s_kv=S_KV), get_family("SiP"), Efficiency()
     sp = full_space()
@@ -144,9 +144,9 @@ def distributed_run() -> dict:
     from distributed import Client
 
     from simcore import Workload
-    from simcore.distributed import distributed_best, local_cluster
-    from simcore.evaluate import prepare
-    from simcore.space import depth_grid
+    from simcore.engine.distributed import distributed_best, local_cluster
+    from simcore.engine.evaluate import prepare
+    from simcore.engine.space import depth_grid
 
     p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full", hardware=depth_grid("coarse"))
     t0 = time.perf_counter()

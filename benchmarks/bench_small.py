@@ -59,8 +59,8 @@ def predict_rate() -> dict:
 def grid512() -> dict:
     import simcore
     from simcore import Workload
-    from simcore.engine import prepare
-    from simcore.evaluate import evaluate_best
+    from simcore.engine.core import prepare
+    from simcore.engine.evaluate import evaluate_best
 
     layouts = [{"tp": t, "pp": p, "dp": d} for t in TPS for p in PPS for d in DPS]
     wls = {b: Workload("decode", batch=b, s_kv=2048) for b in BATCHES}

@@ -8,10 +8,10 @@ import numpy as np
 
 import simcore
 from simcore import Workload
-from simcore.codesign import joint_explore
-from simcore.evaluate import best_of_prepared, prepare
-from simcore.pareto import pareto_mask
-from simcore.space import depth_grid
+from simcore.engine.evaluate import best_of_prepared, prepare
+from simcore.engine.pareto import pareto_mask
+from simcore.engine.space import depth_grid
+from simcore.studies.codesign import joint_explore
 
 DECODE = Workload("decode", s_kv=131072)
 

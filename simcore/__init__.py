@@ -8,6 +8,8 @@ not pay for xarray or numba.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -17,16 +19,19 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _LAZY: dict[str, str] = {
     "DeviceBudgetError": "errors", "SimcoreInputError": "errors",
-    "evaluate": "evaluate", "evaluate_best": "evaluate",
-    "Metric": "metrics", "best": "metrics", "get_metric": "metrics",
-    "metric_is_better": "metrics", "metric_value": "metrics", "register_metric": "metrics",
+    "evaluate": "engine.evaluate", "evaluate_best": "engine.evaluate",
+    "Metric": "engine.metrics", "best": "engine.metrics", "get_metric": "engine.metrics",
+    "metric_is_better": "engine.metrics", "metric_value": "engine.metrics",
+    "register_metric": "engine.metrics",
     "get_options": "options", "set_options": "options",
-    "HARDWARE_FAMILIES": "presets", "PRESETS": "presets", "get_family": "presets",
-    "get_model": "presets",
-    "Prediction": "single", "predict": "single",
-    "PARALLEL_DIMS": "space", "Space": "space", "full_space": "space", "reduced_space": "space",
-    "HW_KNOBS": "specs", "Efficiency": "specs", "Hardware": "specs", "HardwareFamily": "specs",
-    "Model": "specs", "SpecError": "specs", "Topology": "specs", "Workload": "specs",
+    "HARDWARE_FAMILIES": "model.presets", "PRESETS": "model.presets",
+    "get_family": "model.presets", "get_model": "model.presets",
+    "Prediction": "engine.single", "predict": "engine.single",
+    "PARALLEL_DIMS": "engine.space", "Space": "engine.space", "full_space": "engine.space",
+    "reduced_space": "engine.space",
+    "HW_KNOBS": "model.specs", "Efficiency": "model.specs", "Hardware": "model.specs",
+    "HardwareFamily": "model.specs", "Model": "model.specs", "SpecError": "model.specs",
+    "Topology": "model.specs", "Workload": "model.specs",
 }
 
 __all__ = [
@@ -42,6 +47,8 @@ assert sorted(__all__) == sorted(_LAZY)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        if f"{__name__}.{name}" in LEGACY_MODULES:  # ``simcore.presets`` as before the cut
+            return importlib.import_module(f".{name}", __name__)
         raise AttributeError(f"module 'simcore' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later accesses skip this function
@@ -65,16 +72,68 @@ class _Package(types.ModuleType):
 
 sys.modules[__name__].__class__ = _Package
 
+#: Module paths before the package was cut by layer (issue 31) -> where they live now.
+#: ``import simcore.specs`` / ``from simcore.codesign import joint_explore`` in users'
+#: scripts keep working: the old name is an alias of the new module, not a copy.
+LEGACY_MODULES: dict[str, str] = {
+    f"{__name__}.{old}": f"{__name__}.{new}" for old, new in {
+        "specs": "model.specs", "presets": "model.presets",
+        "costmodel": "hardware.costmodel",
+        "space": "engine.space", "engine": "engine.core", "chunks": "engine.chunks",
+        "evaluate": "engine.evaluate", "single": "engine.single", "metrics": "engine.metrics",
+        "pareto": "engine.pareto", "sweep": "engine.sweep", "distributed": "engine.distributed",
+        "labels": "engine.labels",
+        "codesign": "studies.codesign", "compare": "studies.compare",
+        "serving": "studies.serving", "plot": "studies.plot", "report": "studies.report",
+    }.items()
+}
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads an old module path as the module now at its new path (the same object)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the target module is already imported. The import system has
+        set the module's ``__spec__`` to the alias's; give it its own back, or relative
+        imports inside it would resolve against the old path."""
+        module.__spec__ = self.spec
+
+
+class _LegacyFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        new = LEGACY_MODULES.get(fullname)
+        if new is None or fullname == "simcore.engine":
+            return None  # simcore.engine is a package now; it forwards old names itself
+        return importlib.util.spec_from_loader(fullname, _AliasLoader(new))
+
+
+if not any(isinstance(f, _LegacyFinder) for f in sys.meta_path):
+    sys.meta_path.insert(0, _LegacyFinder())
+
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from .engine.evaluate import evaluate, evaluate_best
+    from .engine.metrics import (
+        Metric,
+        best,
+        get_metric,
+        metric_is_better,
+        metric_value,
+        register_metric,
+    )
+    from .engine.single import Prediction, predict
+    from .engine.space import PARALLEL_DIMS, Space, full_space, reduced_space
     from .errors import DeviceBudgetError, SimcoreInputError
-    from .evaluate import evaluate, evaluate_best
-    from .metrics import Metric, best, get_metric, metric_is_better, metric_value, register_metric
-    from .options import get_options, set_options
-    from .presets import HARDWARE_FAMILIES, PRESETS, get_family, get_model
-    from .single import Prediction, predict
-    from .space import PARALLEL_DIMS, Space, full_space, reduced_space
-    from .specs import (
+    from .model.presets import HARDWARE_FAMILIES, PRESETS, get_family, get_model
+    from .model.specs import (
         HW_KNOBS,
         Efficiency,
         Hardware,
@@ -84,3 +143,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         Topology,
         Workload,
     )
+    from .options import get_options, set_options

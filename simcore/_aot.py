@@ -13,7 +13,7 @@ they were compiled for. A wheel built on
 one machine and installed on another, or ``NUMBA_CACHE_DIR`` pointing elsewhere, finds
 nothing and compiles on first use as before (``simcore`` then says so).
 
-What it compiles: :data:`simcore.engine.FIRST_CALL_KERNELS` for inference and training
+What it compiles: :data:`simcore.engine.core.FIRST_CALL_KERNELS` for inference and training
 (``simcore evaluate`` with and without ``--mode train``, and ``simcore.predict``): the
 sweep kernels (``fused_best``, ``evaluate_grid``) are compiled by the first command that
 uses them.
@@ -28,8 +28,9 @@ import sys
 
 def main() -> int:
     """Run the first-call work once; 0 if the kernels are now in the on-disk cache."""
-    from . import Workload, engine, predict
+    from . import Workload, predict
     from .cli import main as cli
+    from .engine import core as engine
 
     with contextlib.redirect_stdout(io.StringIO()):
         for argv in (["evaluate"], ["evaluate", "--mode", "train"]):

@@ -2,7 +2,7 @@
 
 simcore grew out of an ``auto_hardware`` module; its users' scripts run unchanged apart
 from the import path (``from simcore.auto_hardware import ...``). Everything here is a
-re-export of :mod:`simcore.codesign` and :mod:`simcore.presets`; nothing is redefined.
+re-export of :mod:`simcore.studies.codesign` and :mod:`simcore.model.presets`; nothing is redefined.
 
 Examples
 --------
@@ -14,7 +14,8 @@ Examples
 
 from __future__ import annotations
 
-from .codesign import (
+from .model.presets import HARDWARE_FAMILIES, PRESETS
+from .studies.codesign import (
     HW_KNOB_DEFAULTS,
     HardwareCandidate,
     JointExploreResult,
@@ -25,7 +26,6 @@ from .codesign import (
     joint_explore,
     sensitivity,
 )
-from .presets import HARDWARE_FAMILIES, PRESETS
 
 #: The original private name of the knob defaults (the SiP family's hardware).
 _HW_KNOB_DEFAULTS = HW_KNOB_DEFAULTS

@@ -69,7 +69,7 @@ def test_run_explore__tables_and_downloads(small_explore):
 
 
 def test_plots__breakdown_and_parity_files(small_explore, tmp_path):
-    from simcore.plot import plot_breakdown, plot_parity
+    from simcore.studies.plot import plot_breakdown, plot_parity
 
     plot_breakdown(small_explore.all_scores[0], tmp_path / "b.png")
     rows = L.run_validation(["prefill"])
@@ -130,7 +130,7 @@ def test_explore_table__frontier_steps_and_chart(small_explore):
 
 
 def test_run_compare__table_speedups_and_plot():
-    from simcore.plot import plot_compare
+    from simcore.studies.plot import plot_compare
 
     r = L.run_compare("Llama 3.1 70B", designs=COMPARE, values="8192, 131072")
     rows = L.compare_table(r)
@@ -189,7 +189,7 @@ def test_parse_ints__bad(text):
 
 
 def test_plot_breakdown__never_zero_compute(small_explore):
-    from simcore.plot import plot_breakdown
+    from simcore.studies.plot import plot_breakdown
 
     s = small_explore.all_scores[0]
     assert s.compute_ns == 0  # batch-1 decode: no op is compute-bound

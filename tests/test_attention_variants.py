@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import simcore
-from simcore.engine import build_coeffs
-from simcore.presets import get_family, get_model
-from simcore.space import CHOICES, PARALLEL_DIMS
-from simcore.specs import Workload
+from simcore.engine.core import build_coeffs
+from simcore.engine.space import CHOICES, PARALLEL_DIMS
+from simcore.model.presets import get_family, get_model
+from simcore.model.specs import Workload
 
 V3 = "deepseek-ai/DeepSeek-V3"
 GEMMA3 = "google/gemma-3-27b-it"

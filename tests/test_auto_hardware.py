@@ -45,7 +45,7 @@ def test_auto_hardware__legacy_script():
 
 
 def test_auto_hardware__names_are_codesign_objects():
-    import simcore.codesign as cd
+    import simcore.studies.codesign as cd
 
     assert joint_explore is cd.joint_explore and JointScore is cd.JointScore
     assert _HW_KNOB_DEFAULTS is cd.HW_KNOB_DEFAULTS

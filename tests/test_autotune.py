@@ -33,7 +33,7 @@ from simcore.autotune import (
     render_command,
 )
 from simcore.autotune.cli import add_tune_parsers, main
-from simcore.presets import PRESETS
+from simcore.model.presets import PRESETS
 
 REPLAY = pathlib.Path(__file__).parent / "data" / "deepspeed_replay" / "train.py"
 LLAMA7B = PRESETS["Llama 2 7B"].model

@@ -18,8 +18,8 @@ from simcore.autotune.training import (
     simulate_runs,
     with_memory,
 )
-from simcore.presets import HARDWARE_FAMILIES, PRESETS
-from simcore.specs import Efficiency
+from simcore.model.presets import HARDWARE_FAMILIES, PRESETS
+from simcore.model.specs import Efficiency
 
 A100 = HARDWARE_FAMILIES["A100-80G"]
 LLAMA7B = PRESETS["Llama 2 7B"].model
@@ -233,7 +233,7 @@ def test_simulator_runner__estimate_bounds_exactly_what_fits():
 
 
 def test_autotuner__simulator_evaluates_the_whole_plan_in_one_engine_call(monkeypatch):
-    from simcore import engine
+    from simcore.engine import core as engine
 
     calls = []
     real = engine.combine

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from simcore import PRESETS
-from simcore.presets import catalogue, get_model, load_model
-from simcore.specs import SpecError
+from simcore.model.presets import catalogue, get_model, load_model
+from simcore.model.specs import SpecError
 
 CATALOGUE = Path(__file__).parent.parent / "simcore" / "catalogue"
 ENTRIES = catalogue()
@@ -157,7 +157,7 @@ def test_kernel__mla_model_has_positive_projection_weights():
     # regression: K/V weights counted as 2·d·kv_heads·head_dim exceed DeepSeek-V3's whole
     # attention, leaving a negative Q/O term in the kernel
     from simcore.kernels.schema import pack_model
-    from simcore.presets import get_model
+    from simcore.model.presets import get_model
 
     m = get_model("deepseek-ai/DeepSeek-V3")
     p = pack_model(m)

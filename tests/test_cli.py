@@ -23,7 +23,7 @@ from simcore.cli.options import (
 )
 from simcore.cli.output import Column, emit_rows, render_rows
 from simcore.errors import SimcoreInputError
-from simcore.presets import DEFAULT_FAMILY, DEFAULT_MODEL
+from simcore.model.presets import DEFAULT_FAMILY, DEFAULT_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "Llama 3.1 8B", "--s-kv", "4096"]
@@ -79,9 +79,9 @@ def test_build_parser__shared_options_have_one_default_everywhere():
 
 
 def test_default_space__is_the_engines_default():
-    from simcore.codesign import joint_explore
+    from simcore.studies.codesign import joint_explore
 
-    ev = importlib.import_module("simcore.evaluate")
+    ev = importlib.import_module("simcore.engine.evaluate")
     for fn in (ev.evaluate, ev.evaluate_best, joint_explore):
         assert inspect.signature(fn).parameters["space"].default == DEFAULT_SPACE
 
@@ -106,7 +106,7 @@ def test_main__evaluate_loads_only_what_it_uses():
     # the warm command is ~1 s: no xarray/pandas/dask, no other command's module
     code = ("import sys; from simcore.cli import main; main(['evaluate', '--top', '1']); "
             "heavy = {'xarray', 'pandas', 'dask', 'distributed', 'matplotlib', 'zarr', "
-            "'simcore.serving', 'simcore.autotune', 'simcore.cli.explore'} & set(sys.modules); "
+            "'simcore.studies.serving', 'simcore.autotune', 'simcore.cli.explore'} & set(sys.modules); "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
@@ -117,8 +117,8 @@ def test_main__no_subcommand_means_evaluate(capsys):
 
 
 def test_main__evaluate_json_rows_carry_units_and_match_the_engine(capsys):
-    from simcore.metrics import top_points
-    from simcore.specs import Workload
+    from simcore.engine.metrics import top_points
+    from simcore.model.specs import Workload
 
     assert main(["evaluate", *SMALL, "--top", "3", "--format", "json"]) == 0
     cap = capsys.readouterr()
@@ -127,7 +127,7 @@ def test_main__evaluate_json_rows_carry_units_and_match_the_engine(capsys):
     assert len(rows) == 3
     assert {"latency_ms", "mem_gb", "throughput_tok_s", "comm_ms", "tp"} <= set(rows[0])
     assert not any(k.endswith(("_ns", "_bytes")) for k in rows[0])
-    ev = importlib.import_module("simcore.evaluate")
+    ev = importlib.import_module("simcore.engine.evaluate")
     ds = ev.evaluate("Llama 3.1 8B", Workload("decode", s_kv=4096), space=DEFAULT_SPACE)
     want = top_points(ds, "latency", n=3)
     for got, w in zip(rows, want, strict=True):
@@ -214,7 +214,7 @@ def test_main__evaluate_batch_and_s_kv_lists_give_the_top_per_point(capsys):
     assert points == [(s, b) for s in (2048, 8192) for b in (1, 8, 64) for _ in range(2)]
     assert list(rows[0])[:2] == ["s_kv", "batch"]
     assert cap.err.count("best by latency") == 6 and "s_kv 8192, batch 64: best" in cap.err
-    ev = importlib.import_module("simcore.evaluate")
+    ev = importlib.import_module("simcore.engine.evaluate")
     best = simcore.best(ev.evaluate("Llama 3.1 8B", batch=[1, 8, 64], s_kv=[2048, 8192],
                                     family="H100-SXM", gpus=8)).squeeze()
     for r in rows[::2]:
@@ -254,8 +254,8 @@ def test_make_workload__dtype_and_kv_dtype_set_the_workload_fields():
 
 
 def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engine(capsys):
-    from simcore.metrics import top_points
-    from simcore.specs import Workload
+    from simcore.engine.metrics import top_points
+    from simcore.model.specs import Workload
 
     # replayed CUDA graphs: no host launch time, so batch-1 decode streams the weights
     argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "8",
@@ -269,7 +269,7 @@ def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engin
         assert fp8[k]["latency_ms"] < 0.9 * bf16[k]["latency_ms"]
         assert fp8[k]["memory_ms"] < 0.6 * bf16[k]["memory_ms"]
         assert fp8[k]["mem_gb"] < 0.6 * bf16[k]["mem_gb"]
-    ev = importlib.import_module("simcore.evaluate")
+    ev = importlib.import_module("simcore.engine.evaluate")
     ds = ev.evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192, weight_dtype="fp8",
                                               act_dtype="fp8", cuda_graphs=True),
                      family="H100-SXM", gpus=8)
@@ -278,9 +278,9 @@ def test_main__evaluate_dtype_fp8_decodes_faster_than_bf16_and_matches_the_engin
 
 
 def test_main__evaluate_cuda_graphs_removes_the_host_launch_time(capsys):
+    from simcore.engine.single import predict
     from simcore.kernels.inference import LAUNCH_NS
-    from simcore.single import predict
-    from simcore.specs import Workload
+    from simcore.model.specs import Workload
 
     argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "1",
             "--top", "1"]
@@ -466,7 +466,7 @@ def test_main__internal_error_is_not_reported_as_bad_input(exc, monkeypatch, cap
     def broken(*args, **kwargs):
         raise exc
 
-    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", broken)
+    monkeypatch.setattr(importlib.import_module("simcore.engine.core"), "prepare", broken)
     assert main(["evaluate", *SMALL]) == 70
     err = capsys.readouterr().err
     assert "Traceback" in err
@@ -476,7 +476,7 @@ def test_main__internal_error_is_not_reported_as_bad_input(exc, monkeypatch, cap
 
 
 @pytest.mark.parametrize(("argv", "module", "name"), [
-    (["explore", *SMALL, "--depth", "two_stage", "--no-progress"], "simcore.codesign",
+    (["explore", *SMALL, "--depth", "two_stage", "--no-progress"], "simcore.studies.codesign",
      "joint_explore"),
     (["validate"], "simcore.validation", "validate"),
     (["tune", "--model", "Llama 2 7B"], "simcore.autotune.cli", "Autotuner"),
@@ -496,7 +496,7 @@ def test_main__keyboard_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(importlib.import_module("simcore.engine"), "prepare", interrupted)
+    monkeypatch.setattr(importlib.import_module("simcore.engine.core"), "prepare", interrupted)
     assert main(["evaluate", *SMALL]) == 130
     assert capsys.readouterr().err.strip() == "simcore evaluate: interrupted"
 
@@ -593,7 +593,7 @@ def test_render_rows__json_nulls_and_csv_blanks_for_missing_values():
 
 def test_kernels_cached__finds_the_kernels_in_a_numba_cache_dir(tmp_path):
     # numba keeps NUMBA_CACHE_DIR's files in a subfolder per source folder
-    code = ("import os, sys; from simcore import engine; from simcore.kernels import inference; "
+    code = ("import os, sys; from simcore.engine import core as engine; from simcore.kernels import inference; "
             "print(engine.kernels_cached()); folder = inference.point_one.public._cache._cache_path; "
             "os.makedirs(folder, exist_ok=True); "
             "[open(os.path.join(folder, k + '-1.py311.nbi'), 'w').close() "
@@ -612,7 +612,7 @@ def test_kernels_cached__an_index_written_on_another_cpu_does_not_count(tmp_path
 
     import numba
 
-    from simcore import engine
+    from simcore.engine import core as engine
 
     here = engine._cpu_magic()
     other = (here[0], "some-other-cpu", "+sse2")
@@ -643,7 +643,7 @@ def test_kernel_cache__stamped_by_every_kernel_source(tmp_path):
 
     import numba
 
-    from simcore import engine
+    from simcore.engine import core as engine
     from simcore.kernels import _numba, inference
 
     copy = tmp_path / "kernels"
@@ -698,7 +698,8 @@ def test_kernel_cache__editing_a_helper_file_recompiles_its_callers(tmp_path):
         pytest.skip("SIMCORE_NUMBA_CACHE=0")
     pkg = Path(__file__).resolve().parents[1] / "simcore"
     shutil.copytree(pkg, tmp_path / "simcore", ignore=shutil.ignore_patterns("__pycache__"))
-    code = ("from simcore import engine, predict, Workload; import simcore; "
+    code = ("from simcore import predict, Workload; from simcore.engine import core as engine; "
+            "import simcore; "
             f"assert simcore.__file__.startswith({str(tmp_path)!r}); "
             "r = predict('Llama 3.1 8B', Workload('decode', s_kv=1024), {'tp': 2}); "
             "print(engine.kernels_cached())")
@@ -717,7 +718,8 @@ def test_kernel_cache__editing_a_helper_file_recompiles_its_callers(tmp_path):
 
 def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
     # what setup.py runs on the built package (a wheel then carries the machine code)
-    from simcore import _aot, engine
+    from simcore import _aot
+    from simcore.engine import core as engine
     from simcore.kernels import _numba
 
     assert _aot.main() == (0 if _numba.CACHE else 1)
@@ -728,7 +730,7 @@ def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
 
 
 def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):
-    from simcore import engine
+    from simcore.engine import core as engine
 
     monkeypatch.setattr(engine, "kernels_cached", lambda *kernels: False)
     assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0

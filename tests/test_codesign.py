@@ -4,17 +4,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcore import HW_KNOBS, PARALLEL_DIMS, Workload, best, evaluate
-from simcore.codesign import (
+from simcore.engine.metrics import get_metric
+from simcore.engine.pareto import pareto
+from simcore.engine.space import depth_grid
+from simcore.kernels import pareto as kp
+from simcore.kernels import pareto_ref as pr
+from simcore.studies.codesign import (
     HW_KNOB_DEFAULTS,
     HardwareCandidate,
     enumerate_hardware,
     joint_explore,
 )
-from simcore.kernels import pareto as kp
-from simcore.kernels import pareto_ref as pr
-from simcore.metrics import get_metric
-from simcore.pareto import pareto
-from simcore.space import depth_grid
 
 
 def test_enumerate_hardware__counts():
@@ -147,7 +147,7 @@ def test_joint_explore__family_sets_hardware_defaults_and_cost():
     assert r.best.cost_score == 6.0
     assert {c.bw_hbm_gbs for c in enumerate_hardware("balanced", family="H100-SXM")} == {3350.0, 6700.0}
     sens = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage", family="H100-SXM").sensitivity
-    from simcore.codesign import sensitivity
+    from simcore.studies.codesign import sensitivity
 
     direct = sensitivity("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM")
     assert [(s.knob, s.baseline_latency_ns) for s in sens] == [(s.knob, s.baseline_latency_ns)

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from simcore.cli import main
-from simcore.codesign import joint_explore
 from simcore.io import load_dataset
+from simcore.studies.codesign import joint_explore
 
 
 def test_explore__writes_dataset_and_plots(tmp_path, capsys):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from simcore.cli import main
-from simcore.compare import compare, parse_design
+from simcore.engine.evaluate import evaluate_best
 from simcore.errors import SimcoreInputError
-from simcore.evaluate import evaluate_best
-from simcore.specs import Workload
+from simcore.model.specs import Workload
+from simcore.studies.compare import compare, parse_design
 
 DESIGNS = ["H100-SXM", "H200", "H100-SXM:bw_hbm_gbs=6700"]
 

@@ -7,8 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcore.cli import main
-from simcore.codesign import joint_explore
-from simcore.costmodel import (
+from simcore.engine.metrics import get_metric
+from simcore.engine.pareto import objective_directions, pareto
+from simcore.errors import SimcoreInputError
+from simcore.hardware.costmodel import (
     COST_VARIABLES,
     DEFAULT_COST_MODEL,
     CostModel,
@@ -17,11 +19,9 @@ from simcore.costmodel import (
     get_cost_model,
     load_cost_model,
 )
-from simcore.errors import SimcoreInputError
-from simcore.metrics import get_metric
-from simcore.pareto import objective_directions, pareto
-from simcore.presets import get_family
-from simcore.specs import HW_KNOBS
+from simcore.model.presets import get_family
+from simcore.model.specs import HW_KNOBS
+from simcore.studies.codesign import joint_explore
 
 
 def brute_force_front(points: np.ndarray) -> np.ndarray:
@@ -248,11 +248,12 @@ def test_explore_cli__negative_price(tmp_path, capsys):
     assert "cannot be negative" in capsys.readouterr().err
 
 
-def test_load_cost_model__readme_example(tmp_path):
+def test_load_cost_model__docs_example(tmp_path):
+    """The ``my_prices.toml`` example of docs/codesign.md loads as it reads."""
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    text = readme[readme.index("# my_prices.toml"):]
+    doc = (Path(__file__).parents[1] / "docs" / "codesign.md").read_text()
+    text = doc[doc.index("# my_prices.toml"):]
     p = tmp_path / "my_prices.toml"
     p.write_text(text[: text.index("```")])
     m = load_cost_model(p)
@@ -262,7 +263,7 @@ def test_load_cost_model__readme_example(tmp_path):
 
 
 def test_plot_objectives__two_objectives_only(explored, tmp_path):
-    from simcore.plot import plot_objectives
+    from simcore.studies.plot import plot_objectives
 
     path = tmp_path / "f.png"
     plot_objectives(explored, path, objectives="cost_usd,latency")

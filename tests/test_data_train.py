@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from simcore.specs import Efficiency
+from simcore.model.specs import Efficiency
 from simcore.validation.data_train import TRAIN_MEASUREMENTS, TRAIN_SKIPPED, load_points
 from simcore.validation.points import evaluate_point
 

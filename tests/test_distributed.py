@@ -5,16 +5,16 @@ import pytest
 import xarray as xr
 
 from simcore import Workload, best, evaluate
-from simcore.codesign import joint_explore
-from simcore.evaluate import best_of_prepared, prepare
-from simcore.space import depth_grid
+from simcore.engine.evaluate import best_of_prepared, prepare
+from simcore.engine.space import depth_grid
+from simcore.studies.codesign import joint_explore
 
 
 @pytest.fixture(scope="module")
 def client():
     from distributed import Client
 
-    from simcore.distributed import local_cluster
+    from simcore.engine.distributed import local_cluster
 
     cluster = local_cluster(n_workers=2)
     c = Client(cluster)
@@ -24,7 +24,7 @@ def client():
 
 
 def test_distributed_best__identical_to_in_memory_and_chunked(client):
-    from simcore.distributed import distributed_best
+    from simcore.engine.distributed import distributed_best
 
     wl = Workload("decode", s_kv=65536, batch=2)
     p = prepare("Llama 3.1 70B", wl, space="full", hardware=depth_grid("balanced"))
@@ -50,14 +50,14 @@ def test_joint_explore__client_gives_same_answer(client):
 
 
 def test_connect__bad_address():
-    from simcore.distributed import connect
+    from simcore.engine.distributed import connect
 
     with pytest.raises(ValueError, match="tcp://host:8786"):
         connect("nowhere")
 
 
 def test_resumable_best__on_the_cluster_equals_in_memory(client, tmp_path):
-    from simcore.sweep import resumable_best
+    from simcore.engine.sweep import resumable_best
 
     p = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), space="full",
                 hardware=depth_grid("balanced"))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import simcore
 from simcore import HW_KNOBS, PARALLEL_DIMS, Hardware, Workload, best, evaluate, evaluate_best
-from simcore.space import full_space, reduced_space
+from simcore.engine.space import full_space, reduced_space
 
 DECODE_128K = Workload("decode", s_kv=131072)
 GRID = {k: [v, 2 * v] for k, v in Hardware().as_dict().items()}
@@ -79,7 +79,7 @@ def test_best__works_on_lazy_datasets():
 
 
 def test_top_points__layout_only_metric_and_first_row_is_best():
-    from simcore.metrics import top_points
+    from simcore.engine.metrics import top_points
 
     ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192), hardware=GRID)
     rows = top_points(ds, "memory", n=3)
@@ -238,7 +238,7 @@ def test_physics__any_model_doubling_a_knob_never_worsens(model, wl, knob, scale
 
 
 def test_evaluate__large_sweeps_come_back_chunked():
-    from simcore.space import depth_grid
+    from simcore.engine.space import depth_grid
 
     ds = evaluate("Llama 3.1 70B", DECODE_128K, space="full", hardware=depth_grid("coarse"))
     assert ds.latency_ns.chunks is not None  # 22M points: lazy, never all in memory
@@ -265,8 +265,8 @@ def test_package__submodule_import_does_not_shadow_the_function():
     import subprocess
     import sys
 
-    code = ("import simcore.evaluate, simcore.chunks, simcore; "
-            "assert callable(simcore.evaluate) and simcore.evaluate.__name__ == 'evaluate'; "
+    code = ("import simcore.engine.evaluate, simcore.engine.chunks, simcore; "
+            "assert callable(simcore.evaluate) and simcore.engine.evaluate.__name__ == 'evaluate'; "
             "import sys; assert 'xarray' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
     light = "import simcore, sys; simcore.Workload('decode'); assert 'xarray' not in sys.modules"
@@ -304,7 +304,7 @@ def test_evaluate__gpus_masks_layouts_over_the_budget_as_not_fitting():
 
 
 def test_evaluate__masked_layouts_never_join_a_pareto_frontier():
-    from simcore.pareto import pareto
+    from simcore.engine.pareto import pareto
 
     ds = evaluate("Llama 3.1 8B", Workload("decode", s_kv=8192, batch=64), **H100, gpus=4)
     front = pareto(ds.squeeze(list(HW_KNOBS)), objectives=("latency", "throughput"),
@@ -325,7 +325,7 @@ def test_evaluate__budget_widens_dp_and_pp_of_the_named_spaces():
     """The named spaces' DP / PP grids stop at 8; a budget widens them, so "the fastest
     layout of 64 H100s" for Llama 2 7B training is pure data parallelism (TP1 x DP64), not
     the best layout that DP <= 8 allows (CP2 x PP4 x DP8, ~8% slower)."""
-    from simcore.space import get_space
+    from simcore.engine.space import get_space
 
     for name in ("reduced", "full"):
         for mode in ("train", "decode"):
@@ -458,8 +458,8 @@ def _same_rows(a, b):
      {"space": {"ep": (1, 2, 4, 8)}}),
 ])
 def test_prepared_top_rows__are_top_points_of_evaluate(model, wl, metric, kw):
-    from simcore.engine import prepare
-    from simcore.metrics import top_points
+    from simcore.engine.core import prepare
+    from simcore.engine.metrics import top_points
 
     rows, n_fit = prepare(model, wl, **kw).top_rows(metric, n=12)
     ds = evaluate(model, wl, **kw)
@@ -468,7 +468,7 @@ def test_prepared_top_rows__are_top_points_of_evaluate(model, wl, metric, kw):
 
 
 def test_prepared_top_rows__refuses_a_grid():
-    from simcore.engine import prepare
+    from simcore.engine.core import prepare
 
     with pytest.raises(ValueError, match="single hardware point"):
         prepare("Llama 3.1 8B", DECODE_128K, hardware=GRID).top_rows()
@@ -480,7 +480,7 @@ def _physical(row):
     """An independent description of a layout row: which device holds which (TP, CP, PP,
     DP) ranks, and the options that matter (seq KV sharding is head sharding on one TP
     rank; TP+CP FFN sharding is TP sharding and there is no ring without CP)."""
-    from simcore.space import CHOICES, PLACEMENT_ORDERS
+    from simcore.engine.space import CHOICES, PLACEMENT_ORDERS
 
     lay = dict(zip(PARALLEL_DIMS, (int(v) for v in row), strict=True))
     names = {d: CHOICES[d][lay[d]] for d in CHOICES}
@@ -508,15 +508,15 @@ DEDUP_CASES = [
 
 
 def test_placement_orders__are_the_kernels():
+    from simcore.engine.space import PLACEMENT_ORDERS
     from simcore.kernels import inference
-    from simcore.space import PLACEMENT_ORDERS
 
     np.testing.assert_array_equal(np.asarray(PLACEMENT_ORDERS), inference._ORDERS)
 
 
 @pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
 def test_prepare__no_two_valid_layouts_are_one_physical_configuration(model, wl, family):
-    from simcore.engine import build_coeffs, prepare
+    from simcore.engine.core import build_coeffs, prepare
 
     p = prepare(model, wl, space=FULL_EP, family=family)
     raw = build_coeffs(p.layouts, p.model, p.workload, p.topology)["valid"] == 1.0
@@ -529,7 +529,7 @@ def test_prepare__no_two_valid_layouts_are_one_physical_configuration(model, wl,
 @pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
 @pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
 def test_evaluate_best__dedup_keeps_every_winner(model, wl, family, metric):
-    from simcore.engine import OUTPUT_NAMES, build_coeffs, combine, fused_metric, prepare
+    from simcore.engine.core import OUTPUT_NAMES, build_coeffs, combine, fused_metric, prepare
 
     p = prepare(model, wl, space=FULL_EP, family=family,
                 hardware={"bw_hbm_gbs": [1000, 4000], "bw_inter_gbs": [50, 400],
@@ -548,7 +548,7 @@ def test_evaluate_best__dedup_keeps_every_winner(model, wl, family, metric):
 # --- exact pruning of the fused sweep -------------------------------------------------------
 
 def test_dominated__every_coefficient_has_a_role():
-    from simcore.engine import _ROLES
+    from simcore.engine.core import _ROLES
     from simcore.kernels import schema
 
     assert set(_ROLES) == set(schema.COEF_DTYPE.names)  # a new coefficient needs one
@@ -571,8 +571,8 @@ def _pruned_and_not(*args, **kw):
 ])
 @pytest.mark.parametrize("metric", ["latency", "throughput", "FLOPS"])
 def test_evaluate_best__pruned_sweep_is_the_unpruned_one(model, wl, family, metric):
-    from simcore.engine import prepare
-    from simcore.space import depth_grid
+    from simcore.engine.core import prepare
+    from simcore.engine.space import depth_grid
 
     kw = dict(space="full", family=family, hardware=depth_grid("coarse"), metric=metric)
     plain, pruned = _pruned_and_not(model, wl, **kw)
@@ -598,7 +598,7 @@ def test_evaluate_best__pruning_never_changes_a_winner(model, wl, metric, intra,
 def test_prepared_best__ties_go_to_the_first_layout_when_pruning():
     import dataclasses
 
-    from simcore.engine import prepare
+    from simcore.engine.core import prepare
 
     p = prepare("Llama 3.1 8B", Workload("decode", s_kv=8192), family="H100-SXM", hardware=GRID)
     n = len(p.coeffs)

@@ -27,16 +27,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simcore
-import simcore.distributed
+import simcore.engine.distributed
 import simcore.io
 from simcore import Workload
 from simcore import chunks as chunks_mod
 from simcore.cli import main
-from simcore.codesign import joint_explore
+from simcore.engine.evaluate import best_of_prepared, evaluate, evaluate_best, prepare
+from simcore.engine.sweep import StoreMismatchError, resumable_best
 from simcore.errors import SimcoreInputError, SimcoreRetryError, SweepInterrupted
-from simcore.evaluate import best_of_prepared, evaluate, evaluate_best, prepare
-from simcore.serving import plan
-from simcore.sweep import StoreMismatchError, resumable_best
+from simcore.studies.codesign import joint_explore
+from simcore.studies.serving import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "Llama 3.1 8B", "--s-kv", "4096"]
@@ -252,7 +252,7 @@ def test_main__metric_accepts_every_registry_alias(metric, capsys):
 
 
 def test_main__huge_depth_refused_before_any_compute(monkeypatch, capsys):
-    import simcore.codesign as codesign
+    import simcore.studies.codesign as codesign
 
     def no_compute(*a, **k):
         raise AssertionError("computed")
@@ -270,7 +270,7 @@ def test_main__huge_depth_refused_before_any_compute(monkeypatch, capsys):
 def test_main__full_disk_refused_before_any_compute(option, name, monkeypatch, tmp_path, capsys):
     import shutil
 
-    import simcore.codesign as codesign
+    import simcore.studies.codesign as codesign
 
     def no_compute(*a, **k):
         raise AssertionError("computed")
@@ -317,7 +317,7 @@ def test_main__full_disk_while_saving_keeps_old_file_and_prints_results(
 
 
 def test_main__ctrl_c_mid_sweep_says_what_is_saved(monkeypatch, tmp_path, capsys):
-    from simcore.engine import Prepared
+    from simcore.engine.core import Prepared
 
     real = Prepared.best_chunk
     calls = []
@@ -343,7 +343,7 @@ def test_main__ctrl_c_mid_sweep_says_what_is_saved(monkeypatch, tmp_path, capsys
 
 
 def test_main__ctrl_c_without_a_store_says_interrupted(monkeypatch, capsys):
-    from simcore.engine import Prepared
+    from simcore.engine.core import Prepared
 
     def ctrl_c(self, *a, **k):
         signal.raise_signal(signal.SIGINT)
@@ -357,7 +357,7 @@ def test_main__ctrl_c_without_a_store_says_interrupted(monkeypatch, capsys):
 
 
 def test_main__numba_system_error_from_ctrl_c_is_an_interrupt(monkeypatch, capsys):
-    import simcore.codesign as codesign
+    import simcore.studies.codesign as codesign
 
     def leaky(*a, **k):
         try:
@@ -719,7 +719,7 @@ def test_resumable_best__full_disk_mid_sweep_keeps_what_is_saved(swept, tmp_path
 
 
 def test_reduce_best__ctrl_c_between_chunks(swept, tmp_path, monkeypatch):
-    from simcore.engine import Prepared
+    from simcore.engine.core import Prepared
 
     p, clean = swept
     real = Prepared.best_chunk
@@ -1034,7 +1034,7 @@ def test_save_dataset__overwrite_failure_keeps_old_and_leaves_nothing(tmp_path, 
 
 
 def test_plot__full_disk_leaves_no_zero_byte_png(tmp_path, monkeypatch):
-    from simcore.plot import plot_pareto
+    from simcore.studies.plot import plot_pareto
 
     r = joint_explore("Llama 3.1 8B", s_kv=4096, depth="two_stage", space=TINY)
 
@@ -1056,7 +1056,7 @@ DOUBLING_REL_TOL = 1e-12
 
 
 @settings(max_examples=15, deadline=None)
-@given(knob=st.sampled_from(simcore.specs.HW_KNOBS),
+@given(knob=st.sampled_from(simcore.model.specs.HW_KNOBS),
        s_kv=st.sampled_from([512, 4096, 32768]), batch=st.integers(1, 8),
        mode=st.sampled_from(["decode", "prefill"]))
 def test_property__doubling_a_knob_never_hurts_beyond_rounding(knob, s_kv, batch, mode):

@@ -6,11 +6,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from simcore.engine import prepare
-from simcore.evaluate import evaluate
+from simcore.engine.core import prepare
+from simcore.engine.evaluate import evaluate
 from simcore.kernels.inference import LAUNCH_NS
-from simcore.presets import get_family, get_model
-from simcore.specs import Efficiency, HardwareFamily, Model, Workload
+from simcore.model.presets import get_family, get_model
+from simcore.model.specs import Efficiency, HardwareFamily, Model, Workload
 
 
 def _one(model, wl, fam=None, eff=None, **lay):
@@ -23,7 +23,7 @@ def _one(model, wl, fam=None, eff=None, **lay):
 
 def _coeffs(model, wl, fam=None, **lay):
     space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp")}
-    from simcore.space import full_space
+    from simcore.engine.space import full_space
     p = prepare(get_model(model), wl, space=full_space().with_(
         **space, kv_shard_mode=("head",), ffn_shard_scope=("TP",), tp_placement=("inner",),
         cp_placement=("inner",), cp_ring_variant=("qoml",)), family=fam)
@@ -31,7 +31,7 @@ def _coeffs(model, wl, fam=None, **lay):
 
 
 def _coeffs_ep(model, wl, fam=None, **lay):
-    from simcore.space import full_space
+    from simcore.engine.space import full_space
     space = {d: (lay.get(d, 1),) for d in ("cp", "tp", "pp", "dp", "ep")}
     p = prepare(get_model(model), wl, space=full_space().with_(
         **space, kv_shard_mode=("head",), ffn_shard_scope=("TP",), tp_placement=("inner",),

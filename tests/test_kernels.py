@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simcore.engine.space import CHOICES, PARALLEL_DIMS
 from simcore.kernels import collectives as kc
 from simcore.kernels import collectives_ref as kr
 from simcore.kernels import inference as ki
 from simcore.kernels import inference_ref as ref
 from simcore.kernels import schema
-from simcore.space import CHOICES, PARALLEL_DIMS
-from simcore.specs import HW_KNOBS, Efficiency, Hardware, Model, Topology, Workload
+from simcore.model.specs import HW_KNOBS, Efficiency, Hardware, Model, Topology, Workload
 
 REL = 1e-9
 
@@ -154,7 +154,7 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
 def test_inference_kernel__hidden_ring_pays_contention_like_the_twin(u):
     """A CP prefill whose KV ring hides under the attention core: the kernel and the twin
     both charge the ring max(ring - core, u * ring) (the drawn cases rarely hide it)."""
-    from simcore.presets import HARDWARE_FAMILIES, PRESETS
+    from simcore.model.presets import HARDWARE_FAMILIES, PRESETS
 
     m = PRESETS["Llama 3.1 8B"].model
     fam = HARDWARE_FAMILIES["H100-SXM"]

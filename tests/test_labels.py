@@ -5,11 +5,11 @@ import pytest
 import xarray as xr
 
 import simcore
-from simcore.engine import LAYOUT_OUTPUTS, MEM_PARTS, N_BEST, OUTPUT_NAMES, prepare
-from simcore.evaluate import _labelled, best_of_prepared
+from simcore.engine.core import LAYOUT_OUTPUTS, MEM_PARTS, N_BEST, OUTPUT_NAMES, prepare
+from simcore.engine.evaluate import _labelled, best_of_prepared
+from simcore.engine.space import CHOICES, PARALLEL_DIMS
 from simcore.kernels.schema import field_attrs
-from simcore.space import CHOICES, PARALLEL_DIMS
-from simcore.specs import HW_KNOBS
+from simcore.model.specs import HW_KNOBS
 
 SPACE = {"tp": (1, 2, 4, 8), "pp": (1, 2), "dp": (1, 2), "cp": (1, 2)}
 
@@ -104,8 +104,8 @@ def test_labelled__results_do_not_share_cached_coordinates():
                                    {"s_kv": [512, 2048]}])
 @pytest.mark.parametrize("mode", ["decode", "prefill"])
 def test_stack_points__identical_to_concat(fused, sweep, mode):
-    from simcore.evaluate import _concat_points, stack_points
-    from simcore.space import workload_points
+    from simcore.engine.evaluate import _concat_points, stack_points
+    from simcore.engine.space import workload_points
 
     dims, wls = workload_points(simcore.Workload(mode), **sweep)
     preps = [prepare("Llama 2 7B", w, space=SPACE, family="A100-80G",

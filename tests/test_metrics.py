@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simcore.metrics import (
+from simcore.engine.metrics import (
     Metric,
     UnknownMetricError,
     get_metric,

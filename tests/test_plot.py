@@ -1,4 +1,4 @@
-"""simcore.plot: each figure draws what its docstring says (bars, lines, markers, labelled
+"""simcore.studies.plot: each figure draws what its docstring says (bars, lines, markers, labelled
 axes with units, legends outside the data), on small hand-made inputs whose right
 answer is known."""
 
@@ -17,7 +17,7 @@ import xarray as xr  # noqa: E402
 
 from simcore.autotune import MemoryEstimate, Trial, TuneResult  # noqa: E402
 from simcore.errors import SimcoreInputError  # noqa: E402
-from simcore.plot import (  # noqa: E402
+from simcore.studies.plot import (  # noqa: E402
     plot_breakdown,
     plot_latency_throughput,
     plot_tuning,
@@ -143,7 +143,7 @@ def test_plot_latency_throughput__prefill_labels_and_nothing_fits():
 
 def test_plot_latency_throughput__evaluate_sweep_marks_top_points():
     import simcore
-    from simcore.metrics import top_points
+    from simcore.engine.metrics import top_points
 
     ds = simcore.evaluate("Llama 3.1 8B", simcore.Workload("decode", batch=8, s_kv=8192),
                           family="H100-SXM")
@@ -250,7 +250,7 @@ def _explore_result():
 
 
 def test_plot_pareto__legend_outside_the_points():
-    from simcore.plot import plot_pareto
+    from simcore.studies.plot import plot_pareto
 
     fig = plot_pareto(_explore_result())
     ax = fig.axes[0]
@@ -261,7 +261,7 @@ def test_plot_pareto__legend_outside_the_points():
 
 
 def test_plot_sensitivity__value_labels_inside_the_axes():
-    from simcore.plot import plot_sensitivity
+    from simcore.studies.plot import plot_sensitivity
 
     fig = plot_sensitivity(_explore_result())
     ax = fig.axes[0]
@@ -273,7 +273,7 @@ def test_plot_sensitivity__value_labels_inside_the_axes():
 
 
 def test_plot_parity__every_row_shown_hollow_where_predicted_not_to_fit():
-    from simcore.plot import plot_parity
+    from simcore.studies.plot import plot_parity
 
     def row(kind, measured, predicted, fits):
         return SimpleNamespace(kind=kind, measured=measured, predicted=predicted, unit="ms",

@@ -11,8 +11,9 @@ import pytest
 
 import simcore
 from simcore import Workload
-from simcore.metrics import get_metric
-from simcore.serving import (
+from simcore.engine.metrics import get_metric
+from simcore.engine.space import PARALLEL_DIMS
+from simcore.studies.serving import (
     ROW_KEYS,
     InfeasibleError,
     ServingError,
@@ -27,7 +28,6 @@ from simcore.serving import (
     serving_space,
     sweep,
 )
-from simcore.space import PARALLEL_DIMS
 
 SMALL = dict(family="H100-SXM", gpus=4, isl=2048, osl=256, batch=(1, 8, 32, 128),
              prefill_batch=(1, 2))

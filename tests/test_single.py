@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 import simcore
 from simcore import Workload
+from simcore.engine.space import CHOICES
 from simcore.errors import SimcoreInputError
 from simcore.kernels import inference_ref, training_ref
-from simcore.presets import get_family, get_model
-from simcore.space import CHOICES
+from simcore.model.presets import get_family, get_model
 
 FAMILIES = ["SiP", "H100-SXM", "A100-80G"]
 MODELS = ["Llama 3.1 8B", "Llama 3.1 70B", "Mixtral 8x7B"]

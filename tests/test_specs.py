@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcore import HW_KNOBS, PRESETS, Hardware, Model, Topology, Workload, specs
-from simcore.presets import HARDWARE_FAMILIES, get_family, get_model
-from simcore.specs import Efficiency, SpecError
+from simcore.model.presets import HARDWARE_FAMILIES, get_family, get_model
+from simcore.model.specs import Efficiency, SpecError
 
 DATA = Path(__file__).parent / "data"
 

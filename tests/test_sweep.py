@@ -11,16 +11,16 @@ import pytest
 import xarray as xr
 
 from simcore import Workload
-from simcore.evaluate import best_of_prepared, prepare
-from simcore.space import depth_grid
-from simcore.sweep import StoreMismatchError, resumable_best
+from simcore.engine.evaluate import best_of_prepared, prepare
+from simcore.engine.space import depth_grid
+from simcore.engine.sweep import StoreMismatchError, resumable_best
 
 SCRIPT = textwrap.dedent("""
     import sys
     from simcore import Workload
-    from simcore.evaluate import prepare
-    from simcore.space import depth_grid
-    from simcore.sweep import resumable_best
+    from simcore.engine.evaluate import prepare
+    from simcore.engine.space import depth_grid
+    from simcore.engine.sweep import resumable_best
     p = prepare("Llama 3.1 70B", Workload("decode", s_kv=131072), space="full",
                 hardware=depth_grid("coarse"))
     resumable_best(p, sys.argv[1], chunk_size=4)

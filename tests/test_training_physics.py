@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import simcore
-from simcore.engine import prepare
-from simcore.presets import HARDWARE_FAMILIES, PRESETS
-from simcore.specs import HardwareFamily, Model, SpecError, Topology, Workload
+from simcore.engine.core import prepare
+from simcore.model.presets import HARDWARE_FAMILIES, PRESETS
+from simcore.model.specs import HardwareFamily, Model, SpecError, Topology, Workload
 
 H100 = HARDWARE_FAMILIES["H100-SXM"]
 A100 = HARDWARE_FAMILIES["A100-80G"]
@@ -108,7 +108,7 @@ def test_training__contention_slows_the_compute_an_overlapped_collective_runs_un
         lat.append(float(ds.latency_ns.values.ravel()[0]))
     assert lat[0] < lat[1] < lat[2] < lat[3]
     # by hand on the coefficients: the prefetched gathers and the hidden gradient tail
-    from simcore.engine import combine, pack_efficiency
+    from simcore.engine.core import combine, pack_efficiency
     p = prepare(m, fsdp, space=_space(dp=8), family=fam)
     c, hw = p.coeffs[:1], p.hw_rows(0, 1).astype(np.float64)
     base = replace(simcore.Efficiency(), comm_contention=0.0)
@@ -169,7 +169,7 @@ def test_training__unfused_core_runs_at_the_matmul_rate():
     # recomputation reruns the unfused core's forward (4 passes), flash runs 1 + 2.5
     assert per_pair_unfused == pytest.approx(2 * 4 / 3.5 * fl["f_core"], rel=0.01)
     # the attention kernel's factor moves the flash core's time, not the unfused one's
-    from simcore.specs import Efficiency
+    from simcore.model.specs import Efficiency
 
     fast, slow = Efficiency(train_attention=0.9), Efficiency(train_attention=0.2)
     sp = _space(tp=8)
@@ -563,8 +563,8 @@ def test_training__torchtitan_selective_is_op_sac_in_validation():
 
 
 # -- expert parallelism -----------------------------------------------------------------------
-QWEN3_30B = simcore.presets.catalogue()["Qwen/Qwen3-30B-A3B"].model()
-DEEPSEEK_V3 = simcore.presets.catalogue()["deepseek-ai/DeepSeek-V3"].model()
+QWEN3_30B = simcore.model.presets.catalogue()["Qwen/Qwen3-30B-A3B"].model()
+DEEPSEEK_V3 = simcore.model.presets.catalogue()["deepseek-ai/DeepSeek-V3"].model()
 
 
 def _ep_space(tp=1, pp=1, dp=1, cp=1, ep=1):
@@ -782,8 +782,8 @@ def test_training__ring_wait_counts_as_the_prefetch_window():
     """Regression (found by a property search): with CP and ZeRO-3, a faster attention core
     exposed more of the CP ring, which must not shrink the window the prefetched gathers and
     the gradient tail hide under; doubling FLOP/s once raised the best step time by 9.9%."""
-    from simcore.evaluate import evaluate_best
-    from simcore.specs import Hardware
+    from simcore.engine.evaluate import evaluate_best
+    from simcore.model.specs import Hardware
 
     m = Model("drawn", n_layers=1, d_model=64, n_heads=1, n_kv_heads=1, d_ff=64, vocab_size=1000)
     wl = Workload("train", batch=8, s_kv=1186, recompute="none", zero_stage=3)
@@ -844,7 +844,7 @@ def test_training__wide_ffn_allreduce_in_switch():
     ("selective", 4, 34.0),  # selective recompute reruns the core inside its kernel
 ])
 def test_training__each_kernel_pays_its_fixed_device_cost(recompute, tp, want):
-    from simcore.specs import Efficiency
+    from simcore.model.specs import Efficiency
 
     wl = Workload("train", batch=16, s_kv=4096, micro_batch=1, recompute=recompute,
                   precision="bf16")

@@ -305,7 +305,7 @@ def test_cli_validate__threshold_failure_exits_1(capsys):
 def test_cli_validate__compiling_notice_names_the_kernels_validate_compiles(capsys):
     """The "compiling kernels" notice of ``simcore validate`` checks the kernels it runs
     (not ``evaluate``'s), so once it has run the notice is gone."""
-    from simcore.engine import FIRST_CALL_KERNELS, kernels_cached
+    from simcore.engine.core import FIRST_CALL_KERNELS, kernels_cached
     from simcore.kernels import _numba
 
     if not _numba.CACHE:
@@ -561,7 +561,7 @@ def test_whole_run__vllm_steps_follow_its_defaults():
 
 def test_whole_run__public_helper_builds_a_measurement_and_rejects_bad_input():
     import simcore
-    from simcore.specs import SpecError
+    from simcore.model.specs import SpecError
     from simcore.validation import whole_run
 
     last, steps = whole_run(32, 1024, 256, cuda_graphs=True, weight_dtype="fp8")
@@ -647,7 +647,7 @@ def test_validate_cli__prints_the_held_out_check(capsys):
 
 def test_validate_cli__writes_both_plots(tmp_path, capsys):
     from simcore.cli import main
-    from simcore.plot import plot_holdout
+    from simcore.studies.plot import plot_holdout
     from simcore.validation import holdout_rows
 
     parity, held = tmp_path / "parity.png", tmp_path / "held.png"

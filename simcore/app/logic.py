@@ -74,21 +74,21 @@ EXAMPLE_DEEPSPEED_CONFIG: dict[str, Any] = {
 
 def model_choices() -> list[str]:
     """Preset names, then catalogue ids."""
-    from ..presets import PRESETS, catalogue
+    from ..model.presets import PRESETS, catalogue
 
     return list(PRESETS) + [k for k in catalogue() if k not in PRESETS]
 
 
 def family_choices() -> list[str]:
-    from ..presets import HARDWARE_FAMILIES
+    from ..model.presets import HARDWARE_FAMILIES
 
     return list(HARDWARE_FAMILIES)
 
 
 def load_model_input(name: str | None = None, upload: bytes | str | None = None) -> Any:
-    """A :class:`~simcore.specs.Model` from an uploaded ``config.json`` (bytes) or a name."""
-    from ..presets import get_model
-    from ..specs import Model
+    """A :class:`~simcore.model.specs.Model` from an uploaded ``config.json`` (bytes) or a name."""
+    from ..model.presets import get_model
+    from ..model.specs import Model
 
     if upload is not None:
         try:
@@ -121,8 +121,8 @@ def _depth(depth: str | int | Mapping[str, Sequence[float]]) -> Any:
 
 def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "reduced") -> tuple[int, int]:
     """(hardware candidates, layouts) a sweep would evaluate, without running it."""
-    from ..codesign import enumerate_hardware
-    from ..space import get_space
+    from ..engine.space import get_space
+    from ..studies.codesign import enumerate_hardware
 
     n_hw = len(enumerate_hardware(_depth(depth), family=family))
     n_layouts = get_space(space, mode).size
@@ -144,9 +144,9 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
                 metric: str = "latency", cuda_graphs: bool = False,
                 progress: Callable[[float, str], Any] | None = None) -> Any:
-    """:func:`~simcore.codesign.joint_explore` after checking the grid size
+    """:func:`~simcore.studies.codesign.joint_explore` after checking the grid size
     (``cuda_graphs``: decode steps replay CUDA graphs)."""
-    from ..codesign import joint_explore
+    from ..studies.codesign import joint_explore
 
     _check_graphs(cuda_graphs, mode)
     try:
@@ -174,7 +174,7 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
 
 def point_labels(result: Any) -> list[str]:
     """One label per fitting point (index: cost, latency, layout)."""
-    from ..plot import layout_label
+    from ..studies.plot import layout_label
 
     return [f"#{i}: cost {s.cost_score:.2f}, {s.latency_ns / 1e6:.3g} ms, "
             f"{layout_label(s.layout)}" for i, s in enumerate(result.all_scores)]
@@ -182,7 +182,7 @@ def point_labels(result: Any) -> list[str]:
 
 def _knob_ratios(hw: Any, ref: Mapping[str, float]) -> dict[str, float]:
     """knob -> hw / ref for the knobs where they differ."""
-    from ..specs import HW_KNOBS
+    from ..model.specs import HW_KNOBS
 
     here = hw.as_dict()
     return {k: here[k] / ref[k] for k in HW_KNOBS
@@ -192,7 +192,7 @@ def _knob_ratios(hw: Any, ref: Mapping[str, float]) -> dict[str, float]:
 def _frontier_steps(result: Any) -> dict[Any, str]:
     """Frontier hardware -> the knob(s) that changed from the previous frontier point
     (cheapest first; the first point says how it differs from the family's hardware)."""
-    from ..presets import get_family
+    from ..model.presets import get_family
 
     front = sorted(result.pareto_scores, key=lambda s: (s.cost_score, s.latency_ns))
     steps: dict[Any, str] = {}
@@ -218,8 +218,8 @@ def explore_table(result: Any) -> list[dict[str, Any]]:
     """Rows of every fitting hardware point: hardware knobs, layout, times, ``changed``
     (knobs vs the family's hardware), ``pareto`` and ``frontier_step`` (the knob that
     changed from the previous frontier point, "off the frontier" elsewhere)."""
-    from ..plot import layout_label
-    from ..presets import get_family
+    from ..model.presets import get_family
+    from ..studies.plot import layout_label
 
     steps = _frontier_steps(result)
     rows = []
@@ -243,7 +243,7 @@ def explore_chart(rows: Sequence[Mapping[str, Any]]) -> Any:
     import altair as alt
     import pandas as pd
 
-    from ..specs import HW_KNOBS
+    from ..model.specs import HW_KNOBS
 
     df = pd.DataFrame(list(rows))
     # sorted as vega sorts the union of the layers' domains, so colours match the legend
@@ -307,7 +307,7 @@ def dataset_netcdf(ds: Any) -> bytes:
 
 def run_serving(model: Any, *, family: str | None, gpus: int, isl: int, osl: int,
                 max_ttft_ms: float | None = None, max_tpot_ms: float | None = None) -> Any:
-    from .. import serving
+    from ..studies import serving
 
     try:
         return serving.plan(model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
@@ -347,11 +347,11 @@ def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
 def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                 over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
                 fixed: int = 1, metric: str = "latency", cuda_graphs: bool = False) -> Any:
-    """:func:`~simcore.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
+    """:func:`~simcore.studies.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
     ``fixed`` = batch) or ``"batch"`` (``fixed`` = context); ``cuda_graphs``: decode steps
     replay CUDA graphs."""
-    from ..compare import compare
-    from ..specs import Workload
+    from ..model.specs import Workload
+    from ..studies.compare import compare
 
     _check_graphs(cuda_graphs, mode)
     designs = [d.strip() for d in designs if d and d.strip()]
@@ -378,7 +378,7 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
 def compare_table(result: Any) -> list[dict[str, Any]]:
     """One row per design and point: latency (ms), throughput, devices, the speed-up over
     the first design and the best layout ("does not fit" where none does)."""
-    from ..plot import layout_label
+    from ..studies.plot import layout_label
 
     rows = []
     for r in result.rows():
@@ -480,7 +480,7 @@ def trials_table(result: Any) -> list[dict[str, Any]]:
         rows.append({"name": t.name, "stage": t.stage, "micro_batch": t.micro_batch,
                      "grad_accum": t.grad_accum, "status": t.status, "phase": t.phase,
                      result.metric: v, "error": t.error})
-    from ..metrics import get_metric
+    from ..engine.metrics import get_metric
 
     sign = get_metric(result.metric).sign  # +1: smaller is better
     rows.sort(key=lambda r: (r[result.metric] is None,

@@ -107,7 +107,7 @@ def page_explore(demo: bool) -> None:
     if r is None:
         st.info("Pick inputs and press Run sweep.")
         return
-    from simcore.plot import plot_breakdown, plot_pareto, plot_sensitivity
+    from simcore.studies.plot import plot_breakdown, plot_pareto, plot_sensitivity
 
     st.subheader(f"Pareto frontier: {r.model} {r.workload.mode} s_kv={r.workload.s_kv}")
     st.caption(f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
@@ -175,7 +175,7 @@ def page_serving(demo: bool = False) -> None:
     res = st.session_state.get("serving_result")
     if res is None:
         return
-    from simcore.serving import plot_frontier
+    from simcore.studies.serving import plot_frontier
 
     st.subheader("tokens/s per GPU vs tokens/s per user")
     _show(plot_frontier(res), width=760)
@@ -188,7 +188,7 @@ def page_serving(demo: bool = False) -> None:
 
 def page_compare(demo: bool = False) -> None:
     st.header("Compare: hardware designs side by side")
-    from simcore.specs import HW_KNOBS
+    from simcore.model.specs import HW_KNOBS
 
     c0, c1, c2, c3, c4 = st.columns([2, 1, 1, 2, 1])
     mode = c1.selectbox("mode", ["decode", "prefill"], key="compare_mode")
@@ -228,7 +228,7 @@ def page_compare(demo: bool = False) -> None:
     if r is None:
         st.info("Pick two or more designs and press Compare.")
         return
-    from simcore.plot import plot_compare
+    from simcore.studies.plot import plot_compare
 
     st.subheader(f"{r.model} {r.mode}: {len(r.designs)} designs, best layout at each point")
     st.caption("; ".join(L.speedup_summary(r)))
@@ -254,7 +254,7 @@ def page_validation() -> None:
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return
-    from simcore.plot import plot_parity
+    from simcore.studies.plot import plot_parity
 
     n_fit = sum(1 for r in rows if r.fits)
     st.caption(f"{len(rows)} published measurements; {n_fit} on a layout that fits the "
@@ -271,7 +271,7 @@ def page_validation() -> None:
         "error_pct": st.column_config.NumberColumn("error (%)", format="%+.1f"),
         "measured": st.column_config.NumberColumn(format="%.4g"),
         "predicted": st.column_config.NumberColumn(format="%.4g")})
-    from simcore.plot import plot_holdout
+    from simcore.studies.plot import plot_holdout
 
     st.subheader("held out, never fitted: served runs measured on H100 / H200")
     hold = _holdout()
@@ -314,7 +314,7 @@ def page_autotune(demo: bool = False) -> None:
         res.metric: st.column_config.NumberColumn(f"{res.metric} ({unit})" if unit
                                                   else res.metric, format="%.4g")})
     if any(t.ok for t in res.trials):
-        from simcore.plot import plot_tuning
+        from simcore.studies.plot import plot_tuning
 
         st.subheader("metric vs micro-batch per ZeRO stage")
         _show(plot_tuning(res))

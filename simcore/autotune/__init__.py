@@ -1,6 +1,6 @@
 """A correct DeepSpeed-style autotuner (ZeRO stage × micro-batch × ZeRO knobs).
 
-Every selector goes through :mod:`simcore.metrics`, so ``latency`` keeps the smallest
+Every selector goes through :mod:`simcore.engine.metrics`, so ``latency`` keeps the smallest
 value, ``FLOPS``/``flops`` read ``FLOPS_per_gpu``, and failed or metric-less trials
 never win. ``tune()`` always returns a :class:`TuneResult`.
 

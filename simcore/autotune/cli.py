@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..metrics import get_metric
-from ..presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
-from ..specs import Model
+from ..engine.metrics import get_metric
+from ..model.presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
+from ..model.specs import Model
 from . import deepspeed as ds
 from .config import (
     TUNER_TYPES,

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..metrics import get_metric
+from ..engine.metrics import get_metric
 from . import deepspeed as ds
 
 __all__ = [

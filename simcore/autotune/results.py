@@ -1,6 +1,6 @@
 """Experiments, trials and tuning results; the optimal-config writers.
 
-Every selection here goes through :mod:`simcore.metrics` (:func:`select_best`,
+Every selection here goes through :mod:`simcore.engine.metrics` (:func:`select_best`,
 :func:`metric_value`); a trial that failed, or has no value for the metric, never wins.
 
 Examples
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ..engine.metrics import get_metric, metric_is_better, metric_key, metric_value, select_best
 from ..io import write_files_atomic
-from ..metrics import get_metric, metric_is_better, metric_key, metric_value, select_best
 from . import deepspeed as ds
 
 __all__ = [
@@ -372,7 +372,7 @@ class TuneResult:
 
     @classmethod
     def from_trials(cls, trials: Sequence[Trial], *, metric: str, **kw: Any) -> TuneResult:
-        """Pick the best trial with :func:`simcore.metrics.select_best`."""
+        """Pick the best trial with :func:`simcore.engine.metrics.select_best`."""
         get_metric(metric)
         best, value = select_best(trials, metric, value=lambda t: t.value(metric))
         return cls(metric=metric, best=best, value=value, trials=tuple(trials), **kw)

@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from ..presets import get_family, get_model
-from ..specs import Efficiency, HardwareFamily, Model
+from ..model.presets import get_family, get_model
+from ..model.specs import Efficiency, HardwareFamily, Model
 from . import deepspeed as ds
 from .results import Experiment, Trial, atomic_write_text
 from .training import (
@@ -121,7 +121,7 @@ class SimulatorRunner:
     Parameters
     ----------
     model : str or Model
-        A preset name (``simcore.presets.PRESETS``) or a :class:`~simcore.specs.Model`.
+        A preset name (``simcore.model.presets.PRESETS``) or a :class:`~simcore.model.specs.Model`.
     family : str or HardwareFamily
         Hardware family (``"A100-80G"``, ``"H100-SXM"``, ...).
     n_gpus : int

@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from ..presets import get_family, get_model
-from ..specs import Efficiency, Hardware, HardwareFamily, Model, Workload
+from ..model.presets import get_family, get_model
+from ..model.specs import Efficiency, Hardware, HardwareFamily, Model, Workload
 from .config import precision_of
 
 __all__ = [
@@ -259,11 +259,11 @@ class TrainingEstimate:
 
 class TrainingEngine:
     """The engine for one model and hardware point; prepares each :class:`TrainingRun`
-    once (:func:`simcore.evaluate.prepare`) and keeps its coefficient row.
+    once (:func:`simcore.engine.evaluate.prepare`) and keeps its coefficient row.
 
     Examples
     --------
-    >>> from simcore.presets import get_family, get_model
+    >>> from simcore.model.presets import get_family, get_model
     >>> fam = get_family("A100-80G")
     >>> eng = TrainingEngine(get_model("Llama 2 7B"), family=fam, hardware=fam.hardware,
     ...                      efficiency=Efficiency())
@@ -283,7 +283,7 @@ class TrainingEngine:
     def row(self, run: TrainingRun) -> np.ndarray:
         """The run's coefficient record (a one-row structured table of the engine)."""
         if run not in self._rows:
-            from ..engine import prepare
+            from ..engine.core import prepare
 
             p = prepare(self.model, run.workload(), space=run.space(), hardware=self.hardware,
                         family=self.family, efficiency=self.efficiency)
@@ -303,7 +303,7 @@ class TrainingEngine:
 
     def estimates(self, runs: Sequence[TrainingRun]) -> list[TrainingEstimate]:
         """All ``runs`` through one call of the engine's hardware combine."""
-        from ..engine import combine
+        from ..engine.core import combine
 
         if not runs:
             return []

@@ -1,6 +1,6 @@
 """The autotuner: one table-driven loop over ZeRO stages, micro-batch search, tuners.
 
-Every comparison goes through :mod:`simcore.metrics` (:func:`metric_is_better`,
+Every comparison goes through :mod:`simcore.engine.metrics` (:func:`metric_is_better`,
 :func:`select_best`, :func:`metric_value` via :meth:`Trial.value`). ``tune()`` returns a
 :class:`TuneResult` on every path; errors are exceptions with a message saying what to
 pass instead, never ``exit()``.
@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..metrics import get_metric, metric_is_better, select_best
+from ..engine.metrics import get_metric, metric_is_better, select_best
 from . import deepspeed as ds
 from .config import AutotuneConfig, AutotuneConfigError
 from .deepspeed import ZERO_STAGES, StageSpec

@@ -151,7 +151,7 @@ def _main(argv: list[str]) -> int:
                              prog=prog)
         args.argv = argv  # the command line, for "rerun ... to resume" messages
         if args.command in _COMPUTING:
-            from ..engine import FIRST_CALL_KERNELS, kernels_cached
+            from ..engine.core import FIRST_CALL_KERNELS, kernels_cached
 
             first = FIRST_CALL_KERNELS.get(args.command) or FIRST_CALL_KERNELS[
                 "train" if getattr(args, "mode", "") == "train" else "inference"]

@@ -48,7 +48,7 @@ def positive_ints(text: str) -> list[int]:
 
 
 def add_parser(sub: Any, name: str, help: str) -> None:
-    from ..presets import DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+    from ..model.presets import DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
 
     p = sub.add_parser(
         name, help=help,
@@ -80,9 +80,9 @@ def add_parser(sub: Any, name: str, help: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compare import compare
     from ..errors import SimcoreInputError
-    from ..specs import Workload
+    from ..model.specs import Workload
+    from ..studies.compare import compare
 
     graphs = cuda_graphs_flag(args)
     model = resolve_model(args)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     notes = note_stream(args)
     rows = r.rows()
     if args.plot is not None:
-        from ..plot import plot_compare
+        from ..studies.plot import plot_compare
 
         try:
             plot_compare(r, args.plot)

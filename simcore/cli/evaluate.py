@@ -55,10 +55,10 @@ def add_parser(sub: Any, name: str, help: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ..engine import check_budget, prepare
+    from ..engine.core import check_budget, prepare
+    from ..engine.space import workload_points
     from ..errors import DeviceBudgetError, SimcoreInputError
-    from ..report import fmt_ns
-    from ..space import workload_points
+    from ..studies.report import fmt_ns
 
     model = resolve_model(args)
     fam = resolve_family(args)

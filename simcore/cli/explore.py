@@ -50,7 +50,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _pareto_columns() -> list[Column]:
-    from ..specs import HW_KNOBS
+    from ..model.specs import HW_KNOBS
 
     return ([Column("cost_score", "cost"), Column("latency_ns", "latency", "latency_ms"),
              Column("throughput_tok_s", "tok/s")]
@@ -93,7 +93,7 @@ def _with_suffix(suffixes: tuple[str, ...]) -> Any:
 
 
 def _grid_assignment() -> Any:
-    from ..specs import HW_KNOBS
+    from ..model.specs import HW_KNOBS
 
     return assignment({k: positive_floats for k in HW_KNOBS})
 
@@ -162,7 +162,7 @@ def _deprecated_out_dataset(args: argparse.Namespace) -> None:
 def _connect(address: str | None) -> tuple[Any, Any]:
     if not address:
         return None, None
-    from ..distributed import connect
+    from ..engine.distributed import connect
 
     try:
         return connect(address)
@@ -202,10 +202,10 @@ def _elsewhere(path: Path) -> str:
 def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
     """Before any compute: the sweep fits in memory, and every output path can take what
     it will be given."""
-    from ..codesign import check_depth, check_explore_size
-    from ..engine import N_BEST
+    from ..engine.core import N_BEST
+    from ..engine.space import depth_grid, get_space
     from ..io import check_room
-    from ..space import depth_grid, get_space
+    from ..studies.codesign import check_depth, check_explore_size
 
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
@@ -221,7 +221,7 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
         check_explore_size(n_hw, n_layouts)
     except SimcoreInputError as exc:
         raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
-    from ..codesign import estimate_explore
+    from ..studies.codesign import estimate_explore
 
     _, seconds = estimate_explore(n_hw, n_layouts)
     if seconds > 600 and args.resume is None:
@@ -242,8 +242,8 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
 
 def _cost_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """``--cost-model`` / ``--objectives`` as joint_explore keywords, checked up front."""
-    from ..costmodel import get_cost_model
-    from ..pareto import objective_directions
+    from ..engine.pareto import objective_directions
+    from ..hardware.costmodel import get_cost_model
 
     out: dict[str, Any] = {}
     if getattr(args, "cost_model", None) is not None:
@@ -269,11 +269,11 @@ def _cost_columns(r: Any) -> list[Column]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..codesign import joint_explore
-    from ..distributed import warm_cache
+    from ..engine.distributed import warm_cache
+    from ..engine.sweep import StoreMismatchError
     from ..errors import DeviceBudgetError, SimcoreRetryError
-    from ..report import fmt_ns, fmt_num
-    from ..sweep import StoreMismatchError
+    from ..studies.codesign import joint_explore
+    from ..studies.report import fmt_ns, fmt_num
 
     _deprecated_out_dataset(args)
     _cost_kwargs(args)  # reject a bad cost model / objective before any work
@@ -332,12 +332,12 @@ def _save_files(args: argparse.Namespace, r: Any, notes: Any) -> None:
                           f"any old file is unchanged); rerun with --dataset "
                           f"{_elsewhere(args.dataset)}")
     if args.plot is not None:
-        from ..plot import plot_pareto, plot_sensitivity
+        from ..studies.plot import plot_pareto, plot_sensitivity
 
         sens_path = args.plot.with_name(args.plot.stem + "_sensitivity" + args.plot.suffix)
         try:
             if r.cost_model is not None and len(r.objectives) >= 2:
-                from ..plot import plot_objectives
+                from ..studies.plot import plot_objectives
 
                 shown = list(r.objectives)[:2]
                 if len(r.objectives) > 2:

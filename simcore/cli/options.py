@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..errors import SimcoreInputError
-from ..presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
-from ..specs import DTYPE_BYTES
+from ..model.presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+from ..model.specs import DTYPE_BYTES
 
 __all__ = [
     "DEFAULT_SPACE", "DTYPES", "FORMATS", "KV_DTYPES", "METRICS", "SPACES", "TRAIN_PRECISIONS",
@@ -267,8 +267,8 @@ def store_path(text: str) -> Path:
 # -- option builders --------------------------------------------------------------------
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
-    """``--model`` (default :data:`~simcore.presets.DEFAULT_MODEL`) and ``--family``
-    (default :data:`~simcore.presets.DEFAULT_FAMILY`)."""
+    """``--model`` (default :data:`~simcore.model.presets.DEFAULT_MODEL`) and ``--family``
+    (default :data:`~simcore.model.presets.DEFAULT_FAMILY`)."""
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|CONFIG_JSON",
                    help=f"preset ({', '.join(PRESETS)}) or a HuggingFace config.json path or "
                         f"folder (default: {DEFAULT_MODEL})")
@@ -361,7 +361,7 @@ def budget_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> None:
     """``--set KNOB=VALUE`` (repeatable): override a hardware knob of the family."""
-    from ..specs import HW_KNOBS
+    from ..model.specs import HW_KNOBS
 
     p.add_argument("--set", type=assignment({k: positive_float for k in HW_KNOBS}),
                    action="append", default=[], metavar="KNOB=VALUE",
@@ -389,7 +389,7 @@ def metric_name(text: str) -> str:
     ...
     simcore.cli.options.OptionError: unknown metric 'speed'; pass one of latency, throughput, FLOPS (aliases: latency_ns, time, step_time, throughput_tok_s, samples_per_sec, FLOPS_per_gpu, flops, flops_per_gpu)
     """
-    from ..metrics import get_metric
+    from ..engine.metrics import get_metric
 
     names = _metric_aliases()
     try:
@@ -405,7 +405,7 @@ def metric_name(text: str) -> str:
 
 def _metric_aliases() -> dict[str, tuple[str, ...]]:
     """The fused metrics (latency, throughput, FLOPS_per_gpu) → their registry aliases."""
-    from ..metrics import get_metric
+    from ..engine.metrics import get_metric
 
     out: dict[str, tuple[str, ...]] = {}
     for name in METRICS:
@@ -438,7 +438,7 @@ def add_output_options(p: argparse.ArgumentParser, *, rows: str = "the rows") ->
 
 def resolve_model(args: argparse.Namespace) -> Any:
     """``--model``: a preset name, a HuggingFace config.json path or a folder holding one."""
-    from ..presets import load_model
+    from ..model.presets import load_model
 
     try:
         return load_model(args.model)
@@ -450,8 +450,8 @@ def resolve_family(args: argparse.Namespace) -> Any:
     """``--family`` with the ``--set`` overrides (if the command has them) applied."""
     from dataclasses import replace
 
-    from ..presets import get_family
-    from ..specs import Hardware
+    from ..model.presets import get_family
+    from ..model.specs import Hardware
 
     try:
         fam = get_family(args.family)
@@ -500,7 +500,7 @@ def cuda_graphs_flag(args: argparse.Namespace) -> bool:
 
 
 def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``--dtype`` / ``--kv-dtype`` / ``--cuda-graphs`` as :class:`~simcore.specs.Workload`
+    """``--dtype`` / ``--kv-dtype`` / ``--cuda-graphs`` as :class:`~simcore.model.specs.Workload`
     fields."""
     dtype, kv = getattr(args, "dtype", None), getattr(args, "kv_dtype", None)
     graphs = cuda_graphs_flag(args)
@@ -546,11 +546,11 @@ def _check_rate(wl: Any, family: Any) -> None:
 
 
 def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
-    """The :class:`~simcore.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ...
+    """The :class:`~simcore.model.specs.Workload` of ``--mode``, ``--s-kv``, ``--batch``, ...
     (the first value of a comma list; :func:`sweep_kwargs` gives the lists), with
     ``--dtype`` / ``--kv-dtype`` where the command has them; with ``family``, also checks
     that it has the matmul rate of ``--dtype``."""
-    from ..specs import Workload
+    from ..model.specs import Workload
 
     kw: dict[str, Any] = {"batch": _first(args.batch), "s_kv": _first(args.s_kv)}
     if args.mode == "train":

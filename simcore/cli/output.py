@@ -3,7 +3,7 @@
 A command declares its rows once as :class:`Column` objects and hands them, with row
 dicts keyed by the engine's names (``latency_ns``, ``mem_bytes``), to :func:`emit_rows`:
 
-* ``table``: the aligned text of :func:`simcore.report.table` (times and large numbers
+* ``table``: the aligned text of :func:`simcore.studies.report.table` (times and large numbers
   made readable);
 * ``json``: an array of row objects whose keys carry units (``latency_ms``, ``mem_gb``,
   ``throughput_tok_s``); NaN and missing values are ``null``;
@@ -68,7 +68,7 @@ class Column:
         converted from ``key``'s unit suffix to ``name``'s (ns/us/ms, bytes/gb, a ratio
         to pct).
     display : callable, optional
-        ``display(row) -> str``: the table cell; default :func:`simcore.report.table`'s
+        ``display(row) -> str``: the table cell; default :func:`simcore.studies.report.table`'s
         formatting of the raw value.
     in_table : bool
         Whether the table shows it (JSON/CSV always do).
@@ -145,7 +145,7 @@ def render_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fm
     8,4.97
     """
     if fmt == "table":
-        from ..report import table
+        from ..studies.report import table
 
         shown = [c for c in columns if c.in_table]
         cells = [{c.key: c.display(r) if c.display is not None else r.get(c.key) for c in shown}

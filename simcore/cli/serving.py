@@ -1,4 +1,4 @@
-"""``simcore serving``: the serving planner (:mod:`simcore.serving`) on the command line.
+"""``simcore serving``: the serving planner (:mod:`simcore.studies.serving`) on the command line.
 
 Options and the handler live with the planner (``serving.add_arguments``,
 ``serving.run``); this module registers them in the command table. Bad input exits 2
@@ -13,7 +13,7 @@ __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any, name: str, help: str) -> None:
-    from .. import serving
+    from ..studies import serving
 
     p = sub.add_parser(
         name, help=help,

@@ -16,7 +16,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from ..errors import SimcoreInputError
-from ..specs import Efficiency
+from ..model.specs import Efficiency
 from .options import add_output_options, assignment, fraction, plot_file, positive_float, share
 from .output import Column, emit_rows, for_script, note_stream
 
@@ -113,7 +113,7 @@ def _print_holdout(eff: Efficiency, notes: Any, plot: Any = None) -> None:
               f"mean |error| {100 * err:5.1f}%  signed {100 * signed:+6.1f}%", file=notes)
     print(f"  [{SOURCE}]", file=notes)
     if plot is not None:
-        from ..plot import plot_holdout
+        from ..studies.plot import plot_holdout
 
         _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot)
 
@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  memory mean |error| {100 * mem_err:.1f}% over {len(mem_rows)} runs",
                   file=notes)
     if args.plot is not None:
-        from ..plot import plot_parity
+        from ..studies.plot import plot_parity
 
         _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot)
     if args.kind is None or "decode" in args.kind:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..specs import Efficiency
+from ..model.specs import Efficiency
 from .data import MEASUREMENTS as _FIRST_24
 from .data import UNMODELLED
 from .data_infer import INFER_MEASUREMENTS, whole_run
@@ -126,7 +126,7 @@ def validate_memory(points: Iterable[Measurement] | None = None, *,
     >>> len(rows) >= 20 and all(r.predicted_gib > 0 for r in rows)
     True
     """
-    from ..evaluate import evaluate
+    from ..engine.evaluate import evaluate
 
     eff = FITTED_EFFICIENCY if efficiency is None else efficiency
     out = []

@@ -25,8 +25,8 @@ Sources
 
 from __future__ import annotations
 
-from .. import presets
-from ..specs import HardwareFamily, Model, Workload
+from ..model import presets
+from ..model.specs import HardwareFamily, Model, Workload
 from .points import Measurement
 
 __all__ = [

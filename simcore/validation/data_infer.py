@@ -69,8 +69,8 @@ import os
 from functools import lru_cache
 from typing import Any
 
-from .. import presets
-from ..specs import Model, Workload
+from ..model import presets
+from ..model.specs import Model, Workload
 from .points import Measurement
 
 __all__ = ["INFER_MEASUREMENTS", "INFER_SOURCES", "load_infer_measurements", "whole_run"]
@@ -225,7 +225,7 @@ def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload:
     (as TensorRT-LLM's static batches run it; ``vllm=True``: as vLLM 0.6's ``generate()``
     runs it, chunked above 32K tokens, CUDA graphs only up to 8K of context), then
     ``osl - 1`` decode steps over the growing context, summed by Simpson's rule.
-    ``workload`` holds the :class:`~simcore.specs.Workload` settings every step shares
+    ``workload`` holds the :class:`~simcore.model.specs.Workload` settings every step shares
     (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``). Returns (the
     last decode step, the ``steps``): pass them as ``workload`` and ``steps`` of a
     ``Measurement`` with ``generated=osl``.

@@ -83,8 +83,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import presets
-from ..specs import HardwareFamily, Model, Workload
+from ..model import presets
+from ..model.specs import HardwareFamily, Model, Workload
 from .points import Measurement
 
 __all__ = ["H100_96G", "TRAIN_MEASUREMENTS", "TRAIN_SKIPPED", "load_points"]

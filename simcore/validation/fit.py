@@ -1,4 +1,4 @@
-"""Fit the :class:`~simcore.specs.Efficiency` factors to the measurements, and check them
+"""Fit the :class:`~simcore.model.specs.Efficiency` factors to the measurements, and check them
 out of sample (leave one source out).
 
 The fitted values live as constants in :mod:`simcore.validation.fitted`; this module is
@@ -6,7 +6,7 @@ how they were obtained and how to redo it after the cost model changes::
 
     python -m simcore.validation.fit
 
-Method: one :class:`~simcore.specs.Efficiency` for all points together (at most
+Method: one :class:`~simcore.model.specs.Efficiency` for all points together (at most
 :data:`MAX_FACTORS` factors, never per point). Every point is prepared once (the
 coefficients do not depend on the efficiency) and re-combined with candidate factors by
 the engine's own kernel: all training points in one call, all inference points in
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..specs import Efficiency
+from ..model.specs import Efficiency
 from .points import Measurement, run_steps
 
 __all__ = ["FACTORS", "MAX_FACTORS", "FitResult", "LosoResult", "fast_predictor",
@@ -85,7 +85,7 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[..., Any]:
     kernel), without rebuilding the labelled Dataset per call. ``run(eff, fits=True)``
     returns (predictions, whether every step of each point's run fits in memory).
     """
-    from ..engine import combine, pack_efficiency, prepare
+    from ..engine.core import combine, pack_efficiency, prepare
 
     # one row per step of each point's run (run_steps); a point's latency is the
     # weighted sum of its rows. Rows are grouped by (training or not, hardware row), so

@@ -38,8 +38,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import presets
-from ..specs import Efficiency, Workload
+from ..model import presets
+from ..model.specs import Efficiency, Workload
 from .points import Measurement
 
 __all__ = ["SOURCE", "HoldoutRow", "holdout_rows", "holdout_summary", "load_holdout"]

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..specs import Efficiency, HardwareFamily, Model, Workload
+from ..model.specs import Efficiency, HardwareFamily, Model, Workload
 
 __all__ = [
     "KINDS",
@@ -27,7 +27,7 @@ __all__ = [
     "run_steps",
 ]
 
-#: Kinds of measurement; each is also the :class:`~simcore.specs.Workload` mode it runs.
+#: Kinds of measurement; each is also the :class:`~simcore.model.specs.Workload` mode it runs.
 KINDS: tuple[str, ...] = ("train", "prefill", "decode")
 
 #: Parallel dims a measurement's layout may set (the rest of the layout is fixed, see
@@ -63,7 +63,7 @@ def palm_flops_per_step(model: Model, workload: Workload) -> float:
 
     Examples
     --------
-    >>> from simcore.presets import PRESETS
+    >>> from simcore.model.presets import PRESETS
     >>> m = PRESETS["Llama 2 7B"].model
     >>> round(palm_flops_per_step(m, Workload("train", batch=1, s_kv=4096)) / 1e12, 1)
     188.8
@@ -348,7 +348,7 @@ def run_steps(point: Measurement) -> tuple[tuple[Workload, float], ...]:
 def evaluate_point(point: Measurement, efficiency: Efficiency) -> tuple[float, bool]:
     """(latency_ns, fits) of the point's run on its single layout (summed over its
     :func:`run_steps`); raises if the layout is invalid."""
-    from ..evaluate import evaluate
+    from ..engine.evaluate import evaluate
 
     total, fits = 0.0, True
     for wl, weight in run_steps(point):

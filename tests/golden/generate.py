@@ -32,8 +32,8 @@ def dataset_digest(ds: Any) -> dict[str, str]:
 def cases() -> dict[str, Any]:
     import simcore
     from simcore import Workload
-    from simcore.codesign import joint_explore
-    from simcore.evaluate import evaluate_best
+    from simcore.engine.evaluate import evaluate_best
+    from simcore.studies.codesign import joint_explore
     from simcore.validation import validate
 
     out: dict[str, Any] = {}

@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .engine import build_coeffs, pack_efficiency, point_one
-from .errors import SimcoreInputError
-from .presets import get_family, get_model
+from ..errors import SimcoreInputError
+from ..model.presets import get_family, get_model
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
+from .core import build_coeffs, pack_efficiency, point_one
 from .space import CHOICES, PARALLEL_DIMS
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
 __all__ = ["Prediction", "predict"]
 
@@ -129,7 +129,7 @@ def predict(
     Parameters
     ----------
     model : Model or str
-        A :class:`~simcore.specs.Model`, preset name or catalogue id.
+        A :class:`~simcore.model.specs.Model`, preset name or catalogue id.
     workload : Workload
     layout : mapping, optional
         Sizes of ``cp``, ``tp``, ``pp``, ``dp`` and the categorical dims; unset dims are

@@ -36,7 +36,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .engine import (
+from ..errors import SimcoreInputError, SimcoreRetryError, SweepInterrupted
+from ..model.specs import HW_KNOBS
+from ..options import OPTIONS
+from .core import (
     LAYOUT_OUTPUTS,
     MEM_PARTS,
     N_BEST,
@@ -44,12 +47,9 @@ from .engine import (
     Prepared,
     fused_metric,
 )
-from .errors import SimcoreInputError, SimcoreRetryError, SweepInterrupted
 from .labels import dataset, knob_coords, var_attrs, variable
 from .metrics import Metric
-from .options import OPTIONS
 from .space import CHOICES
-from .specs import HW_KNOBS
 
 __all__ = ["BYTES_PER_HW_POINT", "EVALS_PER_SECOND", "STORE_FORMAT", "available_memory",
            "check_fits_in_memory", "StoreMismatchError", "assemble_best", "chunk_checksum",
@@ -515,7 +515,7 @@ def _lost_cluster(exc: BaseException) -> bool:
 
 
 def _caused_by_ctrl_c(exc: BaseException) -> bool:
-    from .errors import interrupt_behind
+    from ..errors import interrupt_behind
 
     return interrupt_behind(exc) is not None
 
@@ -547,7 +547,7 @@ def _check_client(client: Any) -> None:
     if client is not None and not (hasattr(client, "submit") and hasattr(client, "scatter")):
         raise SimcoreInputError(
             f"client must be a dask.distributed.Client, got {type(client).__name__} "
-            f"{client!r}; connect first, e.g. client, _ = simcore.distributed.connect("
+            f"{client!r}; connect first, e.g. client, _ = simcore.engine.distributed.connect("
             "'tcp://host:8786')")
 
 
@@ -565,7 +565,7 @@ def reduce_best(
     Parameters
     ----------
     p : Prepared
-        From :func:`simcore.engine.prepare`.
+        From :func:`simcore.engine.core.prepare`.
     metric : str or Metric
         ``"latency"``, ``"throughput"`` or ``"FLOPS_per_gpu"`` (aliases accepted).
     chunk_size : int, optional

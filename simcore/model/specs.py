@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .errors import SimcoreInputError
+from ..errors import SimcoreInputError
 
 __all__ = [
     "DTYPE_BYTES",
@@ -57,7 +57,7 @@ class SpecError(SimcoreInputError):
     >>> Workload("decode", batch=1e20)
     Traceback (most recent call last):
     ...
-    simcore.specs.SpecError: Workload.batch must be an integer in [1, 10000000] (sequences per step), got 1e+20
+    simcore.model.specs.SpecError: Workload.batch must be an integer in [1, 10000000] (sequences per step), got 1e+20
     """
 
 
@@ -265,7 +265,7 @@ class Model:
     >>> Model("tiny", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=256.5, vocab_size=1000)
     Traceback (most recent call last):
     ...
-    simcore.specs.SpecError: Model.d_ff must be an integer in [1, 10000000] (FFN width of a dense layer), got 256.5
+    simcore.model.specs.SpecError: Model.d_ff must be an integer in [1, 10000000] (FFN width of a dense layer), got 256.5
     """
 
     name: str
@@ -655,7 +655,7 @@ class Model:
         >>> Model.from_hf_dict({**cfg, "hidden_size": "64"})
         Traceback (most recent call last):
         ...
-        simcore.specs.SpecError: config: field 'hidden_size' must be a JSON number, got the string '64'; write 64 without quotes
+        simcore.model.specs.SpecError: config: field 'hidden_size' must be a JSON number, got the string '64'; write 64 without quotes
         """
         kwargs = _hf_model_kwargs(cfg, source)
         if name:
@@ -1329,7 +1329,7 @@ class Hardware:
     >>> Hardware(bw_hbm_gbs=-1)
     Traceback (most recent call last):
     ...
-    simcore.specs.SpecError: Hardware.bw_hbm_gbs must be a number in [0.001, 10000000] GB/s, got -1
+    simcore.model.specs.SpecError: Hardware.bw_hbm_gbs must be a number in [0.001, 10000000] GB/s, got -1
     """
 
     pe_hbm_gb: float = 96.0

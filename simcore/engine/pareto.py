@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
-from .engine import pareto_mask
-from .errors import SimcoreInputError
+from ..errors import SimcoreInputError
+from .core import pareto_mask
 from .metrics import UnknownMetricError, get_metric
 
 __all__ = ["pareto", "pareto_mask", "objective_directions"]

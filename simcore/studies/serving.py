@@ -38,7 +38,7 @@ replicas).
 
 Examples
 --------
->>> from simcore.serving import plan
+>>> from simcore.studies.serving import plan
 >>> p = plan("Llama 3.1 8B", family="H100-SXM", gpus=2, isl=1024, osl=128,
 ...          max_ttft_ms=500, max_tpot_ms=50, batch=(1, 16))
 >>> row = p.rows()[0]
@@ -66,13 +66,13 @@ from typing import Any, NoReturn
 import numpy as np
 import xarray as xr
 
-from .errors import DeviceBudgetError
-from .evaluate import evaluate
-from .metrics import METRICS, Metric, register_metric
-from .pareto import pareto
-from .presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
-from .space import PARALLEL_DIMS, Space, full_space
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+from ..engine.evaluate import evaluate
+from ..engine.metrics import METRICS, Metric, register_metric
+from ..engine.pareto import pareto
+from ..engine.space import PARALLEL_DIMS, Space, full_space
+from ..errors import DeviceBudgetError
+from ..model.presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = [
     "DEFAULT_BATCHES",
@@ -215,7 +215,7 @@ def _one_hardware(hardware: Hardware | Mapping[str, Any] | None, fam: HardwareFa
         arr = np.atleast_1d(np.asarray(v, dtype=float))
         if arr.size != 1:
             raise ServingError(f"plan() takes one hardware point; {k!r} has {arr.size} values "
-                               "(sweep a grid with simcore.serving.sweep or simcore.evaluate)")
+                               "(sweep a grid with simcore.studies.serving.sweep or simcore.evaluate)")
         point[k] = float(arr[0])
     return Hardware(**point)
 
@@ -570,7 +570,7 @@ def plan(
     Parameters
     ----------
     model : Model or str
-        A :class:`~simcore.specs.Model`, a preset name or a HuggingFace ``config.json``.
+        A :class:`~simcore.model.specs.Model`, a preset name or a HuggingFace ``config.json``.
     family : str or HardwareFamily, optional
         Hardware family (``"H200"``, ...); default ``"SiP"``.
     gpus : int
@@ -1103,7 +1103,7 @@ def _run(args: argparse.Namespace) -> int:
     sys.stdout.write(text)
     if args.out is not None:
         if args.out.suffix.lower() in (".nc", ".nc4", ".zarr"):
-            from .io import save_dataset
+            from ..io import save_dataset
 
             save_dataset(result.dataset, args.out)
         else:

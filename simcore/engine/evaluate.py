@@ -22,6 +22,9 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
+from ..errors import SimcoreInputError
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+from ..options import OPTIONS
 from .chunks import (
     assemble_best,
     check_fits_in_memory,
@@ -29,7 +32,7 @@ from .chunks import (
     hw_chunks,
     reduce_best,
 )
-from .engine import (
+from .core import (
     LAYOUT_OUTPUTS,
     OUTPUT_NAMES,
     CoeffRecipe,
@@ -41,12 +44,9 @@ from .engine import (
     grid_block,
     prepare,
 )
-from .errors import SimcoreInputError
 from .labels import dataset, space_coords, var_attrs, variable
 from .metrics import Metric
-from .options import OPTIONS
 from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, workload_points
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
            "UNITS", "WORKLOAD_DIMS", "assemble_best", "default_chunk_size", "fused_metric",
@@ -146,7 +146,7 @@ def evaluate(
     Parameters
     ----------
     model : Model or str
-        A :class:`~simcore.specs.Model` or a preset name (``"Llama 3.1 70B"``).
+        A :class:`~simcore.model.specs.Model` or a preset name (``"Llama 3.1 70B"``).
     workload : Workload, optional
         Mode (``"prefill"`` | ``"decode"`` | ``"train"``), batch, ``s_q``, ``s_kv``; for
         training also ``micro_batch``, ``recompute``, ``sequence_parallel``, ``zero_stage``.
@@ -337,7 +337,7 @@ def evaluate_best(
     Examples
     --------
     >>> import simcore
-    >>> from simcore.evaluate import evaluate_best
+    >>> from simcore.engine.evaluate import evaluate_best
     >>> r = evaluate_best("Llama 3.1 8B", simcore.Workload("decode", s_kv=8192),
     ...                   hardware={"bw_hbm_gbs": [2000, 4000]})
     >>> bool((r.latency_ns.sel(bw_hbm_gbs=4000) < r.latency_ns.sel(bw_hbm_gbs=2000)).all())

@@ -20,7 +20,7 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> None:
     import io as _io
     from pathlib import Path
 
-    from .io import write_bytes_atomic
+    from ..io import write_bytes_atomic
 
     buf = _io.BytesIO()
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
@@ -139,7 +139,7 @@ _SCALES = {"latency_ns": (1e-6, "ms", "latency"), "cost_usd": (1e-3, "k$", "pric
 
 
 def _objective_axis(name: str) -> tuple[str, float, str, str]:
-    from .metrics import get_metric
+    from ..engine.metrics import get_metric
 
     try:
         m = get_metric(name)
@@ -152,12 +152,12 @@ def _objective_axis(name: str) -> tuple[str, float, str, str]:
 
 def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
                     objectives: Any = None, ax: Any = None) -> Any:
-    """Two objectives of a :func:`~simcore.codesign.joint_explore` result: every fitting
+    """Two objectives of a :func:`~simcore.studies.codesign.joint_explore` result: every fitting
     hardware point (colour = devices its best layout uses) and the frontier over those
     two objectives as a step line. ``objectives`` defaults to the result's own, which
     must then be two (print a table for more). Returns the figure."""
-    from .errors import SimcoreInputError
-    from .pareto import objective_directions, pareto
+    from ..engine.pareto import objective_directions, pareto
+    from ..errors import SimcoreInputError
 
     objs = objective_directions(objectives if objectives is not None else result.objectives)
     if len(objs) != 2:
@@ -329,7 +329,7 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
     ----------
     score : JointScore, or mapping of str to JointScore, or sequence of JointScore
         Anything with ``latency_ns``, ``compute_ns``, ``memory_ns``, ``comm_ns`` and
-        ``layout`` (e.g. ``result.best`` of :func:`~simcore.codesign.joint_explore`).
+        ``layout`` (e.g. ``result.best`` of :func:`~simcore.studies.codesign.joint_explore`).
     path : str or path-like, optional
         Save the figure there (format from the suffix), atomically, and close it.
     ax : matplotlib Axes, optional
@@ -343,7 +343,7 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
 
     Examples
     --------
-    >>> from simcore.codesign import joint_explore
+    >>> from simcore.studies.codesign import joint_explore
     >>> studies = {mode: joint_explore("Llama 3.1 8B", s_kv=8192, mode=mode,
     ...                                depth="two_stage").best
     ...            for mode in ("decode", "prefill")}
@@ -357,7 +357,7 @@ def plot_breakdown(score: Any, path: str | os.PathLike[str] | None = None, *,
 
     if isinstance(score, Mapping | Sequence):
         if ax is not None:
-            from .errors import SimcoreInputError
+            from ..errors import SimcoreInputError
 
             raise SimcoreInputError("plot_breakdown: ax= draws one score; several scores "
                                     "make their own two-panel figure (drop ax=)")
@@ -593,7 +593,7 @@ def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = N
     drawn in its own colour: every feasible layout as a faint dot, the Pareto frontier
     of (latency ↓, tokens/s per GPU ↑) as a line, the lowest-latency layout as a star
     and the layout with the most tokens/s per GPU as a square (both from
-    :func:`simcore.metrics.top_points`, so they are the points the tables name). Later
+    :func:`simcore.engine.metrics.top_points`, so they are the points the tables name). Later
     sweeps get smaller markers, so optima that coincide stay visible. Tokens/s per GPU
     is ``throughput_tok_s / n_devices``. Axes that span more than 10x are logarithmic;
     the legend sits to the right of the axes.
@@ -632,8 +632,8 @@ def plot_latency_throughput(sweeps: Any, path: str | os.PathLike[str] | None = N
     import xarray as xr
     from matplotlib.lines import Line2D
 
-    from .metrics import top_points
-    from .pareto import pareto
+    from ..engine.metrics import top_points
+    from ..engine.pareto import pareto
 
     plt = _plt()
     if ax is None:
@@ -821,8 +821,8 @@ def plot_tuning(result: Any, path: str | os.PathLike[str] | None = None, *,
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from .errors import SimcoreInputError
-    from .metrics import UnknownMetricError, get_metric, metric_value
+    from ..engine.metrics import UnknownMetricError, get_metric, metric_value
+    from ..errors import SimcoreInputError
 
     names = []
     for m in metrics:

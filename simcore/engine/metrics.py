@@ -146,7 +146,7 @@ for _m in (
            key="flops_per_device", unit="FLOP/s"),
     Metric("cost_score", "min", aliases=("cost",), unit="1"),
     Metric("mem_bytes", "min", aliases=("memory",), unit="B"),
-    # the cost model's variables (simcore.costmodel.add_costs)
+    # the cost model's variables (simcore.hardware.costmodel.add_costs)
     Metric("cost_usd", "min", aliases=("dollars", "usd"), unit="USD"),
     Metric("power_w", "min", aliases=("power", "watts"), unit="W"),
     Metric("cost_usd_per_device", "min", unit="USD"),
@@ -175,7 +175,7 @@ def get_metric(metric: str | Metric) -> Metric:
     except KeyError:
         raise UnknownMetricError(
             f"unknown metric {metric!r}; pass one of {known_metrics()} "
-            "or register your own with simcore.metrics.register_metric(Metric(...))"
+            "or register your own with simcore.engine.metrics.register_metric(Metric(...))"
         ) from None
 
 

@@ -6,7 +6,7 @@ Multi-node use::
     # on the scheduler node
     dask scheduler                                  # listens on tcp://<host>:8786
     # on every worker node (after `pip install simcore` and warming the cache once:
-    # python -c "import simcore.distributed as d; d.warm_cache()")
+    # python -c "import simcore.engine.distributed as d; d.warm_cache()")
     dask worker tcp://<host>:8786 --nworkers 1 --nthreads 2
     # anywhere
     simcore explore --depth coarse --space full --scheduler tcp://<host>:8786
@@ -27,7 +27,7 @@ import numpy as np
 import xarray as xr
 
 from .chunks import reduce_best
-from .engine import Prepared
+from .core import Prepared
 from .metrics import Metric
 
 __all__ = ["warm_cache", "connect", "local_cluster", "distributed_best"]
@@ -39,8 +39,8 @@ def warm_cache() -> None:
     Run it before starting dask workers so they load the cached machine code instead of
     each compiling it.
     """
-    from . import Workload, evaluate_best
-    from .engine import pareto_mask
+    from .. import Workload, evaluate_best
+    from .core import pareto_mask
 
     evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=128), space="reduced")
     evaluate_best("Llama 3.1 8B", Workload("decode", s_kv=128), space="reduced",
@@ -86,5 +86,5 @@ def distributed_best(
     chunk_size: int | None = None,
     progress: bool = False,
 ) -> xr.Dataset:
-    """:func:`simcore.evaluate.best_of_prepared` on a dask cluster (identical result)."""
+    """:func:`simcore.engine.evaluate.best_of_prepared` on a dask cluster (identical result)."""
     return reduce_best(p, metric=metric, chunk_size=chunk_size, progress=progress, client=client)

@@ -5,7 +5,7 @@ chunks marked done (each carries the sha256 of its arrays), computes only the mi
 damaged ones and returns the same Dataset as an uninterrupted run. One run at a time uses
 a store (``.lock`` with the owner's pid); stores written before checksums (format 1) are
 refused with "pass a new store path".
-The loop, the storage and the executors live in :mod:`simcore.chunks`; this module is
+The loop, the storage and the executors live in :mod:`simcore.engine.chunks`; this module is
 the named entry point for checkpointed runs.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import xarray as xr
 
 from .chunks import StoreMismatchError, fingerprint, reduce_best
-from .engine import Prepared
+from .core import Prepared
 from .metrics import Metric
 
 __all__ = ["resumable_best", "fingerprint", "StoreMismatchError"]
@@ -34,7 +34,7 @@ def resumable_best(
 ) -> xr.Dataset:
     """The fused per-hardware reduction, checkpointed chunk by chunk in a zarr store.
 
-    The result equals :func:`simcore.evaluate.best_of_prepared`; ``attrs`` record
+    The result equals :func:`simcore.engine.evaluate.best_of_prepared`; ``attrs`` record
     ``chunks_total``, ``chunks_reused`` (found done and verified in the store),
     ``chunks_repaired`` (marked done but damaged, so recomputed) and ``chunks_computed``.
     """

@@ -13,7 +13,7 @@ reference (faster HBM stacks and bigger dies cost more than proportionally). Tot
 scaled by the devices a layout uses (``n_devices``): :func:`add_costs` writes
 ``cost_usd_per_device``, ``power_w_per_device``, ``cost_usd``, ``power_w`` and
 ``tokens_per_s_per_gpu`` into a per-hardware Dataset. ``cost_score`` (Σ knob/default,
-:func:`simcore.codesign.cost_score`) stays the original unit-free proxy.
+:func:`simcore.studies.codesign.cost_score`) stays the original unit-free proxy.
 
 A model loads from TOML or JSON (:func:`load_cost_model`)::
 
@@ -71,7 +71,7 @@ base power                    200 W                       *estimate* (board, VRM
 
 Examples
 --------
->>> from simcore.presets import get_family
+>>> from simcore.model.presets import get_family
 >>> m = DEFAULT_COST_MODEL
 >>> round(float(m.device_cost_usd(get_family("H100-SXM").hardware.as_dict())), -2)
 30800.0
@@ -90,8 +90,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import SimcoreInputError
-from .specs import HW_KNOBS
+from ..errors import SimcoreInputError
+from ..model.specs import HW_KNOBS
 
 __all__ = [
     "KNOB_UNITS",

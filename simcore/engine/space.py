@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SimcoreInputError
-from .specs import HW_KNOBS, Hardware, Workload
+from ..errors import SimcoreInputError
+from ..model.specs import HW_KNOBS, Hardware, Workload
 
 __all__ = [
     "PARALLEL_DIMS",

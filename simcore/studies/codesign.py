@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
-from .costmodel import CostModel, add_costs, get_cost_model
-from .engine import Prepared, check_budget, prepare
-from .errors import SimcoreInputError
-from .metrics import Metric, get_metric
-from .pareto import objective_directions, pareto
-from .presets import get_family
-from .space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+from ..engine.chunks import BYTES_PER_HW_POINT, EVALS_PER_SECOND, check_fits_in_memory, reduce_best
+from ..engine.core import Prepared, check_budget, prepare
+from ..engine.metrics import Metric, get_metric
+from ..engine.pareto import objective_directions, pareto
+from ..engine.space import HW_KNOB_DEFAULTS, PARALLEL_DIMS, Space, depth_grid
+from ..errors import SimcoreInputError
+from ..hardware.costmodel import CostModel, add_costs, get_cost_model
+from ..model.presets import get_family
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = [
     "HW_KNOB_DEFAULTS",
@@ -320,7 +320,7 @@ def estimate_explore(n_hw: int, n_layouts: int) -> tuple[float, float]:
 
 def check_explore_size(n_hw: int, n_layouts: int) -> None:
     """Refuse a sweep whose result would not fit in memory (before any compute)."""
-    from .chunks import available_memory
+    from ..engine.chunks import available_memory
 
     need, _ = estimate_explore(n_hw, n_layouts)
     avail = available_memory() or need
@@ -381,15 +381,15 @@ def joint_explore(
         Topology and the default hardware the depth multiplies (and ``cost_score``
         divides by); default ``"SiP"``.
     client : dask.distributed.Client, optional
-        Run the sweep on a dask cluster (see :mod:`simcore.distributed`).
+        Run the sweep on a dask cluster (see :mod:`simcore.engine.distributed`).
     store : str, optional
         A zarr store to checkpoint finished hardware chunks in; rerun with the same store
         after an interruption and only the missing chunks are computed.
     cost_model : CostModel, mapping, TOML/JSON path or "default", optional
         Adds ``cost_usd``, ``power_w`` (totals over the devices the best layout uses),
         ``cost_usd_per_device``, ``power_w_per_device`` and ``tokens_per_s_per_gpu`` to
-        the Dataset and the scores (see :mod:`simcore.costmodel`). Objectives naming one
-        of them use :data:`~simcore.costmodel.DEFAULT_COST_MODEL` when none is given.
+        the Dataset and the scores (see :mod:`simcore.hardware.costmodel`). Objectives naming one
+        of them use :data:`~simcore.hardware.costmodel.DEFAULT_COST_MODEL` when none is given.
     objectives : str, sequence or mapping, optional
         What the Pareto frontier is over, any number of them, directions from the metric
         registry (``"latency,cost_usd,power_w"``); default ``(metric, "cost_score")``,

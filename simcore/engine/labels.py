@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .kernels import schema
+from ..kernels import schema
+from ..model.specs import HW_KNOBS
 from .space import CHOICES, Space
-from .specs import HW_KNOBS
 
 __all__ = ["dataset", "knob_coords", "space_coords", "var_attrs", "variable"]
 

@@ -10,7 +10,7 @@ the specs, builds the per-layout coefficient table once (:func:`prepare` →
 * :meth:`Prepared.column` — a per-layout coefficient by name (``"mem_bytes"``, ...);
 * one layout per physical configuration: a layout repeating an earlier one (the CP
   ring variant when ``cp == 1``, the TP placement when ``tp == 1``, ...:
-  :func:`simcore.space.physical_keys`) is marked not valid, as an illegal one is;
+  :func:`simcore.engine.space.physical_keys`) is marked not valid, as an illegal one is;
 * a device budget (``prepare(..., gpus=N)``): layouts using more than ``N`` devices (or
   other than ``N`` with ``exact_gpus``) are marked not valid in the coefficient table
   itself, so every output, reduction and frontier treats them as points that do not
@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DeviceBudgetError, SimcoreInputError
-from .kernels import schema
+from ..errors import DeviceBudgetError, SimcoreInputError
+from ..kernels import schema
+from ..model.presets import get_family, get_model
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 from .metrics import Metric, get_metric
-from .presets import get_family, get_model
 from .space import CHOICES, Space, canonical_layouts, get_space, hardware_grid, layout_table
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
@@ -75,13 +75,13 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
     import importlib
     import os
 
-    from .kernels import _numba
+    from ..kernels import _numba
 
     if not _numba.CACHE:
         return False
     for name in kernels:
         module, func = name.split(".")
-        kernel = getattr(importlib.import_module(f".kernels.{module}", __package__), func)
+        kernel = getattr(importlib.import_module(f"..kernels.{module}", __package__), func)
         kernel = getattr(kernel, "public", kernel)  # _numba.Kernel: Python calls go there
         cache = getattr(kernel, "_cache", None)
         folder = getattr(cache, "_cache_path", None)
@@ -142,10 +142,10 @@ def _readonly(row: np.ndarray) -> np.ndarray:
 
 def _kernels(train: bool) -> Any:
     if train:
-        from .kernels import training
+        from ..kernels import training
 
         return training
-    from .kernels import inference
+    from ..kernels import inference
 
     return inference
 
@@ -223,7 +223,7 @@ def space_coeffs(layouts: np.ndarray, model: Model, workload: Workload, topology
                  canonical: np.ndarray | None = None) -> np.ndarray:
     """The coefficient table of a layout space: :func:`build_coeffs`, with the layouts
     that repeat an earlier row's physical configuration (``canonical`` False, default
-    :func:`~simcore.space.canonical_layouts`) and those outside the device budget
+    :func:`~simcore.engine.space.canonical_layouts`) and those outside the device budget
     (:func:`apply_budget`) marked not valid. So a configuration is offered once: the
     repeats never win a reduction, join a frontier or count as fitting."""
     coeffs = build_coeffs(layouts, model, workload, topology)
@@ -326,7 +326,7 @@ def dominated(coeffs: np.ndarray, metric_code: int, fit_bytes: float,
                      (hide_on, (*_WORK, *_OVL, "layer_mult"))):
         cols += [np.where(on, -c[n], off) for n in same]
     cols.append(np.where(hide_on, c["tail_hide"], off))
-    from .kernels.pareto import pareto_mask_sorted
+    from ..kernels.pareto import pareto_mask_sorted
 
     cols = [col for col in cols if col.min() != col.max()] + [valid.astype(np.float64)]
     # the columns with the most distinct values first: a comparison stops at the first
@@ -348,7 +348,7 @@ class _threads:
     option) or has one hardware row (the kernels parallelise over hardware rows)."""
 
     def __init__(self, n_hw: int, n_layouts: int) -> None:
-        from .options import OPTIONS
+        from ..options import OPTIONS
 
         self.serial = n_hw <= 1 or n_hw * n_layouts < OPTIONS["serial_below_points"]
         self.before = 0
@@ -370,7 +370,7 @@ class _threads:
 def combine(coeffs: np.ndarray, hw: np.ndarray, eff: schema.EfficiencyParams
             ) -> dict[str, np.ndarray]:
     """Every output over ``hw`` rows (n, 6) × coefficient rows: name → (n_hw, n_layout)."""
-    from .kernels import inference
+    from ..kernels import inference
 
     hw = np.ascontiguousarray(hw, dtype=np.float64)
     with _threads(hw.shape[0], len(coeffs)):
@@ -381,7 +381,7 @@ def combine(coeffs: np.ndarray, hw: np.ndarray, eff: schema.EfficiencyParams
 def point_one(coeffs: np.ndarray, hw_row: np.ndarray, eff: schema.EfficiencyParams
               ) -> tuple[Any, ...]:
     """Every output of one coefficient record (``coeffs[0]``) on one hardware row, serially."""
-    from .kernels import inference
+    from ..kernels import inference
 
     return inference.point_one.public(coeffs, hw_row, eff)  # _numba.Kernel: its Python entry
 
@@ -399,7 +399,7 @@ def fused_metric(metric: str | Metric) -> tuple[Metric, int]:
 
 def pareto_mask(points: np.ndarray) -> np.ndarray:
     """Non-dominated rows of an (n, k) array, every column minimised."""
-    from .kernels.pareto import pareto_mask as _mask
+    from ..kernels.pareto import pareto_mask as _mask
 
     return _mask(points)
 
@@ -518,7 +518,7 @@ class Prepared:
         """The ``n`` metric-best fitting layouts at a one-point hardware grid, best first,
         and how many layouts fit there.
 
-        The rows are those of :func:`simcore.metrics.top_points` over ``evaluate(...)``
+        The rows are those of :func:`simcore.engine.metrics.top_points` over ``evaluate(...)``
         at that point — every knob and layout coordinate, every output and per-layout
         output, as Python scalars, in the same stable order (a tie keeps layout order) —
         computed by the serial kernel per valid layout, without building a Dataset
@@ -526,7 +526,7 @@ class Prepared:
         """
         if self.n_hw != 1:
             raise ValueError(f"top_rows needs a single hardware point, got {self.n_hw}; "
-                             "use simcore.metrics.top_points on simcore.evaluate(...)")
+                             "use simcore.engine.metrics.top_points on simcore.evaluate(...)")
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         m, _ = fused_metric(metric)
@@ -571,7 +571,7 @@ class Prepared:
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(live indices, their coefficient rows, pruned indices, pruned memory sorted),
         cached per (metric, smallest HBM, pruning)."""
-        from .options import OPTIONS
+        from ..options import OPTIONS
 
         valid = self.valid
         if prune is None:  # worth it only in a large sweep
@@ -611,7 +611,7 @@ class Prepared:
 
         The kernel visits only :meth:`live_layouts` (valid, and not dominated at these
         rows' HBM); winners, values and fitting counts are those over every layout."""
-        from .kernels import inference
+        from ..kernels import inference
 
         m, code = fused_metric(metric)
         hw = np.ascontiguousarray(hw, dtype=np.float64)
@@ -638,7 +638,7 @@ class Prepared:
         """The chosen metric of the best layout at ``hardware`` and with each knob doubled.
 
         Returns ``(values, latency_ns)``, each of length 7 (baseline, then one per knob in
-        :data:`~simcore.specs.HW_KNOBS` order), or ``None`` if nothing fits at ``hardware``.
+        :data:`~simcore.model.specs.HW_KNOBS` order), or ``None`` if nothing fits at ``hardware``.
         """
         m, _ = fused_metric(metric)
         base = np.array([hardware.as_dict()[kn] for kn in HW_KNOBS])
@@ -700,7 +700,7 @@ def _space_of(items: Any, named: Any, mode: str, gpus: int | None = None) -> Spa
 
 
 def _get_space(space: Any, mode: str, gpus: int | None = None) -> Space:
-    """:func:`~simcore.space.get_space`, cached per (space, mode, gpus): a mapping by its items
+    """:func:`~simcore.engine.space.get_space`, cached per (space, mode, gpus): a mapping by its items
     with each value's type (so ``4`` and ``4.0`` stay apart); anything unhashable, or a
     mapping whose values are not sequences, goes to ``get_space`` as it is."""
     if isinstance(space, Space):

@@ -1,7 +1,7 @@
 """Compare hardware designs over batch and context: the best layout of each, side by side.
 
 A design is a hardware family by name (``"H100-SXM"``), a family with knob overrides
-(``"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141"``) or a :class:`~simcore.specs.HardwareFamily`.
+(``"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141"``) or a :class:`~simcore.model.specs.HardwareFamily`.
 :func:`compare` finds, per design and per (batch, s_kv) point, the metric-best fitting
 layout (the fused kernel, one hardware point) and reports its latency, throughput and
 devices, plus the speed-up of every design over the first (``latency(first) /
@@ -26,13 +26,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .chunks import reduce_best
-from .engine import prepare
-from .errors import SimcoreInputError
-from .metrics import Metric, get_metric
-from .presets import HARDWARE_FAMILIES, get_family
-from .space import PARALLEL_DIMS
-from .specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+from ..engine.chunks import reduce_best
+from ..engine.core import prepare
+from ..engine.metrics import Metric, get_metric
+from ..engine.space import PARALLEL_DIMS
+from ..errors import SimcoreInputError
+from ..model.presets import HARDWARE_FAMILIES, get_family
+from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
 __all__ = ["parse_design", "compare", "CompareResult", "COMPARE_VARIABLES"]
 

@@ -244,7 +244,7 @@ def _unknown(model: object, *, path_hint: bool = False) -> SpecError:
              else "")
     return SpecError(
         f"unknown model {model!r}; closest: {close}. Pass a preset ({', '.join(PRESETS)}), "
-        f"a catalogue id (simcore.presets.catalogue(), e.g. 'meta-llama/Llama-3.1-70B') or a "
+        f"a catalogue id (simcore.model.presets.catalogue(), e.g. 'meta-llama/Llama-3.1-70B') or a "
         f"Model{where}"
     )
 
@@ -253,7 +253,7 @@ def get_model(model: str | Model) -> Model:
     """A preset or catalogue model by name (case-insensitive), or a :class:`Model` passed through.
 
     Catalogue models keep their Hugging Face id as ``name``. An unknown name raises
-    :class:`~simcore.specs.SpecError` suggesting the closest names.
+    :class:`~simcore.model.specs.SpecError` suggesting the closest names.
 
     Examples
     --------
@@ -262,7 +262,7 @@ def get_model(model: str | Model) -> Model:
     >>> get_model("Llama-3.1-70")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    simcore.specs.SpecError: unknown model 'Llama-3.1-70'; closest: 'meta-llama/Llama-3.1-70B', ...
+    simcore.model.specs.SpecError: unknown model 'Llama-3.1-70'; closest: 'meta-llama/Llama-3.1-70B', ...
     """
     if isinstance(model, Model):
         return model
@@ -277,7 +277,7 @@ def get_model(model: str | Model) -> Model:
 def load_model(spec: str | Model) -> Model:
     """A preset name, a catalogue id, a Hugging Face ``config.json`` path, or a folder holding one.
 
-    Errors are :class:`~simcore.specs.SpecError` (a ``ValueError``) / ``FileNotFoundError``
+    Errors are :class:`~simcore.model.specs.SpecError` (a ``ValueError``) / ``FileNotFoundError``
     saying what to pass instead.
     """
     if isinstance(spec, Model):
