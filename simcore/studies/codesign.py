@@ -340,6 +340,24 @@ def _names_of(objective: str) -> tuple[str, ...]:
         return (objective,)
 
 
+def _objectives_and_costs(
+    m: Metric, objectives: str | Sequence[str] | Mapping[str, str] | None,
+    cost_model: CostModel | Mapping[str, Any] | str | bool | None,
+) -> tuple[dict[str, str], CostModel | None]:
+    """The Pareto objectives with their directions, and the cost model they need: by
+    default the metric and the price (``cost_usd`` with a cost model, else
+    ``cost_score``); objectives naming a cost or power field bring the default cost model
+    when none is given."""
+    cm = get_cost_model(cost_model)
+    if objectives is None:
+        price = "cost_usd" if cm is not None else "cost_score"
+        return {m.name: m.direction, price: "min"}, cm
+    objs = objective_directions(objectives)
+    if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
+        cm = get_cost_model("default")
+    return objs, cm
+
+
 def joint_explore(
     model: Model | str,
     *,
@@ -409,14 +427,7 @@ def joint_explore(
     (1920, 1, True)
     """
     m = get_metric(metric)
-    cm = get_cost_model(cost_model)
-    if objectives is None:
-        price = "cost_usd" if cm is not None else "cost_score"
-        objs: dict[str, str] = {m.name: m.direction, price: "min"}
-    else:
-        objs = objective_directions(objectives)
-        if cm is None and any(_names_of(o)[0] in _COST_FIELDS for o in objs):
-            cm = get_cost_model("default")
+    objs, cm = _objectives_and_costs(m, objectives, cost_model)
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"cuda_graphs: only decode steps replay CUDA graphs; pass "
                                 f"cuda_graphs=False for mode={mode!r}")

@@ -224,10 +224,10 @@ def _recompute(r: str | None, source: str = "") -> str:
     return "none"
 
 
-def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
-    lay, w, src = p["layout"], p["workload"], p["source"]
-    tp, pp, cp, dp, ep = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp", "ep"))
-    assumed = []
+def _batch_sizes(w: dict[str, Any], src: str, dp: int, pp: int,
+                 assumed: list[str]) -> tuple[int, Any]:
+    """Micro-batch and global batch of a training row, with what was assumed where the
+    source does not state them."""
     mb = w.get("micro_batch")
     batch = w.get("global_batch")
     if (mb is None and batch is not None and pp > 1 and src.startswith("torchtitan")
@@ -245,33 +245,27 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         assumed.append("global batch = one micro-batch per replica and pipeline stage "
                        "(torchtitan's default micro-batch count)" if pp > 1 else
                        "global batch = one micro-batch per replica")
-    precision = w.get("precision") or "bf16"
-    if not w.get("precision"):
-        assumed.append("bf16")
-    if not w.get("recompute"):
-        assumed.append("no recomputation")
-    v = int(lay.get("vpp") or 1)
-    # Llama 3 (section 3.3.2, Figure 6) runs Meta's interleaved schedule, count not stated
-    interleaved = ("nterleaved" in str(lay.get("pp_schedule") or "")
-                   or (src == "llama3_paper" and pp > 1))
-    if lay.get("vpp") is None and interleaved:
-        v = 2
-        assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
+    return mb, batch
+
+
+def _framework(lay: dict[str, Any], src: str, pp: int, assumed: list[str]) -> dict[str, Any]:
+    """The data-parallel framework of a training row (Workload keywords): how its source
+    shards and reduces model states."""
     if src in _MEGATRON and lay.get("fsdp"):
         # the table's FSDP column > 0: Megatron-FSDP over the DP group (parameters,
         # gradients and optimizer states sharded, parameters gathered per layer)
-        wl_kw = dict(framework="fsdp", zero_stage=3)
-    elif src in _MEGATRON:
-        wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
-    elif src == "bloom_tr11":
-        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
-    elif src == "llama3_paper":
+        return dict(framework="fsdp", zero_stage=3)
+    if src in _MEGATRON:
+        return dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
+    if src == "bloom_tr11":
+        return dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
+    if src == "llama3_paper":
         # section 3.3.2: FSDP that does not reshard after forward (ZeRO-2-like) with
         # pipelining: parameters gathered once, gradients reduce-scattered once per step
-        wl_kw = dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
         assumed.append("Llama 3's FSDP as one gradient reduce-scatter and one parameter "
                        "all-gather per step (zero_stage=1 traffic), overlapped")
-    elif src.startswith("torchtitan") and pp > 1:
+        return dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
+    if src.startswith("torchtitan") and pp > 1:
         # torchtitan's apply_fsdp: reshard_after_forward = not pp_enabled ("to avoid
         # per-microbatch all-gathers"): with pipelining the stage's parameters stay
         # gathered from the first forward to the last backward, gradients are
@@ -279,18 +273,25 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         # (FSDP2 accumulates unsharded gradients in its reduce dtype) whole, fp32 master
         # weights and Adam sharded: 6 + 12/d bytes per parameter, the formula simcore
         # keeps under framework="megatron" (distributed optimizer)
-        wl_kw = dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
         assumed.append("torchtitan FSDP with PP keeps parameters gathered through the step "
                        "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic, "
                        "6 + 12/d bytes of model states per parameter")
-    elif src == "nemo_automodel_perf" and pp > 1:
-        wl_kw = dict(framework="fsdp", zero_stage=3)
+        return dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
+    if src == "nemo_automodel_perf" and pp > 1:
         assumed.append("Automodel FSDP2 with PP reshards parameters after forward "
                        "(zero_stage=3; not stated)")
-    elif (lay.get("zero_stage") or 3) == 2:
-        wl_kw = dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
-    else:
-        wl_kw = dict(framework="fsdp", zero_stage=3)
+        return dict(framework="fsdp", zero_stage=3)
+    if (lay.get("zero_stage") or 3) == 2:
+        return dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
+    return dict(framework="fsdp", zero_stage=3)
+
+
+def _runtime_switches(p: dict[str, Any], w: dict[str, Any], src: str, tp: int, ep: int,
+                      precision: str, wl_kw: dict[str, Any],
+                      assumed: list[str]) -> dict[str, Any]:
+    """The settings the source's software stack fixes (eager kernels, overlap, gradient
+    dtype, FP8 copies, MoE dispatch and routing): adds them to ``wl_kw`` and returns the
+    dtype keywords."""
     dtypes: dict[str, Any] = {}
     if src.startswith("torchtitan") and w.get("torch_compile") is False:
         # without torch.compile torchtitan's norms, RoPE and SwiGLU run as eager kernels
@@ -333,6 +334,50 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         # the page's note: Automodel's FakeBalancedGate routes token i to experts
         # i·k … i·k + k − 1 (nemo_automodel/components/moe/layers.py at 8d9bfb90)
         wl_kw["moe_routing"] = "round_robin"
+    return dtypes
+
+
+def _measured_metric(by: dict[str, Any], assumed: list[str]) -> tuple[str, Any, str]:
+    """The metric simcore compares with, its measured value and unit."""
+    if "step_time" in by:
+        return "latency", by["step_time"]["value"], "s"
+    if "tokens_per_s_per_gpu" in by:
+        return ("tokens_per_s_per_gpu", by["tokens_per_s_per_gpu"]["value"],
+                "tokens/s/GPU")
+    assumed.append("TFLOP/s compared with PaLM's 6N + 12Lsd count (the source's own "
+                   "FLOP convention may differ)")
+    return "model_tflops_per_gpu", by["tflops_per_gpu"]["value"], "TFLOP/s"
+
+
+def _measured_mem_gib(point_id: str, by: dict[str, Any]) -> float | None:
+    """The measured memory per GPU in GiB, if the source gives it."""
+    mem = by.get("memory_gb_per_gpu")
+    if mem is None:
+        return None
+    if mem.get("unit") != "GiB":  # pragma: no cover - every transcribed value is GiB
+        raise ValueError(f"{point_id}: memory_gb_per_gpu in {mem.get('unit')!r}, not GiB")
+    return float(mem["value"])
+
+
+def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
+    lay, w, src = p["layout"], p["workload"], p["source"]
+    tp, pp, cp, dp, ep = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp", "ep"))
+    assumed: list[str] = []
+    mb, batch = _batch_sizes(w, src, dp, pp, assumed)
+    precision = w.get("precision") or "bf16"
+    if not w.get("precision"):
+        assumed.append("bf16")
+    if not w.get("recompute"):
+        assumed.append("no recomputation")
+    v = int(lay.get("vpp") or 1)
+    # Llama 3 (section 3.3.2, Figure 6) runs Meta's interleaved schedule, count not stated
+    interleaved = ("nterleaved" in str(lay.get("pp_schedule") or "")
+                   or (src == "llama3_paper" and pp > 1))
+    if lay.get("vpp") is None and interleaved:
+        v = 2
+        assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
+    wl_kw = _framework(lay, src, pp, assumed)
+    dtypes = _runtime_switches(p, w, src, tp, ep, precision, wl_kw, assumed)
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v,
@@ -342,15 +387,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
         assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
                        "backend / the flash-attn package; see _FA2)")
     by = {x["metric"]: x for x in p["measured"]}
-    if "step_time" in by:
-        metric, value, unit = "latency", by["step_time"]["value"], "s"
-    elif "tokens_per_s_per_gpu" in by:
-        metric, value, unit = ("tokens_per_s_per_gpu", by["tokens_per_s_per_gpu"]["value"],
-                               "tokens/s/GPU")
-    else:
-        metric, value, unit = "model_tflops_per_gpu", by["tflops_per_gpu"]["value"], "TFLOP/s"
-        assumed.append("TFLOP/s compared with PaLM's 6N + 12Lsd count (the source's own "
-                       "FLOP convention may differ)")
+    metric, value, unit = _measured_metric(by, assumed)
     layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp)) + ((("ep", ep),) if ep > 1 else ())
     if ep > 1:
         assumed.append("balanced routing (the sources force-balance the experts); expert "
@@ -358,12 +395,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     citation = f"{sources[src]['citation']}; {p['where']}"
     notes = "; ".join(filter(None, ["assumed: " + ", ".join(assumed) if assumed else "",
                                     p.get("notes", "")]))
-    mem = by.get("memory_gb_per_gpu")
-    mem_gib = None
-    if mem is not None:
-        if mem.get("unit") != "GiB":  # pragma: no cover - every transcribed value is GiB
-            raise ValueError(f"{p['id']}: memory_gb_per_gpu in {mem.get('unit')!r}, not GiB")
-        mem_gib = float(mem["value"])
+    mem_gib = _measured_mem_gib(p["id"], by)
     return Measurement(p["id"], "train", _model(p["model"]),
                        _family(p["hardware"], p.get("hardware_variant"), int(p["n_gpus"])),
                        layout, wl, metric, float(value), unit, citation, src, notes,
