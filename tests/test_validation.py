@@ -33,15 +33,16 @@ def rows():
 
 # --- accuracy -----------------------------------------------------------------------------
 # The targets (MEAN_ERROR_THRESHOLD 10%, POINT_ERROR_THRESHOLD 25%) are not both met on
-# the 176-point set yet (see simcore/validation/fitted.py); these tests hold the line at the
-# errors measured when the factors were fitted, so a change that makes any of them worse
+# the 176-point set yet (see docs/validation.md, Current figures); these tests hold the line
+# at the errors measured when the factors were fitted, so a change that makes any of them worse
 # fails, and `simcore validate` still reports FAIL against the targets.
 
 #: Mean absolute error ceilings of the current fit (in-sample), overall and per kind.
 RECORDED_CEILINGS = {"all": 0.073, "train": 0.070, "prefill": 0.086, "decode": 0.073}
 #: Configurations that ran but that simcore predicts not to fit (known gaps, each with its
-#: reason in simcore/validation/fitted.py): Llama 3 405B (no recomputation stated; without
-#: it a 16-stage pipeline's first stage holds ~100 GiB of activations), Nemotron-340B
+#: reason here; their history in docs/validation.md, change 7): Llama 3 405B (no
+#: recomputation stated; without it a 16-stage pipeline's first stage holds ~100 GiB of
+#: activations), Nemotron-340B
 #: (its 24.07 recipe is not among the launcher's examples: states 53.7 GiB + activations
 #: 25.8 GiB with bf16 gradients and FP8-saved inputs), and TensorRT-LLM's H200 Llama 2 70B
 #: TP1 FP8 runs (KV dtype unstated: a bf16 cache does not fit beside the FP8 weights, an
