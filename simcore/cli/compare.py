@@ -22,7 +22,7 @@ from .options import (
     positive_int,
     resolve_model,
 )
-from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream
+from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
 
 __all__ = ["COMPARE_COLUMNS", "add_parser", "run"]
 
@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model.specs import Workload
     from ..studies.compare import compare
 
+    refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
     graphs = cuda_graphs_flag(args)
     model = resolve_model(args)
     workload = Workload("decode", cuda_graphs=True) if graphs else args.mode

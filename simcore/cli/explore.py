@@ -41,7 +41,7 @@ from .options import (
     resolve_model,
     store_path,
 )
-from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream
+from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
 
 __all__ = ["PARETO_COLUMNS", "SENSITIVITY_COLUMNS", "add_parser", "run"]
 
@@ -195,6 +195,11 @@ def _rerun(args: argparse.Namespace) -> str:
     return "simcore " + shlex.join(argv)
 
 
+def _sensitivity_path(plot: Path | None) -> Path | None:
+    """Where ``--plot FILE.ext`` puts the sensitivity chart: ``FILE_sensitivity.ext``."""
+    return None if plot is None else plot.with_name(plot.stem + "_sensitivity" + plot.suffix)
+
+
 def _elsewhere(path: Path) -> str:
     return str(Path(tempfile.gettempdir()) / path.name)
 
@@ -276,6 +281,8 @@ def run(args: argparse.Namespace) -> int:
     from ..studies.report import fmt_ns, fmt_num
 
     _deprecated_out_dataset(args)
+    refuse_shared_paths({"--plot's sensitivity chart": _sensitivity_path(args.plot)},
+                        out=args.out, dataset=args.dataset, plot=args.plot, resume=args.resume)
     _cost_kwargs(args)  # reject a bad cost model / objective before any work
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
@@ -334,7 +341,7 @@ def _save_files(args: argparse.Namespace, r: Any, notes: Any) -> None:
     if args.plot is not None:
         from ..studies.plot import plot_pareto, plot_sensitivity
 
-        sens_path = args.plot.with_name(args.plot.stem + "_sensitivity" + args.plot.suffix)
+        sens_path = _sensitivity_path(args.plot)
         try:
             if r.cost_model is not None and len(r.objectives) >= 2:
                 from ..studies.plot import plot_objectives

@@ -31,7 +31,7 @@ from typing import IO, Any
 from ..errors import SimcoreInputError
 
 __all__ = ["Column", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "emit_rows", "for_script", "note_stream",
-           "render_rows", "write_atomic"]
+           "refuse_shared_paths", "render_rows", "write_atomic"]
 
 # unit suffix -> (dimension, size in the dimension's base unit)
 _UNITS: dict[str, tuple[str, float]] = {
@@ -212,3 +212,69 @@ def note_stream(args: argparse.Namespace) -> IO[str]:
     """Where a command's notes (headers, summaries) go: stdout when the rows are a table
     on stdout, else stderr, so JSON/CSV on stdout is never mixed with prose."""
     return sys.stderr if for_script(args) else sys.stdout
+
+
+def _same_file_key(path: str | os.PathLike[str]) -> str:
+    """One spelling per file: absolute, symlinks and ``..`` resolved, case folded where
+    the platform folds it."""
+    return os.path.normcase(os.path.realpath(os.path.abspath(os.fspath(path))))
+
+
+def _option_of(label: str) -> str:
+    """The option a label names (``--plot`` of "--plot's sensitivity chart")."""
+    word = label.split()[0] if label.split() else label
+    return word.split("'")[0]
+
+
+def refuse_shared_paths(paths: Mapping[str, str | os.PathLike[str] | None] | None = None,
+                        /, **options: str | os.PathLike[str] | None) -> None:
+    """Refuse two outputs of one command that name the same file, before any work.
+
+    ``options`` are output options by their keyword (``out=``, ``plot=``; shown as
+    ``--out``, ``--plot``); ``paths`` adds files under a label of their own (e.g.
+    ``{"--plot's sensitivity chart": path}``), for a file a command derives from an
+    option. None values (an option not given) are skipped. Two entries that resolve to
+    one file (the same spelling, ``./x`` and ``x``, a symlink, a hard link) raise a
+    :class:`~simcore.errors.SimcoreInputError` with one line naming both and a free name
+    to pass instead: without it the later write would silently replace the earlier one.
+
+    Examples
+    --------
+    >>> refuse_shared_paths(out="rows.json", plot="curves.png")
+    >>> try:
+    ...     refuse_shared_paths(out="x.png", plot="x.png")
+    ... except ValueError as exc:
+    ...     print(*str(exc).split("; "), sep="\\n")
+    --out and --plot both name 'x.png', so one would overwrite the other
+    pass a different file to --plot, e.g. --plot x_plot.png
+    """
+    entries: list[tuple[str, str | os.PathLike[str]]] = []
+    named = {f"--{k.replace('_', '-')}": v for k, v in options.items()}
+    for label, path in {**named, **(paths or {})}.items():
+        if path is not None:
+            entries.append((label, path))
+    own = {label: path for label, path in entries if label.startswith("--") and " " not in label
+           and "'" not in label}
+    keys = [_same_file_key(p) for _, p in entries]
+    for j in range(len(entries)):
+        for i in range(j):
+            same = keys[i] == keys[j]
+            if not same:
+                try:
+                    same = os.path.samefile(entries[i][1], entries[j][1])
+                except OSError:  # one does not exist yet: different files
+                    same = False
+            if not same:
+                continue
+            (first, path), (second, _) = entries[i], entries[j]
+            fix = _option_of(second) if _option_of(second) in own else _option_of(first)
+            base = Path(own.get(fix, path))
+            taken = set(keys)
+            suggestion = base.with_name(f"{base.stem}_{fix.lstrip('-')}{base.suffix}")
+            n = 2
+            while _same_file_key(suggestion) in taken:
+                suggestion = base.with_name(f"{base.stem}_{fix.lstrip('-')}{n}{base.suffix}")
+                n += 1
+            raise SimcoreInputError(
+                f"{first} and {second} both name {os.fspath(path)!r}, so one would overwrite "
+                f"the other; pass a different file to {fix}, e.g. {fix} {suggestion}")
