@@ -642,7 +642,10 @@ class Model:
         (MLA, shared experts, leading dense layers), Gemma 1/2/3 (``text_config``, sliding
         window, explicit ``head_dim``), Phi-3/4, GPT-OSS, Falcon and GPT-2 styles. Every
         bad field raises :class:`SpecError` naming it. DeepSeek-V3's multi-token-prediction
-        module (``num_nextn_predict_layers``) is not part of the model.
+        module (``num_nextn_predict_layers``) is not part of the model. Encoder-decoder
+        configs (T5, BART, Pegasus, Whisper, ...: ``is_encoder_decoder``, an
+        encoder-decoder ``model_type`` or ``num_decoder_layers``) are refused with a
+        :class:`SpecError`: simcore models decoder-only transformers.
 
         Examples
         --------
@@ -720,6 +723,14 @@ _UNTIED_BY_DEFAULT = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_m
 #: ``vocab_size`` when a config omits it (transformers' Gemma3TextConfig default).
 _VOCAB_DEFAULTS = {"gemma3_text": 262_208, "gemma3": 262_208}
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+#: Hugging Face model types of encoder-decoder (sequence-to-sequence) models: an encoder
+#: stack plus a decoder with cross-attention, which simcore does not model.
+_ENCODER_DECODER_TYPES = frozenset({
+    "t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma", "bart", "mbart", "plbart",
+    "pegasus", "pegasus_x", "bigbird_pegasus", "marian", "fsmt", "m2m_100", "nllb-moe", "led",
+    "blenderbot", "blenderbot-small", "prophetnet", "xlm-prophetnet", "whisper",
+    "encoder-decoder", "speech-encoder-decoder", "vision-encoder-decoder",
+})
 
 
 class _HFReader:
@@ -825,6 +836,7 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
         cfg = {**{k: v for k, v in cfg.items() if k != "text_config"}, **text_cfg}
     r = _HFReader(cfg, source)
     mt = r.text("model_type")
+    _refuse_encoder_decoder(cfg, mt, source)
 
     n_layers = r.integer(*_LAYER_KEYS)
     if n_layers < 1:
@@ -908,6 +920,24 @@ def _hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
     kw["bytes_per_param"] = kw["bytes_per_kv"] = 4 if dtype == "float32" else 2
     kw["name"] = r.text("_name_or_path") or mt or "hf-model"
     return kw
+
+
+def _refuse_encoder_decoder(cfg: dict[str, Any], mt: str, source: str) -> None:
+    """A :class:`SpecError` for an encoder-decoder config (T5, BART, Whisper, ...): read as
+    a decoder-only model it would plan a model that does not exist (issue 37)."""
+    if cfg.get("is_encoder_decoder") is True:
+        why = "is_encoder_decoder: true"
+    elif mt.lower() in _ENCODER_DECODER_TYPES:
+        why = f"model_type {mt!r}"
+    elif cfg.get("num_decoder_layers") is not None:
+        why = "it has num_decoder_layers"
+    else:
+        return
+    raise SpecError(
+        f"{source} describes an encoder-decoder model ({why}); simcore models decoder-only "
+        "transformers: pass a decoder-only config.json (Llama, Qwen, Mistral, Gemma, ...), a "
+        "preset or a catalogue id"
+    )
 
 
 def _moe_layer_count(r: _HFReader, mt: str, n_layers: int) -> int:
