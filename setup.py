@@ -1,7 +1,8 @@
 """Build hook: a wheel carries the numba machine code of the first-call kernels.
 
 ``build_py`` copies the package as usual, then runs ``python -m simcore._aot`` on the
-copy (see that module for when numba reads the files back). Skipped for editable
+copy (see that module for when numba reads the files back). The wheel is tagged for
+the building platform (it carries machine code). Skipped for editable
 installs (their cache fills on first use, in the source tree), with
 ``SIMCORE_AOT=0`` or ``SIMCORE_NUMBA_CACHE=0``, and when the build environment cannot
 import numba; a failure only warns: the kernels then compile on first use.
@@ -13,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 
@@ -39,4 +40,13 @@ class BuildPyAOT(build_py):
                       "first use")
 
 
-setup(cmdclass={"build_py": BuildPyAOT})
+class PlatformDistribution(Distribution):
+    """The wheel carries machine code for the CPU it was built on (the compiled kernels),
+    so it is tagged for this Python and platform (``cp311-cp311-linux_x86_64``), not
+    ``py3-none-any``."""
+
+    def has_ext_modules(self) -> bool:
+        return True
+
+
+setup(cmdclass={"build_py": BuildPyAOT}, distclass=PlatformDistribution)

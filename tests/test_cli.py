@@ -716,6 +716,41 @@ def test_kernel_cache__editing_a_helper_file_recompiles_its_callers(tmp_path):
     assert run() == ["False", "True"]  # stale before the call, recompiled after it
 
 
+def test_kernel_cache__installed_copy_writes_nothing_into_the_package(tmp_path):
+    """Issue 36: an installed simcore (site-packages) that compiles a kernel at run time
+    writes the machine code to the user's cache folder, not beside its sources: files pip
+    did not record survive ``pip uninstall`` and left a ``simcore`` folder that shadowed a
+    later editable install ("cannot import name '__version__'")."""
+    import shutil
+
+    from simcore.kernels import _numba
+
+    if not _numba.CACHE:
+        pytest.skip("SIMCORE_NUMBA_CACHE=0")
+    site = tmp_path / "lib" / "site-packages"
+    pkg = Path(__file__).resolve().parents[1] / "simcore"
+    shutil.copytree(pkg, site / "simcore", ignore=shutil.ignore_patterns("__pycache__"))
+    code = ("from simcore import predict, Workload; from simcore.engine import core as engine; "
+            "from simcore.kernels import _numba; "
+            "print(_numba.installed_in_site_packages(), _numba.user_cache_dir()); "
+            "predict('Llama 3.1 8B', Workload('decode', s_kv=1024), {'tp': 2}); "
+            "print(engine.kernels_cached())")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(site), XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def run():
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, env=env, cwd=tmp_path).stdout.split()
+
+    installed, user_dir, cached = run()
+    assert installed == "True" and user_dir.startswith(str(tmp_path / "cache" / "simcore"))
+    assert cached == "True"
+    written = [p.name for p in (site / "simcore").rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert written == []
+    assert any(p.suffix == ".nbi" for p in Path(user_dir).iterdir())
+    assert run()[2] == "True"  # the next process finds them there
+
+
 def test_aot_main__leaves_the_first_call_kernels_cached(capsys):
     # what setup.py runs on the built package (a wheel then carries the machine code)
     from simcore import _aot

@@ -73,7 +73,6 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
     """Whether numba's on-disk cache holds ``kernels`` (``"inference.point_one"``, ...)
     for this install (if not, their first call compiles them: seconds)."""
     import importlib
-    import os
 
     from ..kernels import _numba
 
@@ -84,17 +83,24 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
         kernel = getattr(importlib.import_module(f"..kernels.{module}", __package__), func)
         kernel = getattr(kernel, "public", kernel)  # _numba.Kernel: Python calls go there
         cache = getattr(kernel, "_cache", None)
-        folder = getattr(cache, "_cache_path", None)
+        # an installed package reads the wheel's folder, then the user's (kernels._numba)
+        folders = getattr(cache, "simcore_paths", (getattr(cache, "_cache_path", None),))
         stamp = getattr(getattr(cache, "_cache_file", None), "_source_stamp", None)
-        try:
-            files = os.listdir(folder) if folder else []
-        except OSError:
-            return False
-        index = [f for f in files if f.startswith(name + "-") and f.endswith(".nbi")]
-        if not index or not any(_index_matches_cpu(os.path.join(str(folder), f), stamp)
-                                for f in index):
+        if not any(_has_index(folder, name, stamp) for folder in folders if folder):
             return False
     return True
+
+
+def _has_index(folder: str, name: str, stamp: Any) -> bool:
+    """Whether ``folder`` holds a cache index of kernel ``name`` for this CPU and stamp."""
+    import os
+
+    try:
+        files = os.listdir(folder)
+    except OSError:
+        return False
+    index = [f for f in files if f.startswith(name + "-") and f.endswith(".nbi")]
+    return any(_index_matches_cpu(os.path.join(str(folder), f), stamp) for f in index)
 
 
 def _index_matches_cpu(path: str, stamp: Any = None) -> bool:

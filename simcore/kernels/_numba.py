@@ -64,17 +64,65 @@ def _kernels_digest() -> str:
     return sources_digest()
 
 
+def installed_in_site_packages(folder: Path = KERNELS_DIR) -> bool:
+    """Whether the kernels run from an installed copy (``pip install .``), whose files pip
+    owns, rather than from a source tree or an editable install."""
+    return any(part in ("site-packages", "dist-packages") for part in folder.parts)
+
+
+def user_cache_dir(folder: Path = KERNELS_DIR) -> Path:
+    """Where an installed simcore writes the kernels it compiles at run time:
+    ``$XDG_CACHE_HOME/simcore`` (default ``~/.cache/simcore``), one folder per install
+    path."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    tag = hashlib.sha1(str(folder).encode()).hexdigest()[:12]
+    return root / "simcore" / f"numba-{tag}"
+
+
+class _TwoTierCacheFile:
+    """An installed package's cache: read the machine code compiled into the wheel (in
+    the package, recorded by pip, removed with it), else the user's cache folder; write
+    only to the user's folder. Files written into site-packages at run time are not in
+    pip's record, survive ``pip uninstall`` and left a ``simcore`` folder without
+    ``__init__.py`` that shadowed a later editable install (issue 36)."""
+
+    def __init__(self, wheel: Any, user: Any, user_path: Path) -> None:
+        self.wheel, self.user, self.user_path = wheel, user, user_path
+        self._source_stamp = wheel._source_stamp  # both tiers are stamped alike
+
+    def load(self, key: Any) -> Any:
+        data = self.wheel.load(key)
+        return data if data is not None else self.user.load(key)
+
+    def save(self, key: Any, data: Any) -> None:
+        try:
+            self.user_path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return  # no writable cache: the kernel compiles again in the next process
+        self.user.save(key, data)
+
+
 def _function_cache(py_func: Any) -> Any:
     """numba's on-disk cache of ``py_func``, its index stamped with numba's own stamp of the
     defining file and :func:`sources_digest` (an index written under other kernel sources
-    is stale and gets rewritten)."""
+    is stale and gets rewritten). Installed in site-packages (and no ``NUMBA_CACHE_DIR``),
+    run-time compilations go to :func:`user_cache_dir`, never into the package."""
     from numba.core.caching import FunctionCache, IndexDataCacheFile
 
     cache = FunctionCache(py_func)
     stamp = (cache._impl.locator.get_source_stamp(), _kernels_digest())
-    cache._cache_file = IndexDataCacheFile(cache_path=cache._cache_path,
-                                           filename_base=cache._impl.filename_base,
-                                           source_stamp=stamp)
+
+    def index(path: Any) -> Any:
+        return IndexDataCacheFile(cache_path=str(path), filename_base=cache._impl.filename_base,
+                                  source_stamp=stamp)
+
+    cache._cache_file = index(cache._cache_path)
+    cache.simcore_paths = (str(cache._cache_path),)  # type: ignore[attr-defined]
+    if (installed_in_site_packages() and not os.environ.get("NUMBA_CACHE_DIR")
+            and Path(cache._cache_path).resolve().parent == KERNELS_DIR):
+        user = user_cache_dir()
+        cache._cache_file = _TwoTierCacheFile(cache._cache_file, index(user), user)
+        cache.simcore_paths = (str(cache._cache_path), str(user))  # type: ignore[attr-defined]
     return cache
 
 

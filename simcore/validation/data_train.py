@@ -382,7 +382,7 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
                   recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
                   precision=precision, virtual_stages=v,
                   attention="flash2" if src in _FA2 else "flash",
-                  **dtypes, **wl_kw)  # type: ignore[arg-type]
+                  **dtypes, **wl_kw)
     if src in _FA2:
         assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
                        "backend / the flash-attn package; see _FA2)")
