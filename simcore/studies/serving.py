@@ -70,7 +70,7 @@ from ..engine.evaluate import evaluate
 from ..engine.metrics import METRICS, Metric, register_metric
 from ..engine.pareto import pareto
 from ..engine.space import PARALLEL_DIMS, Space, full_space
-from ..errors import DeviceBudgetError
+from ..errors import DeviceBudgetError, SimcoreInputError
 from ..model.presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
@@ -127,8 +127,9 @@ _UNITS = {
 }
 
 
-class ServingError(ValueError):
-    """Bad input to the serving planner (the message says what would work)."""
+class ServingError(SimcoreInputError):
+    """Bad input to the serving planner (the message says what would work); a
+    :class:`~simcore.errors.SimcoreInputError`, so a ``ValueError``."""
 
 
 class InfeasibleError(ServingError):
@@ -307,8 +308,9 @@ def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[
     (``step_ns`` each) all ``batch`` requests finish and ``batch`` new prefills
     (``prefill_ns`` each) interleave with the steps, so one cycle is
     ``(osl - 1) · step_ns + batch · prefill_ns`` and yields ``batch · osl`` tokens.
-    A user sees TTFT = ``prefill_ns`` and TPOT = cycle / (osl - 1). Works on scalars
-    and arrays.
+    A user sees TTFT = ``prefill_ns`` and TPOT = cycle / (osl - 1). With ``osl`` 1 no
+    decode step runs: TPOT is NaN, the request latency is the TTFT and the replica
+    serves one request per ``prefill_ns``. Works on scalars and arrays.
 
     Examples
     --------
@@ -318,10 +320,17 @@ def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[
     """
     steps = max(osl - 1, 0)
     cycle_ns = steps * step_ns + batch * prefill_ns
-    tpot_ns = step_ns + batch * prefill_ns / max(steps, 1) if steps else step_ns
+    if not steps:  # osl 1: the prefill's token is the only one, no decode step runs
+        return {
+            "ttft_ns": prefill_ns,
+            "tpot_ns": step_ns * math.nan,
+            "request_latency_ns": prefill_ns + 0 * cycle_ns,
+            "requests_per_s": 1e9 / (prefill_ns + 0 * cycle_ns),
+            "tokens_per_s": 1e9 / (prefill_ns + 0 * cycle_ns),
+        }
     return {
         "ttft_ns": prefill_ns,
-        "tpot_ns": tpot_ns,
+        "tpot_ns": step_ns + batch * prefill_ns / steps,
         "request_latency_ns": prefill_ns + cycle_ns,
         "requests_per_s": batch / cycle_ns * 1e9,
         "tokens_per_s": batch * osl / cycle_ns * 1e9,
@@ -336,7 +345,9 @@ def disagg_metrics(*, prefill_ns: Any, prefill_batch: Any, prefill_workers: Any,
     holding ``batch`` requests per worker for ``osl - 1`` steps, serves
     ``decode_workers · batch / ((osl - 1) · step_ns)``. The system serves the smaller;
     ``rate_matched`` says prefill keeps up (so decode runs at its full batch and TPOT is
-    ``step_ns``). The KV transfer between the two is not modelled.
+    ``step_ns``). The KV transfer between the two is not modelled. With ``osl`` 1 there is
+    no decode step: TPOT is NaN, the request latency is the TTFT and decode never limits
+    the rate (the planner does not search disaggregated serving then).
 
     Examples
     --------
@@ -348,14 +359,16 @@ def disagg_metrics(*, prefill_ns: Any, prefill_batch: Any, prefill_workers: Any,
     steps = max(osl - 1, 1)
     prefill_rps = prefill_workers * prefill_batch / prefill_ns * 1e9
     decode_rps = decode_workers * batch / (steps * step_ns) * 1e9
+    if osl <= 1:  # no decode step: decode keeps up whatever its size
+        decode_rps = decode_rps * math.inf
     rps = np.minimum(prefill_rps, decode_rps)
     return {
         "ttft_ns": prefill_ns,
-        "tpot_ns": step_ns,
+        "tpot_ns": step_ns if osl > 1 else step_ns * math.nan,
         "request_latency_ns": prefill_ns + max(osl - 1, 0) * step_ns,
         "prefill_requests_per_s": prefill_rps,
         "decode_requests_per_s": decode_rps,
-        "rate_matched": prefill_rps >= decode_rps,
+        "rate_matched": prefill_rps >= decode_rps if osl > 1 else prefill_rps > 0,
         "requests_per_s": rps,
         "tokens_per_s": rps * osl,
     }
@@ -457,6 +470,9 @@ class ServingPlan:
     dataset: xr.Dataset
     elapsed_s: float
     dtype: str = ""
+    #: what the plan left out or defined differently for this input, one sentence each
+    #: (e.g. ``osl`` 1: no TPOT); the CLI prints them under its header
+    notes: tuple[str, ...] = ()
 
     def rows(self, which: str = "best") -> list[dict[str, Any]]:
         """``best`` (default), ``frontier`` or ``candidates`` as dicts (keys carry units)."""
@@ -625,11 +641,13 @@ def plan(
     modes = tuple(modes)
     if not modes or set(modes) - {"agg", "disagg"}:
         raise ServingError(f"modes must be some of ('agg', 'disagg'), got {modes!r}")
+    modes, notes = _prefill_only(osl, modes, tpot_lim)
     try:
         mdl = load_model(model)
         fam = get_family(family)
     except (ValueError, FileNotFoundError) as exc:
         raise ServingError(str(exc)) from None
+    _check_budget_size(gpus, fam)
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
     space = serving_space(gpus)
@@ -666,7 +684,7 @@ def plan(
         "agg_ttft_ms": agg["ttft_ns"] / 1e6,
         "agg_tpot_ms": agg["tpot_ns"] / 1e6,
         "agg_tokens_per_s_per_gpu": agg["tokens_per_s"] / n_dev,
-        "agg_tokens_per_s_per_user": 1e9 / agg["tpot_ns"],
+        "agg_tokens_per_s_per_user": 1e9 / (agg["tpot_ns"] if osl > 1 else agg["ttft_ns"]),
         "agg_fits": agg_fits,
         "max_batch": max_batch,
         "n_devices": n_dev,
@@ -709,6 +727,8 @@ def plan(
             ok &= (gpus % np.maximum(nd, 1) == 0)[None, :]
         if ttft_lim is not None:
             ok &= a_ttft <= ttft_lim
+        if osl == 1:  # no decode step: the batch changes nothing but memory; keep the first
+            ok &= np.cumsum(ok, axis=0) == 1
         for i, j in zip(*np.nonzero(ok), strict=True):
             reps = gpus // int(nd[j])
             candidates.append(ServingConfig(
@@ -718,7 +738,7 @@ def plan(
                 ttft_ms=float(a_ttft[i, j]), tpot_ms=float(a_tpot[i, j]),
                 request_latency_ms=float(a_lat[i, j]),
                 tokens_per_s_per_gpu=float(a_tps[i, j] / nd[j]),
-                tokens_per_s_per_user=float(1e3 / a_tpot[i, j]),
+                tokens_per_s_per_user=float(1e3 / (a_tpot[i, j] if osl > 1 else a_ttft[i, j])),
                 tokens_per_s=float(a_tps[i, j] * reps), requests_per_s=float(a_rps[i, j] * reps),
                 n_devices=reps * int(nd[j]), max_batch=int(mb[j]),
                 decode_mem_per_gpu_gb=float(mem[i, j]),
@@ -799,7 +819,40 @@ def plan(
     return ServingPlan(model=mdl.name, family=fam.name, gpus=gpus, isl=isl, osl=osl,
                        max_ttft_ms=ttft_lim, max_tpot_ms=tpot_lim, exact_gpus=bool(exact_gpus),
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
-                       dataset=out, elapsed_s=time.perf_counter() - t0, dtype=prec)
+                       dataset=out, elapsed_s=time.perf_counter() - t0, dtype=prec,
+                       notes=notes)
+
+
+def _prefill_only(osl: int, modes: tuple[str, ...],
+                  tpot_lim: float | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``modes`` to search and notes for the output. With ``osl`` 1 a request's only token
+    comes from its prefill: no decode step, so no TPOT to limit (refused) and nothing for
+    disaggregated decode workers to do (dropped; refused if it is the only mode)."""
+    if osl > 1:
+        return modes, ()
+    if tpot_lim is not None:
+        raise ServingError(f"max_tpot_ms {tpot_lim:g} (--max-tpot-ms): with osl 1 there is no "
+                           "decode step and so no TPOT to limit; drop the TPOT limit or pass "
+                           "osl >= 2")
+    if modes == ("disagg",):
+        raise ServingError("modes ('disagg',) (--mode disagg): with osl 1 there is no decode "
+                           "step, so disaggregated serving has nothing for decode workers to "
+                           "do; pass modes ('agg',) (--mode agg) or osl >= 2")
+    notes = ["osl 1: no decode step, so no TPOT (shown as - / null, never a limit); the "
+             "request latency is the TTFT, tokens/s per user 1000 / TTFT, one row per layout "
+             "at the smallest batch that fits"]
+    if "disagg" in modes:
+        notes.append("osl 1: disaggregated serving not searched (no decode step for decode "
+                     "workers)")
+    return tuple(m for m in modes if m != "disagg"), tuple(notes)
+
+
+def _check_budget_size(gpus: int, fam: HardwareFamily) -> None:
+    """Refuse a budget larger than the family's system (the search grows with it)."""
+    most = fam.topology.n_devices
+    if gpus > most:
+        raise ServingError(f"gpus {gpus} (--gpus): one {fam.name} system holds at most {most} "
+                           f"devices; pass gpus <= {most}")
 
 
 def _explain_infeasible(model: Model, fam: HardwareFamily, hw: Hardware,
@@ -964,7 +1017,8 @@ def format_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
         w = csv.DictWriter(buf, fieldnames=list(ROW_KEYS), lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in ROW_KEYS})
+            w.writerow({k: ("" if _json_value(r.get(k)) is None else r.get(k))
+                        for k in ROW_KEYS})
         return buf.getvalue()
     if fmt == "table":
         from .report import table
@@ -1092,14 +1146,20 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{result.model}{prec} on {result.gpus} x {result.family}, ISL {result.isl} / OSL "
               f"{result.osl}, {lim}: {n_lay} layouts x {result.dataset.sizes['batch']} batches "
               f"searched in {result.elapsed_s:.1f} s; {len(result.candidates)} configurations")
+        for note in result.notes:
+            print(f"note: {note}")
         for mode in modes:
             b = result.best_of(mode)
             if b is not None:
+                tpot = f", TPOT {b.tpot_ms:.1f} ms" if math.isfinite(b.tpot_ms) else ""
                 print(f"best {mode}: {b.layout} at batch {b.batch}: "
                       f"{b.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
-                      f"{b.tokens_per_s_per_user:.1f} tokens/s/user, TTFT {b.ttft_ms:.0f} ms, "
-                      f"TPOT {b.tpot_ms:.1f} ms")
+                      f"{b.tokens_per_s_per_user:.1f} tokens/s/user, TTFT {b.ttft_ms:.0f} ms"
+                      f"{tpot}")
         print()
+    else:
+        for note in result.notes:  # stdout holds JSON / CSV only
+            print(f"note: {note}", file=sys.stderr)
     sys.stdout.write(text)
     if args.out is not None:
         if args.out.suffix.lower() in (".nc", ".nc4", ".zarr"):
