@@ -24,14 +24,14 @@ _LAZY: dict[str, str] = {
     "metric_is_better": "engine.metrics", "metric_value": "engine.metrics",
     "register_metric": "engine.metrics",
     "get_options": "options", "set_options": "options",
-    "HARDWARE_FAMILIES": "model.presets", "PRESETS": "model.presets",
-    "get_family": "model.presets", "get_model": "model.presets",
+    "HARDWARE_FAMILIES": "hardware.families", "PRESETS": "model.presets",
+    "get_family": "hardware.families", "get_model": "model.presets",
     "Prediction": "engine.single", "predict": "engine.single",
     "PARALLEL_DIMS": "engine.space", "Space": "engine.space", "full_space": "engine.space",
     "reduced_space": "engine.space",
-    "HW_KNOBS": "model.specs", "Efficiency": "model.specs", "Hardware": "model.specs",
-    "HardwareFamily": "model.specs", "Model": "model.specs", "SpecError": "model.specs",
-    "Topology": "model.specs", "Workload": "model.specs",
+    "HW_KNOBS": "hardware.specs", "Efficiency": "hardware.specs", "Hardware": "hardware.specs",
+    "HardwareFamily": "hardware.specs", "Model": "model.transformer", "SpecError": "errors",
+    "Topology": "hardware.specs", "Workload": "model.workload",
 }
 
 __all__ = [
@@ -131,16 +131,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from .engine.single import Prediction, predict
     from .engine.space import PARALLEL_DIMS, Space, full_space, reduced_space
-    from .errors import DeviceBudgetError, SimcoreInputError
-    from .model.presets import HARDWARE_FAMILIES, PRESETS, get_family, get_model
-    from .model.specs import (
-        HW_KNOBS,
-        Efficiency,
-        Hardware,
-        HardwareFamily,
-        Model,
-        SpecError,
-        Topology,
-        Workload,
-    )
+    from .errors import DeviceBudgetError, SimcoreInputError, SpecError
+    from .hardware.families import HARDWARE_FAMILIES, get_family
+    from .hardware.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Topology
+    from .model.presets import PRESETS, get_model
+    from .model.transformer import Model
+    from .model.workload import Workload
     from .options import get_options, set_options

@@ -7,8 +7,8 @@ simcore and is shown as one.
 
 from __future__ import annotations
 
-__all__ = ["DeviceBudgetError", "SimcoreInputError", "SimcoreRetryError", "SweepInterrupted",
-           "interrupt_behind"]
+__all__ = ["DeviceBudgetError", "SimcoreInputError", "SimcoreRetryError", "SpecError",
+           "SweepInterrupted", "interrupt_behind"]
 
 
 class SimcoreInputError(ValueError):
@@ -23,6 +23,22 @@ class SimcoreInputError(ValueError):
     ... except ValueError as exc:
     ...     print(exc)
     --batch must be a positive integer, got '0'
+    """
+
+
+class SpecError(SimcoreInputError):
+    """A spec received a value it cannot represent (a model, workload, hardware point,
+    topology or hardware family file; ``simcore.SpecError``).
+
+    The message is one line naming the field, what it accepts and what it got.
+
+    Examples
+    --------
+    >>> from simcore import Workload
+    >>> Workload("decode", batch=1e20)
+    Traceback (most recent call last):
+    ...
+    simcore.errors.SpecError: Workload.batch must be an integer in [1, 10000000] (sequences per step), got 1e+20
     """
 
 

@@ -7,7 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simcore import HW_KNOBS, PRESETS, Hardware, Model, Topology, Workload, specs
+from simcore import HW_KNOBS, PRESETS, Hardware, Model, Topology, Workload
+from simcore.hardware import specs as hardware_specs
+from simcore.model import transformer, workload
+from simcore.model.checks import Range
 from simcore.model.presets import HARDWARE_FAMILIES, get_family, get_model
 from simcore.model.specs import Efficiency, SpecError
 
@@ -200,11 +203,11 @@ def test_pinned__kernel_properties_unchanged(name):
 # --- physics ranges (issue 12) ----------------------------------------------------------
 TINY = dict(name="t", n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=128, vocab_size=100)
 RANGE_TABLES = [
-    (Model, TINY, specs._MODEL_RANGES),
-    (Workload, dict(mode="prefill"), specs._WORKLOAD_RANGES),
-    (Hardware, {}, specs._HW_RANGES),
-    (Topology, {}, specs._TOPOLOGY_RANGES),
-    (Efficiency, {}, {f: specs._Range(1e-3, 1, "", integer=False) for f in
+    (Model, TINY, transformer._MODEL_RANGES),
+    (Workload, dict(mode="prefill"), workload._WORKLOAD_RANGES),
+    (Hardware, {}, hardware_specs._HW_RANGES),
+    (Topology, {}, hardware_specs._TOPOLOGY_RANGES),
+    (Efficiency, {}, {f: Range(1e-3, 1, "", integer=False) for f in
                       ("compute", "memory", "network", "hbm_usable", "train_compute")}),
 ]
 RANGE_CASES = [(cls, base, name, rng) for cls, base, table in RANGE_TABLES

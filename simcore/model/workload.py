@@ -1,0 +1,379 @@
+"""The workload declaration: :class:`Workload`, what a model runs (a prefill, a decode
+step or a training step, its batch, context, precisions and parallel-runtime options).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+from .checks import Range, choice, flag, validate_table
+
+__all__ = ["DTYPE_BYTES", "MODES", "Workload"]
+
+#: Workload modes.
+MODES: tuple[str, ...] = ("prefill", "decode", "train")
+
+#: Bytes per element of the inference dtypes (``Workload.weight_dtype`` etc.).
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+
+_WORKLOAD_RANGES: dict[str, Range] = {
+    "batch": Range(1, 1e7, "(sequences per step)"),
+    "s_kv": Range(1, 1e8, "tokens (context length)"),
+    "s_q": Range(0, 1e8, "tokens (query tokens per sequence; 0 = by mode)"),
+    "micro_batch": Range(1, 1e7, "(sequences per micro-batch)"),
+    "zero_stage": Range(0, 3, "(ZeRO stage)"),
+    "grad_bytes": Range(1, 8, "bytes (per gradient element)"),
+    "virtual_stages": Range(1, 1024, "(interleaved pipeline chunks per device)"),
+    "prefill_tokens": Range(0, 1e9, "tokens (other requests' prompt tokens per decode step)"),
+    "prefill_context": Range(0, 1e8, "tokens (mean context of those prompt tokens)"),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the model runs.
+
+    Parameters
+    ----------
+    mode : {"prefill", "decode", "train"}
+    batch : int
+        Sequences per step (global batch), 1 … 10⁷.
+    s_q : int
+        Query tokens per sequence this step (prompt length for prefill, 1 for decode).
+        Defaults to ``s_kv`` for prefill/train and 1 for decode.
+    s_kv : int
+        Context length the queries attend to (``seq_len`` for training), 1 … 10⁸ tokens.
+    micro_batch : int
+        Training only: sequences per micro-batch per data-parallel replica; the global
+        ``batch`` must be a multiple of ``micro_batch · dp``.
+    recompute : {"none", "selective", "full", "op"}
+        Training only: activation recomputation — Megatron's ``"selective"`` / ``"full"``
+        (Korthikanti et al. 2022), or ``"op"``: PyTorch per-operator selective
+        checkpointing as torchtitan applies it (matmul, attention and reduce-scatter
+        outputs kept except every second matmul of a layer; the rest recomputed).
+    sequence_parallel : bool
+        Training only: Megatron sequence parallelism for the TP group.
+    zero_stage : int
+        Training only: ZeRO stage 0–3 for model-state memory and DP communication.
+    grad_bytes : int
+        Training only: bytes per gradient element in the data-parallel reduction (and,
+        under ``framework="megatron"``, in its gradient buffer: 4 for fp32
+        ``grad_reduce_in_fp32``, 2 for bf16).
+    precision : {"fp16", "bf16", "fp32", "fp8"}
+        Training only: selects DeepSpeed's model-state formula (fp16: 20N at ZeRO-0;
+        bf16/fp32/fp8: 16N). fp32 also halves the usable matmul peak; fp8 runs the
+        matmuls (projections, FFN) at the family's ``fp8_ratio`` x the 16-bit peak
+        (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
+    weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
+        Inference: storage dtype of the weights, dtype of activations / matmul
+        inputs (and of the EP dispatch), and of the KV cache. The other messages (TP
+        all-reduces, pipeline sends, CP and split-K traffic, the EP combine) carry GEMM
+        and attention outputs, 16-bit when the inputs are fp8 / int8. Training,
+        with ``precision="fp8"`` only: ``weight_dtype="fp8"`` keeps the parameters
+        themselves in FP8 (Megatron's ``--fp8-param-gather``: ``framework="megatron"``
+        with its distributed optimizer, ``zero_stage=1``, no offload): 1 byte per
+        parameter in the model states and in every parameter all-gather (Transformer
+        Engine's cached FP8 weight transposes are not counted);
+        ``act_dtype="fp8"`` saves the FP8 copies of the GEMM inputs for the backward
+        (Transformer Engine's ``Linear``), 1 byte instead of 2 for the QKV, FC1, FC2 and
+        output-projection inputs: Korthikanti et al.'s 34 bytes per token and hidden
+        unit become 29 with a flash core (which keeps its 16-bit output for its own
+        backward as well), 27 unfused; not with ``recompute="op"``. ``""`` keeps them
+        16-bit (torchao's float8 training saves the high-precision inputs).
+        ``kv_dtype`` is inference-only. ``""`` keeps
+        the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
+        is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
+        the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
+    cuda_graphs : bool
+        Decode only: the steps replay CUDA graphs (as vLLM, SGLang and TensorRT-LLM serve),
+        so no kernel pays the host's launch time (``kernels.inference.LAUNCH_NS``, 5 us per
+        kernel launched from the host), and the framework's per-step floor
+        (``Efficiency.step_overhead_ns``) drops to a quarter. Ignored by prefill and
+        training steps, which launch every kernel.
+    virtual_stages : int
+        Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
+        (p-1)/(v·m)); 1 = plain 1F1B.
+    attention : {"flash", "flash2", "unfused"}
+        Training only: FlashAttention-style core (no s² activations, backward at 2.5x
+        the forward FLOPs) or the unfused core that stores the scores. ``"flash"`` is the
+        family's native fused kernel (cuDNN / Transformer Engine / FlashAttention-3 on
+        Hopper); ``"flash2"`` a FlashAttention-2-class kernel (the ``flash-attn`` 2
+        package, PyTorch SDPA's flash backend), which on a family with
+        ``Topology.fa2_ratio`` < 1 runs at that fraction of the native kernel's rate.
+    framework : {"deepspeed", "megatron", "fsdp"}
+        Training only: whose model-state formula and defaults apply. ``deepspeed``:
+        DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
+        layer); ``megatron``: 16-bit (or FP8) parameters + ``grad_bytes`` gradients + 12
+        bytes of fp32 master weights and Adam states per parameter, the last /d with the
+        distributed optimizer (``zero_stage=1``): 18 B/param, 6 + 12/d with fp32
+        gradients (with bf16 ones the optimizer's transient fp32 copy of its gradient
+        shard, 4/d, lives only during the step, when activations are freed, and is not
+        counted); ``fsdp``: full sharding (``zero_stage`` 3), 16/d + the gathered unit.
+    overlap_grad_reduce : bool or None
+        Training only: data-parallel gradient reduction bucketed and overlapped with
+        the backward pass (DeepSpeed ``overlap_comm``, Megatron ``overlap_grad_reduce``,
+        FSDP). None = the framework's default (DeepSpeed: on for ZeRO-3 only; Megatron:
+        off, its argument default; FSDP: on).
+    moe_dispatch : {"per_expert", "per_rank"}
+        Training only, MoE with ``ep`` > 1: what the dispatch / combine all-to-all sends
+        per token. ``"per_expert"``: one copy per routed expert (Megatron-Core's
+        ``alltoall`` dispatcher permutes tokens by expert before the exchange);
+        ``"per_rank"``: one copy per destination rank however many of its experts the
+        token routes to (DeepEP, Megatron's ``flex`` dispatcher), i.e. under uniform
+        routing ``ep·(1 − C(E − E/ep, k) / C(E, k))`` copies instead of ``k``; across
+        nodes DeepEP sends a token once per destination node over the scale-out tier and
+        forwards it inside that node over the scale-up tier (DeepSeek-V3 report §3.2.2),
+        so the scale-out copies are the distinct remote nodes, not ranks.
+    moe_routing : {"random", "round_robin"}
+        Training only, MoE with ``ep`` > 1 and ``moe_dispatch="per_rank"``: which experts
+        a token routes to, with experts placed contiguously over the EP ranks.
+        ``"random"``: k distinct experts uniformly at random; ``"round_robin"``: token i
+        of a rank takes experts i·k … i·k + k − 1 (mod E), NeMo Automodel's
+        ``FakeBalancedGate`` that its published benchmarks run with (Qwen3-30B-A3B at EP 8:
+        one rank per token; DeepSeek-V3 at EP 64: two ranks, on one node).
+    moe_a2a_overlap : bool
+        Training only, MoE with ``ep`` > 1: the dispatch / combine all-to-all of one
+        micro-batch runs under the compute of another (Megatron-Core's
+        ``overlap_moe_expert_parallel_comm``, Megatron-Bridge's ``moe_a2a_overlap``), so
+        only what outlasts the layer's compute is exposed.
+    tp_comm_overlap : bool
+        Training only: tensor-parallel communication overlap (Megatron's
+        ``--tp-comm-overlap`` with Transformer Engine's userbuffers): the TP all-gathers
+        and reduce-scatters run pipelined with the GEMMs they feed, so, like the
+        overlapped collectives above, only what outlasts the layer's compute is exposed
+        (the window is the whole layer's compute: an upper bound on what hides). Needs
+        ``sequence_parallel``. The FFN's TP x CP all-reduce of ``ffn_shard_scope="TP+CP"``
+        layouts stays blocking. torchtitan's AsyncTP hides far less (its table measures
+        +9-10% over vanilla TP where full hiding predicts +18-50%); the validation leaves
+        it off for those rows.
+    eager_elementwise : bool
+        Training only: the element-wise ops run as PyTorch eager kernels (no
+        ``torch.compile``, no fused kernels), as torchtitan's Llama does without
+        compilation: each RMSNorm moves 36 bytes per element (upcast, square, mean,
+        scale, downcast, weight) where a fused kernel moves 4, RoPE 20 instead of 4, the
+        SwiGLU product 10 instead of 6 per FFN element. Default False: fused (Megatron /
+        Transformer Engine, or compiled).
+    eager_loss : bool
+        Training only: the loss is PyTorch's eager ``cross_entropy(logits.float())``, as
+        torchtitan ran it until it compiled the loss (commented out at 9dec370,
+        ``train.py``: "compiling loss function causes CUDA errors"; compiled with
+        ``training.compile`` by e7c0cae, ``torchtitan/components/loss.py``). Its peak,
+        in the backward of the loss while every activation is still held, is 12 bytes per
+        logit element (the fp32 log-softmax kept for the backward, and the fp32 gradients
+        of its output and its input) where a fused or compiled loss (Megatron's
+        vocab-parallel cross entropy, a compiled one) keeps 4 (the fp32 softmax). Memory
+        only; ignored by inference workloads, as the other training-only flags are.
+        Default False.
+    offload : {"none", "optimizer", "optimizer+params"}
+        Training only: ZeRO-Offload of the optimizer states (and ZeRO-Infinity of the
+        parameters, ZeRO-3 only) to host memory over PCIe.
+    prefill_tokens : int
+        Decode only: prompt tokens of other requests processed in the same forward pass
+        as the ``batch`` decode tokens (continuous / in-flight batching, prompts chunked
+        into decode steps). In steady state a server at concurrency ``c`` with prompts of
+        ``isl`` and ``osl`` output tokens processes about ``c·isl/osl`` of them per step;
+        :meth:`served` sets it. 0 = a pure decode step.
+    prefill_context : int
+        Decode only: mean number of earlier tokens each of those prompt tokens attends
+        to (causal: about ``isl/2``). Default ``s_kv // 2`` when ``prefill_tokens > 0``.
+
+    Examples
+    --------
+    >>> Workload("decode", s_kv=131072).s_q
+    1
+    >>> Workload("prefill", s_kv=8192).s_q
+    8192
+    """
+
+    mode: str
+    batch: int = 1
+    s_kv: int = 4096
+    s_q: int = 0
+    micro_batch: int = 1
+    recompute: str = "selective"
+    sequence_parallel: bool = True
+    zero_stage: int = 0
+    grad_bytes: int = 4
+    precision: str = "fp16"
+    weight_dtype: str = ""
+    act_dtype: str = ""
+    kv_dtype: str = ""
+    cuda_graphs: bool = False
+    virtual_stages: int = 1
+    attention: str = "flash"
+    framework: str = "deepspeed"
+    overlap_grad_reduce: bool | None = None
+    offload: str = "none"
+    prefill_tokens: int = 0
+    prefill_context: int = 0
+    moe_dispatch: str = "per_expert"
+    moe_routing: str = "random"
+    moe_a2a_overlap: bool = False
+    tp_comm_overlap: bool = False
+    eager_elementwise: bool = False
+    eager_loss: bool = False
+
+    def __post_init__(self) -> None:
+        choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
+        choice("Workload", "recompute", self.recompute, ("none", "selective", "full", "op"),
+                "'none', 'selective', 'full' or 'op'")
+        choice("Workload", "precision", self.precision, ("fp16", "bf16", "fp32", "fp8"),
+                "'fp16', 'bf16', 'fp32' or 'fp8'")
+        object.__setattr__(self, "sequence_parallel",
+                           flag("Workload", "sequence_parallel", self.sequence_parallel))
+        object.__setattr__(self, "cuda_graphs", flag("Workload", "cuda_graphs", self.cuda_graphs))
+        for f in ("weight_dtype", "act_dtype", "kv_dtype"):
+            choice("Workload", f, getattr(self, f), ("", *DTYPE_BYTES),
+                    f"one of {list(DTYPE_BYTES)} or '' for the model's own precision")
+        if self.mode == "train":
+            self._check_train_dtypes()
+        if self.act_dtype == "int4":
+            raise SpecError("Workload.act_dtype='int4' is not supported (int4 is weight-only, "
+                            "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
+        choice("Workload", "attention", self.attention, ("flash", "flash2", "unfused"),
+                "'flash', 'flash2' or 'unfused'")
+        choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
+                "'deepspeed', 'megatron' or 'fsdp'")
+        choice("Workload", "offload", self.offload, ("none", "optimizer", "optimizer+params"),
+                "'none', 'optimizer' or 'optimizer+params'")
+        choice("Workload", "moe_dispatch", self.moe_dispatch, ("per_expert", "per_rank"),
+                "'per_expert' (Megatron's alltoall dispatcher) or 'per_rank' (DeepEP)")
+        choice("Workload", "moe_routing", self.moe_routing, ("random", "round_robin"),
+                "'random' or 'round_robin' (Automodel's FakeBalancedGate)")
+        object.__setattr__(self, "moe_a2a_overlap",
+                           flag("Workload", "moe_a2a_overlap", self.moe_a2a_overlap))
+        object.__setattr__(self, "tp_comm_overlap",
+                           flag("Workload", "tp_comm_overlap", self.tp_comm_overlap))
+        object.__setattr__(self, "eager_elementwise",
+                           flag("Workload", "eager_elementwise", self.eager_elementwise))
+        object.__setattr__(self, "eager_loss", flag("Workload", "eager_loss", self.eager_loss))
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise SpecError("Workload.tp_comm_overlap overlaps the sequence-parallel "
+                            "all-gathers / reduce-scatters with the GEMMs: pass "
+                            "sequence_parallel=True (or tp_comm_overlap=False)")
+        if self.overlap_grad_reduce is not None:
+            object.__setattr__(self, "overlap_grad_reduce",
+                               flag("Workload", "overlap_grad_reduce", self.overlap_grad_reduce))
+        if self.framework == "megatron" and self.zero_stage > 1:
+            raise SpecError(
+                f"Workload(framework='megatron') shards at most the optimizer (zero_stage=1, "
+                f"the distributed optimizer), got zero_stage={self.zero_stage}; pass "
+                "framework='fsdp' or 'deepspeed' for ZeRO-2/3")
+        if self.framework == "fsdp" and self.zero_stage != 3:
+            raise SpecError(f"Workload(framework='fsdp') is full sharding: pass zero_stage=3, "
+                            f"got {self.zero_stage}")
+        if self.offload != "none" and self.zero_stage == 0:
+            raise SpecError("Workload.offload needs ZeRO (zero_stage >= 1): the offloaded "
+                            "optimizer step runs on each rank's shard")
+        if self.offload == "optimizer+params" and self.zero_stage != 3:
+            raise SpecError("Workload(offload='optimizer+params') offloads partitioned "
+                            f"parameters: pass zero_stage=3, got {self.zero_stage}")
+        validate_table(self, _WORKLOAD_RANGES)
+        if (self.prefill_tokens or self.prefill_context) and self.mode != "decode":
+            raise SpecError(
+                f"Workload.prefill_tokens / prefill_context describe prompts mixed into decode "
+                f"steps; they need mode='decode', got mode={self.mode!r} (a prefill is "
+                "Workload('prefill', batch=..., s_kv=prompt length))")
+        if self.prefill_tokens and not self.prefill_context:
+            object.__setattr__(self, "prefill_context", max(self.s_kv // 2, 1))
+        if self.s_q == 0:
+            object.__setattr__(self, "s_q", 1 if self.mode == "decode" else self.s_kv)
+        if self.s_q > self.s_kv:
+            raise SpecError(
+                f"Workload.s_q={self.s_q} exceeds Workload.s_kv={self.s_kv}; queries attend to "
+                "at most the context they are part of, so pass s_q <= s_kv"
+            )
+        if self.mode == "decode" and self.s_q != 1:
+            raise SpecError(f"Workload.s_q must be 1 for mode='decode', got {self.s_q}")
+        if self.mode == "train" and self.s_q != self.s_kv:
+            raise SpecError(
+                f"Workload.s_q must equal s_kv (the sequence length) for mode='train', got "
+                f"s_q={self.s_q}, s_kv={self.s_kv}"
+            )
+        if self.mode == "train" and self.batch % self.micro_batch:
+            raise SpecError(
+                f"Workload.batch={self.batch} (global batch) must be a multiple of "
+                f"micro_batch={self.micro_batch}"
+            )
+
+    def _check_train_dtypes(self) -> None:
+        """Training reads ``weight_dtype`` / ``act_dtype`` as Transformer Engine's FP8
+        storage options (see the class docstring); anything else is refused."""
+        if self.kv_dtype:
+            raise SpecError(f"Workload.kv_dtype={self.kv_dtype!r} is inference-only (training "
+                            "keeps no KV cache); pass kv_dtype='' for mode='train'")
+        for f, what in (("weight_dtype", "FP8 primary weights (Megatron --fp8-param-gather)"),
+                        ("act_dtype", "FP8 copies of the GEMM inputs saved for backward "
+                                      "(Transformer Engine)")):
+            v = getattr(self, f)
+            if v in ("", "bf16", "fp16"):
+                continue
+            if v != "fp8":
+                raise SpecError(f"Workload.{f}={v!r} is not a training option: pass '' (16-bit) "
+                                f"or 'fp8' ({what}) for mode='train'")
+            if self.precision != "fp8":
+                raise SpecError(f"Workload.{f}='fp8' ({what}) needs FP8 GEMMs: pass "
+                                f"precision='fp8', got precision={self.precision!r}")
+        if self.weight_dtype == "fp8" and (self.framework != "megatron"
+                                           or self.zero_stage != 1 or self.offload != "none"):
+            raise SpecError("Workload.weight_dtype='fp8' in training is Megatron's FP8 primary "
+                            "weights (--fp8-param-gather, which needs the distributed "
+                            "optimizer): pass framework='megatron', zero_stage=1, "
+                            f"offload='none', got framework={self.framework!r}, "
+                            f"zero_stage={self.zero_stage}, offload={self.offload!r}")
+        if self.act_dtype == "fp8" and self.recompute == "op":
+            raise SpecError("Workload.act_dtype='fp8' (Transformer Engine's FP8-saved GEMM "
+                            "inputs) applies to Korthikanti et al.'s activation count, not to "
+                            "recompute='op' (torchtitan's per-op checkpointing, which keeps "
+                            "16-bit tensors): pass act_dtype='' or another recompute")
+
+    @property
+    def seq_len(self) -> int:
+        return self.s_kv
+
+    @property
+    def grad_overlap(self) -> bool:
+        """Whether the gradient reduction overlaps backward (the framework's default
+        where ``overlap_grad_reduce`` is None)."""
+        if self.overlap_grad_reduce is not None:
+            return bool(self.overlap_grad_reduce)
+        if self.framework == "fsdp":
+            return True
+        if self.framework == "megatron":
+            return False
+        return self.zero_stage == 3
+
+    def dtype_bytes(self, field_name: str) -> float:
+        """Bytes per element of ``weight_dtype``, ``act_dtype`` or ``kv_dtype`` (0 = the
+        model's own precision)."""
+        v = getattr(self, field_name)
+        return DTYPE_BYTES[v] if v else 0.0
+
+    @classmethod
+    def served(cls, *, concurrency: int, isl: int, osl: int, **kw: Any) -> Workload:
+        """The average decode step of a server in steady state (continuous batching).
+
+        ``concurrency`` requests are in flight, each with an ``isl``-token prompt and
+        ``osl`` output tokens. Each step decodes one token for every request at the mean
+        context ``isl + osl/2``; meanwhile every slot turns over once per ``osl`` steps,
+        so the same forward pass also processes about ``concurrency·isl/osl`` prompt
+        tokens of newly admitted requests (mean causal context ``isl/2``). Its latency is
+        the time per output token a client sees; queueing before the first token is not
+        part of it.
+
+        Examples
+        --------
+        >>> w = Workload.served(concurrency=64, isl=8192, osl=1024)
+        >>> w.batch, w.s_kv, w.prefill_tokens, w.prefill_context
+        (64, 8704, 512, 4096)
+        """
+        for name, v in (("concurrency", concurrency), ("isl", isl), ("osl", osl)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise SpecError(f"Workload.served: {name} must be a positive integer, got {v!r}")
+        return cls("decode", batch=int(concurrency), s_kv=int(isl) + int(osl) // 2,
+                   prefill_tokens=int(round(concurrency * isl / osl)),
+                   prefill_context=max(int(isl) // 2, 1), **kw)
