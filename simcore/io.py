@@ -1,11 +1,15 @@
-"""Saving and loading result Datasets (netCDF via h5netcdf, or zarr), atomically."""
+"""Saving and loading result Datasets (netCDF via h5netcdf, or zarr), atomically; writing
+files atomically; reading input files (configs, metrics) without blocking or recursing."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,8 +20,15 @@ import xarray as xr
 
 from .errors import SimcoreInputError
 
-__all__ = ["check_room", "load_dataset", "save_dataset", "storable", "write_bytes_atomic",
-           "write_files_atomic"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "check_json_value", "check_room",
+           "first_non_finite", "load_dataset", "read_input_bytes", "read_json_file",
+           "save_dataset", "storable", "write_bytes_atomic", "write_files_atomic"]
+
+#: the largest input file simcore reads (a DeepSpeed config, a metrics.json, a cost model)
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+#: the deepest nesting of lists and objects accepted in an input JSON file (a DeepSpeed
+#: config nests 3 levels, a metrics.json 1); deeper is refused before anything recurses
+MAX_JSON_DEPTH = 64
 
 _FORMATS = {".nc": "netcdf", ".nc4": "netcdf", ".h5": "netcdf", ".zarr": "zarr"}
 
@@ -220,3 +231,151 @@ def load_dataset(path: str | os.PathLike[str]) -> xr.Dataset:
         raise SimcoreInputError(f"cannot read {str(path)!r} as a {fmt} Dataset "
                                 f"({type(exc).__name__}: {str(exc)[:100]}); is it complete? "
                                 "save it again with simcore.io.save_dataset") from None
+
+
+def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, refused without blocking otherwise.
+
+    A FIFO, a socket or a device would block ``open`` or a read forever, and a folder
+    fails with ``IsADirectoryError``: the file is opened non-blocking and anything but a
+    regular file (after symlinks) raises a :class:`~simcore.errors.SimcoreInputError`, as
+    does a file over ``limit`` bytes. A missing file raises ``FileNotFoundError``; other
+    ``OSError`` (no permission) propagate.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = Path(d, "a.json").write_text("{}")
+    ...     print(read_input_bytes(Path(d, "a.json")))
+    ...     try:
+    ...         read_input_bytes(d)
+    ...     except ValueError as exc:
+    ...         print(str(exc).split(" is ", 1)[1])
+    b'{}'
+    a folder, not a file; pass the path of a file
+    """
+    name = os.fspath(path)
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a folder" if stat.S_ISDIR(st.st_mode) else
+                    "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                    "a socket" if stat.S_ISSOCK(st.st_mode) else "a device or special file")
+            raise SimcoreInputError(f"{name!r} is {kind}, not a file; pass the path of a file")
+        if st.st_size > limit:
+            raise SimcoreInputError(f"{name!r} is {st.st_size:,} bytes, more than the "
+                                    f"{limit:,} simcore reads; pass a smaller file")
+        chunks, size = [], 0
+        while True:  # a file still growing is cut off at the limit too
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise SimcoreInputError(f"{name!r} is more than the {limit:,} bytes simcore "
+                                        "reads; pass a smaller file")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _walk(data: Any) -> tuple[int, str | None, float]:
+    """(the nesting depth of ``data``, the key path of its first non-finite float or
+    None, that float), without recursion; stops descending past :data:`MAX_JSON_DEPTH`."""
+    depth, bad, value = 0, None, math.nan
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        item, where, level = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item) and bad is None:
+            bad, value = where or "the value", item
+        if isinstance(item, Mapping | list | tuple):
+            depth = max(depth, level + 1)
+            if level + 1 > MAX_JSON_DEPTH:
+                continue
+            if isinstance(item, Mapping):
+                subs = [(f"{where}.{k}" if where else str(k), v) for k, v in item.items()]
+            else:
+                subs = [(f"{where}[{i}]", v) for i, v in enumerate(item)]
+            stack.extend((v, sub, level + 1) for sub, v in reversed(subs))
+    return depth, bad, value
+
+
+def first_non_finite(data: Any) -> str | None:
+    """The key path (``zero_optimization.reduce_bucket_size[0]``) of the first NaN or
+    infinite float in nested dicts and lists, or None.
+
+    Examples
+    --------
+    >>> first_non_finite({"zero": {"bucket": [float("nan"), 5e8]}, "lr": 1e-4})
+    'zero.bucket[0]'
+    >>> first_non_finite({"lr": 1e-4}) is None
+    True
+    """
+    return _walk(data)[1]
+
+
+def read_json_file(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES,
+                   finite: bool = False) -> Any:
+    """The JSON value in the regular file ``path`` (:func:`read_input_bytes`), checked.
+
+    Raises a :class:`~simcore.errors.SimcoreInputError` naming the file for anything but
+    a regular file, a file over ``limit`` bytes, text that is not UTF-8 JSON, nesting
+    deeper than :data:`MAX_JSON_DEPTH` (which would otherwise end in a RecursionError)
+    and, with ``finite=True``, a NaN or infinite number (named by its key path; strict
+    JSON has neither). ``FileNotFoundError`` for a missing file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = Path(d, "c.json").write_text('{"a": [NaN]}')
+    ...     try:
+    ...         read_json_file(Path(d, "c.json"), finite=True)
+    ...     except ValueError as exc:
+    ...         print(str(exc).split(": ", 1)[1])
+    a[0] is NaN; pass a finite number (strict JSON has no NaN or Infinity)
+    """
+    name = os.fspath(path)
+    raw = read_input_bytes(path, limit=limit)
+    deep = (f"{name!r} nests lists or objects more than {MAX_JSON_DEPTH} deep; pass a "
+            "flatter one")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SimcoreInputError(f"{name!r} is not UTF-8 text ({exc.reason} at byte "
+                                f"{exc.start}); pass a JSON file") from None
+    except json.JSONDecodeError as exc:
+        raise SimcoreInputError(f"{name!r} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise SimcoreInputError(deep) from None
+    check_json_value(data, source=repr(name), finite=finite)
+    return data
+
+
+def check_json_value(data: Any, *, source: str, finite: bool = True) -> None:
+    """Refuse ``data`` (nested dicts and lists, as from JSON) nested deeper than
+    :data:`MAX_JSON_DEPTH` or, with ``finite``, holding a NaN or infinite float, with a
+    :class:`~simcore.errors.SimcoreInputError` starting with ``source`` and naming the
+    key path; no recursion, so any depth is safe.
+
+    Examples
+    --------
+    >>> check_json_value({"zero": {"bucket": [float("inf")]}}, source="the config")
+    Traceback (most recent call last):
+    ...
+    simcore.errors.SimcoreInputError: the config: zero.bucket[0] is Infinity; pass a finite number (strict JSON has no NaN or Infinity)
+    """
+    depth, bad, value = _walk(data)
+    if depth > MAX_JSON_DEPTH:
+        raise SimcoreInputError(f"{source} nests lists or objects more than {MAX_JSON_DEPTH} "
+                                "deep; pass a flatter one")
+    if finite and bad is not None:
+        raise SimcoreInputError(f"{source}: {bad} is {_json_spelling(value)}; pass a finite "
+                                "number (strict JSON has no NaN or Infinity)")
+
+
+def _json_spelling(value: float) -> str:
+    return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"

@@ -18,7 +18,6 @@ Examples
 from __future__ import annotations
 
 import copy
-import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.metrics import get_metric
+from ..errors import SimcoreInputError
+from ..io import check_json_value, read_json_file
 from . import deepspeed as ds
 
 __all__ = [
@@ -49,8 +50,9 @@ TUNER_TYPES: dict[str, str] = {
 # DeepSpeed's ``autotuning`` keys and defaults, and the ones read but not acted on.
 AUTOTUNING_KEYS = ds.AUTOTUNING_KEYS
 
-class AutotuneConfigError(ValueError):
-    """An invalid autotuning or DeepSpeed configuration value."""
+class AutotuneConfigError(SimcoreInputError):
+    """An invalid autotuning or DeepSpeed configuration value (a user mistake: the CLI
+    prints it as one line and exits 2)."""
 
 
 class UnknownAutotuningKeyWarning(UserWarning):
@@ -64,24 +66,39 @@ class UnusedAutotuningKeyWarning(UserWarning):
 def load_ds_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
     """A deep copy of a DeepSpeed config given as a mapping or a JSON file path.
 
+    The file must be a regular file (a folder or a FIFO is refused, never read) of at
+    most :data:`simcore.io.MAX_INPUT_BYTES`; a NaN or infinite number anywhere (Python's
+    ``json`` reads ``NaN``, strict JSON readers do not) is refused with its key path, as
+    is nesting deeper than :data:`simcore.io.MAX_JSON_DEPTH`.
+
     Examples
     --------
     >>> load_ds_config({"train_micro_batch_size_per_gpu": 2})
     {'train_micro_batch_size_per_gpu': 2}
+    >>> load_ds_config({"zero_optimization": {"reduce_bucket_size": [float("nan"), 5e8]}})
+    Traceback (most recent call last):
+    ...
+    simcore.autotune.config.AutotuneConfigError: the DeepSpeed config: zero_optimization.reduce_bucket_size[0] is NaN; pass a finite number (strict JSON has no NaN or Infinity)
     """
     if isinstance(config, Mapping):
+        try:
+            check_json_value(config, source="the DeepSpeed config")
+        except SimcoreInputError as exc:
+            raise AutotuneConfigError(str(exc)) from None
         return copy.deepcopy(dict(config))
     if isinstance(config, str | os.PathLike):
         path = os.fspath(config)
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
+            data = read_json_file(path, finite=True)
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"no DeepSpeed config at {path!r}; pass an existing JSON file or a dict"
             ) from None
-        except json.JSONDecodeError as exc:
-            raise AutotuneConfigError(f"{path!r} is not valid JSON: {exc}") from None
+        except SimcoreInputError as exc:
+            raise AutotuneConfigError(str(exc)) from None
+        except OSError as exc:
+            raise AutotuneConfigError(f"cannot read {path!r} ({exc.strerror or exc}); pass a "
+                                      "readable JSON file") from None
         if not isinstance(data, dict):
             raise AutotuneConfigError(f"{path!r} must hold a JSON object (a DeepSpeed config)")
         return data
@@ -201,138 +218,173 @@ class AutotuneConfig:
         simcore.autotune.config.AutotuneConfigError: autotuning.tuner_type='bayes' is unknown; pass one of ['gridsearch', 'model_based', 'random']
         """
         ds_cfg = load_ds_config(config)
-        at = ds_cfg.pop("autotuning", None)
-        if at is None:
-            at = {}
-        if not isinstance(at, Mapping):
-            raise AutotuneConfigError(
-                f"autotuning must be a JSON object, got {type(at).__name__}"
-            )
-        unknown = sorted(set(at) - set(AUTOTUNING_KEYS))
-        if unknown:
-            warnings.warn(
-                f"ignoring unknown autotuning keys {unknown}; known keys: "
-                f"{sorted(AUTOTUNING_KEYS)}",
-                UnknownAutotuningKeyWarning,
-                stacklevel=3,
-            )
-        for key in sorted(set(at) & set(ds.UNUSED_AUTOTUNING_KEYS)):
-            warnings.warn(f"autotuning.{key} is not used: {ds.UNUSED_AUTOTUNING_KEYS[key]}",
-                          UnusedAutotuningKeyWarning, stacklevel=3)
-        a = {k: at.get(k, v) for k, v in AUTOTUNING_KEYS.items()}
-        if a["enabled"] is False:
-            raise AutotuneConfigError(
-                "autotuning.enabled is false; set it to true (or drop the key) to tune"
-            )
-        for key in ("enabled", "fast", "overwrite"):
-            if not isinstance(a[key], bool):
-                raise AutotuneConfigError(f"autotuning.{key} must be true or false, got {a[key]!r}")
-        metric = a["metric"]
-        if not isinstance(metric, str):
-            raise AutotuneConfigError(
-                f"autotuning.metric must be a name such as 'throughput', got {metric!r}"
-            )
-        try:
-            get_metric(metric)
-        except ValueError as exc:
-            raise AutotuneConfigError(f"autotuning.metric: {exc}") from None
-        tuner = a["tuner_type"]
-        if not isinstance(tuner, str) or tuner.lower() not in TUNER_TYPES:
-            raise AutotuneConfigError(
-                f"autotuning.tuner_type={tuner!r} is unknown; pass one of "
-                f"{sorted(set(TUNER_TYPES.values()))}"
-            )
-        sec = "autotuning"
-        n_trials = _int(sec, "tuner_num_trials", a["tuner_num_trials"])
-        early = _int(sec, "tuner_early_stopping", a["tuner_early_stopping"])
-        lo = _int(sec, "min_train_micro_batch_size_per_gpu", a["min_train_micro_batch_size_per_gpu"])
-        hi = _int(sec, "max_train_micro_batch_size_per_gpu", a["max_train_micro_batch_size_per_gpu"])
-        if lo > hi:
-            raise AutotuneConfigError(
-                f"autotuning.min_train_micro_batch_size_per_gpu={lo} exceeds "
-                f"max_train_micro_batch_size_per_gpu={hi}; pass min <= max"
-            )
-        max_tbs = _int(sec, "max_train_batch_size", a["max_train_batch_size"], optional=True)
-        min_tbs = _int(sec, "min_train_batch_size", a["min_train_batch_size"])
-        if max_tbs is not None and min_tbs > max_tbs:
-            raise AutotuneConfigError(f"autotuning.min_train_batch_size={min_tbs} exceeds "
-                                      f"max_train_batch_size={max_tbs}; pass min <= max")
-        n_mbs = _int(sec, "num_tuning_micro_batch_sizes", a["num_tuning_micro_batch_sizes"])
-        mp = _int(sec, "mp_size", a["mp_size"])
-        start = _int(sec, "start_profile_step", a["start_profile_step"])
-        end = _int(sec, "end_profile_step", a["end_profile_step"])
-        if end <= start:
-            raise AutotuneConfigError(f"autotuning.end_profile_step={end} must exceed "
-                                      f"start_profile_step={start}")
-        for key in ("results_dir", "exps_dir"):
-            if not isinstance(a[key], str) or not a[key]:
-                raise AutotuneConfigError(f"autotuning.{key} must be a folder path, got {a[key]!r}")
-        mappings = a["arg_mappings"]
-        if mappings is not None and not (isinstance(mappings, Mapping) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in mappings.items())):
-            raise AutotuneConfigError(
-                "autotuning.arg_mappings must map DeepSpeed keys to script arguments, e.g. "
-                '{"train_micro_batch_size_per_gpu": "--per_device_train_batch_size"}')
-
-        zero = ds_cfg.get("zero_optimization", {})
-        if zero is None:
-            zero = {}
-        if not isinstance(zero, Mapping):
-            raise AutotuneConfigError(
-                f"zero_optimization must be a JSON object, got {type(zero).__name__}"
-            )
-        raw_stage = zero.get("stage", 0)  # DeepSpeed: no stage means stage 0 only
-        stages = parse_stages(raw_stage)
-        is_all = isinstance(raw_stage, str)
-        zero_fixed = {k: copy.deepcopy(v) for k, v in zero.items()
-                      if k != "stage" and not isinstance(v, list)}
-        zero_space: dict[str, tuple[Any, ...]] = {}
-        for k, v in zero.items():
-            if k != "stage" and isinstance(v, list):
-                if not v:
-                    raise AutotuneConfigError(f"zero_optimization.{k} is an empty list; pass "
-                                              "a value or a list of values to tune")
-                zero_space[k] = tuple(v)
-
-        mbs = ds_cfg.get("train_micro_batch_size_per_gpu")
-        micro_batches = None
-        if isinstance(mbs, list):
-            vals = [m for m in mbs if isinstance(m, int) and not isinstance(m, bool) and m > 0]
-            if not vals:
-                raise AutotuneConfigError(
-                    f"train_micro_batch_size_per_gpu={mbs!r} holds no positive integer; pass "
-                    "a list such as [1, 2, 4]")
-            micro_batches = tuple(sorted(set(vals)))
-        elif mbs is not None and mbs != "auto":
-            _int("config", "train_micro_batch_size_per_gpu", mbs)
-        for key in ("gradient_accumulation_steps", "train_batch_size"):
-            if isinstance(ds_cfg.get(key), list):
-                raise AutotuneConfigError(
-                    f"{key} is a list; DeepSpeed's autotuner does not tune it, pass one "
-                    "integer or \"auto\"")
-        auto_gas = ds.mapped_value(user_args, mappings=mappings,
-                                   key="gradient_accumulation_steps") or 1
-        gas = _batch_value("gradient_accumulation_steps",
-                           ds_cfg.get("gradient_accumulation_steps", 1), auto=auto_gas)
-        tbs = _batch_value("train_batch_size", ds_cfg.get("train_batch_size"), auto=None)
+        at, a = _autotuning_section(ds_cfg)
+        zero = _zero_section(ds_cfg)
+        micro_batches, gas, tbs = _batch_section(ds_cfg, user_args=user_args,
+                                                 mappings=a["arg_mappings"])
         precision = precision_of(ds_cfg, user_args=user_args)
         if "fp16" in ds_cfg and "bf16" in ds_cfg and all(
             isinstance(ds_cfg[k], Mapping) and ds_cfg[k].get("enabled") is True
             for k in ("fp16", "bf16")
         ):
             raise AutotuneConfigError("fp16 and bf16 are both enabled; enable at most one")
+        mappings = a["arg_mappings"]
         return cls(
-            ds_config=ds_cfg, stages=stages, stage_is_all=is_all, zero_fixed=zero_fixed,
-            metric=metric, fast=a["fast"], tuner_type=TUNER_TYPES[tuner.lower()],
-            tuner_num_trials=n_trials, tuner_early_stopping=early, min_micro_batch=lo,
-            max_micro_batch=hi, max_train_batch_size=max_tbs, num_tuning_micro_batch_sizes=n_mbs,
-            results_dir=a["results_dir"], exps_dir=a["exps_dir"], mp_size=mp, grad_accum=gas or 1,
-            train_batch_size=tbs, precision=precision, autotuning=dict(at),
-            zero_space=zero_space, micro_batches=micro_batches, min_train_batch_size=min_tbs,
-            overwrite=a["overwrite"], start_profile_step=start, end_profile_step=end,
+            ds_config=ds_cfg, stages=zero["stages"], stage_is_all=zero["stage_is_all"],
+            zero_fixed=zero["zero_fixed"], metric=a["metric"], fast=a["fast"],
+            tuner_type=TUNER_TYPES[a["tuner_type"].lower()],
+            tuner_num_trials=a["tuner_num_trials"], tuner_early_stopping=a["tuner_early_stopping"],
+            min_micro_batch=a["min_train_micro_batch_size_per_gpu"],
+            max_micro_batch=a["max_train_micro_batch_size_per_gpu"],
+            max_train_batch_size=a["max_train_batch_size"],
+            num_tuning_micro_batch_sizes=a["num_tuning_micro_batch_sizes"],
+            results_dir=a["results_dir"], exps_dir=a["exps_dir"], mp_size=a["mp_size"],
+            grad_accum=gas or 1, train_batch_size=tbs, precision=precision, autotuning=dict(at),
+            zero_space=zero["zero_space"], micro_batches=micro_batches,
+            min_train_batch_size=a["min_train_batch_size"], overwrite=a["overwrite"],
+            start_profile_step=a["start_profile_step"], end_profile_step=a["end_profile_step"],
             arg_mappings=dict(mappings) if mappings else None,
-            stage_defaulted="stage" not in zero,
+            stage_defaulted=zero["stage_defaulted"],
         )
+
+
+def _autotuning_section(ds_cfg: dict[str, Any]) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """Pop ``autotuning`` from ``ds_cfg``: (the section as given, every key of
+    :data:`AUTOTUNING_KEYS` with its value checked or DeepSpeed's default)."""
+    at = ds_cfg.pop("autotuning", None)
+    if at is None:
+        at = {}
+    if not isinstance(at, Mapping):
+        raise AutotuneConfigError(
+            f"autotuning must be a JSON object, got {type(at).__name__}"
+        )
+    unknown = sorted(set(at) - set(AUTOTUNING_KEYS))
+    if unknown:  # stacklevel: the caller of AutotuneConfig.from_ds_config
+        warnings.warn(
+            f"ignoring unknown autotuning keys {unknown}; known keys: "
+            f"{sorted(AUTOTUNING_KEYS)}",
+            UnknownAutotuningKeyWarning,
+            stacklevel=4,
+        )
+    for key in sorted(set(at) & set(ds.UNUSED_AUTOTUNING_KEYS)):
+        warnings.warn(f"autotuning.{key} is not used: {ds.UNUSED_AUTOTUNING_KEYS[key]}",
+                      UnusedAutotuningKeyWarning, stacklevel=4)
+    a = {k: at.get(k, v) for k, v in AUTOTUNING_KEYS.items()}
+    if a["enabled"] is False:
+        raise AutotuneConfigError(
+            "autotuning.enabled is false; set it to true (or drop the key) to tune"
+        )
+    for key in ("enabled", "fast", "overwrite"):
+        if not isinstance(a[key], bool):
+            raise AutotuneConfigError(f"autotuning.{key} must be true or false, got {a[key]!r}")
+    metric = a["metric"]
+    if not isinstance(metric, str):
+        raise AutotuneConfigError(
+            f"autotuning.metric must be a name such as 'throughput', got {metric!r}"
+        )
+    try:
+        get_metric(metric)
+    except ValueError as exc:
+        raise AutotuneConfigError(f"autotuning.metric: {exc}") from None
+    tuner = a["tuner_type"]
+    if not isinstance(tuner, str) or tuner.lower() not in TUNER_TYPES:
+        raise AutotuneConfigError(
+            f"autotuning.tuner_type={tuner!r} is unknown; pass one of "
+            f"{sorted(set(TUNER_TYPES.values()))}"
+        )
+    _check_autotuning_numbers(a)
+    for key in ("results_dir", "exps_dir"):
+        if not isinstance(a[key], str) or not a[key]:
+            raise AutotuneConfigError(f"autotuning.{key} must be a folder path, got {a[key]!r}")
+    mappings = a["arg_mappings"]
+    if mappings is not None and not (isinstance(mappings, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in mappings.items())):
+        raise AutotuneConfigError(
+            "autotuning.arg_mappings must map DeepSpeed keys to script arguments, e.g. "
+            '{"train_micro_batch_size_per_gpu": "--per_device_train_batch_size"}')
+    return at, a
+
+
+def _check_autotuning_numbers(a: dict[str, Any]) -> None:
+    """The integer keys of the ``autotuning`` section and their min <= max pairs."""
+    sec = "autotuning"
+    for key in ("tuner_num_trials", "tuner_early_stopping", "min_train_micro_batch_size_per_gpu",
+                "max_train_micro_batch_size_per_gpu"):
+        _int(sec, key, a[key])
+    lo, hi = a["min_train_micro_batch_size_per_gpu"], a["max_train_micro_batch_size_per_gpu"]
+    if lo > hi:
+        raise AutotuneConfigError(
+            f"autotuning.min_train_micro_batch_size_per_gpu={lo} exceeds "
+            f"max_train_micro_batch_size_per_gpu={hi}; pass min <= max"
+        )
+    max_tbs = _int(sec, "max_train_batch_size", a["max_train_batch_size"], optional=True)
+    min_tbs = _int(sec, "min_train_batch_size", a["min_train_batch_size"])
+    if max_tbs is not None and min_tbs > max_tbs:
+        raise AutotuneConfigError(f"autotuning.min_train_batch_size={min_tbs} exceeds "
+                                  f"max_train_batch_size={max_tbs}; pass min <= max")
+    for key in ("num_tuning_micro_batch_sizes", "mp_size", "start_profile_step",
+                "end_profile_step"):
+        _int(sec, key, a[key])
+    start, end = a["start_profile_step"], a["end_profile_step"]
+    if end <= start:
+        raise AutotuneConfigError(f"autotuning.end_profile_step={end} must exceed "
+                                  f"start_profile_step={start}")
+
+
+def _zero_section(ds_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """``zero_optimization``: the stages to try (``stages``, ``stage_is_all``,
+    ``stage_defaulted``), the keys set to one value (``zero_fixed``) and those set to a
+    tuning list (``zero_space``)."""
+    zero = ds_cfg.get("zero_optimization", {})
+    if zero is None:
+        zero = {}
+    if not isinstance(zero, Mapping):
+        raise AutotuneConfigError(
+            f"zero_optimization must be a JSON object, got {type(zero).__name__}"
+        )
+    raw_stage = zero.get("stage", 0)  # DeepSpeed: no stage means stage 0 only
+    zero_fixed = {k: copy.deepcopy(v) for k, v in zero.items()
+                  if k != "stage" and not isinstance(v, list)}
+    zero_space: dict[str, tuple[Any, ...]] = {}
+    stages = parse_stages(raw_stage)
+    for k, v in zero.items():
+        if k != "stage" and isinstance(v, list):
+            if not v:
+                raise AutotuneConfigError(f"zero_optimization.{k} is an empty list; pass "
+                                          "a value or a list of values to tune")
+            zero_space[k] = tuple(v)
+    return {"stages": stages, "stage_is_all": isinstance(raw_stage, str),
+            "stage_defaulted": "stage" not in zero, "zero_fixed": zero_fixed,
+            "zero_space": zero_space}
+
+
+def _batch_section(ds_cfg: Mapping[str, Any], *, user_args: Sequence[str],
+                   mappings: Mapping[str, str] | None
+                   ) -> tuple[tuple[int, ...] | None, int | None, int | None]:
+    """(the ``train_micro_batch_size_per_gpu`` list or None, the gradient accumulation
+    steps, a fixed ``train_batch_size`` or None), ``"auto"`` resolved from ``user_args``."""
+    mbs = ds_cfg.get("train_micro_batch_size_per_gpu")
+    micro_batches = None
+    if isinstance(mbs, list):
+        vals = [m for m in mbs if isinstance(m, int) and not isinstance(m, bool) and m > 0]
+        if not vals:
+            raise AutotuneConfigError(
+                f"train_micro_batch_size_per_gpu={mbs!r} holds no positive integer; pass "
+                "a list such as [1, 2, 4]")
+        micro_batches = tuple(sorted(set(vals)))
+    elif mbs is not None and mbs != "auto":
+        _int("config", "train_micro_batch_size_per_gpu", mbs)
+    for key in ("gradient_accumulation_steps", "train_batch_size"):
+        if isinstance(ds_cfg.get(key), list):
+            raise AutotuneConfigError(
+                f"{key} is a list; DeepSpeed's autotuner does not tune it, pass one "
+                "integer or \"auto\"")
+    auto_gas = ds.mapped_value(user_args, mappings=mappings,
+                               key="gradient_accumulation_steps") or 1
+    gas = _batch_value("gradient_accumulation_steps",
+                       ds_cfg.get("gradient_accumulation_steps", 1), auto=auto_gas)
+    tbs = _batch_value("train_batch_size", ds_cfg.get("train_batch_size"), auto=None)
+    return micro_batches, gas, tbs
 
 
 def precision_of(ds_config: Mapping[str, Any], *, user_args: Sequence[str] = ()) -> str:

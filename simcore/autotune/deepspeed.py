@@ -664,8 +664,13 @@ def load_resources(spec: LaunchSpec) -> Resources:
     """:func:`resolve_resources` with the hostfile ``spec`` names read from disk."""
     text = None
     if spec.hostfile is not None:
-        try:
-            text = Path(spec.hostfile).read_text(encoding="utf-8")
+        from ..errors import SimcoreInputError
+        from ..io import read_input_bytes
+
+        try:  # a regular file only: a FIFO would block forever
+            text = read_input_bytes(spec.hostfile).decode("utf-8", errors="replace")
+        except SimcoreInputError as exc:
+            raise LauncherArgsError(f"hostfile: {exc}") from None
         except OSError:
             raise LauncherArgsError(f"no hostfile {spec.hostfile!r}; pass an existing file with "
                                     "one 'HOST slots=N' line per node") from None

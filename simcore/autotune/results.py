@@ -502,7 +502,7 @@ class TuneResult:
             out / ds.SUMMARY_TXT
         # all or nothing: a failed write leaves the three files of the last run as they were
         atomic_write_texts({
-            cfg_path: json.dumps(cfg, indent=2) + "\n",
+            cfg_path: json.dumps(cfg, indent=2, allow_nan=False) + "\n",  # strict JSON
             cmd_path: self.optimal_command(cfg_path.resolve()) + "\n",
             summary: self.summary_txt(),
         })

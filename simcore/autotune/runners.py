@@ -27,6 +27,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import time
 import warnings
@@ -36,6 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from ..errors import SimcoreInputError
+from ..io import first_non_finite, read_json_file
 from ..model.presets import get_family, get_model
 from ..model.specs import Efficiency, HardwareFamily, Model
 from . import deepspeed as ds
@@ -253,26 +256,39 @@ class SimulatorRunner:
 
 
 def _read_json(path: Path) -> tuple[Any, str]:
-    """(data, "") or (None, reason)."""
+    """(data, "") or (None, reason): only a regular file of at most
+    :data:`simcore.io.MAX_INPUT_BYTES` is read (a FIFO would block forever), and JSON
+    nested deeper than :data:`simcore.io.MAX_JSON_DEPTH` is a reason, not a
+    RecursionError."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh), ""
+        return read_json_file(path), ""
     except FileNotFoundError:
         return None, f"{path.name} is missing"
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        return None, f"{path} is not valid JSON ({exc})"
+    except SimcoreInputError as exc:
+        return None, str(exc)
     except OSError as exc:
         return None, f"{path} cannot be read ({exc})"
 
 
 def _text(path: Path, limit: int = 1 << 20) -> str:
+    """The last ``limit`` bytes of the regular file ``path`` as text; "" if it is
+    missing, unreadable or not a regular file (a FIFO is never opened for a blocking
+    read)."""
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        with os.fdopen(os.dup(fd), "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - limit))
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+    finally:
+        os.close(fd)
 
 
 def _last_line(text: str) -> str:
@@ -603,6 +619,9 @@ def read_experiment(d: Path, exps_dir: Path) -> tuple[Trial | None, str]:
     if cfg is None:
         return None, "; ".join([*problems, f"no readable {ds.DS_CONFIG_JSON} (or ds_config "
                                            f"in {ds.EXP_JSON}); skipped"])
+    bad = first_non_finite(cfg)
+    if bad is not None:  # never the winner: ds_config_optimal.json must be strict JSON
+        return None, f"its DeepSpeed config's {bad} is not a finite number; skipped"
     g = _as_int(exp.get("num_gpus")) if exp else None
     nodes = (_as_int(exp.get("num_nodes")) if exp else None) or 1
     n_gpus = g * nodes if g else None
@@ -737,8 +756,15 @@ class ResultsFolderRunner:
         return g * nodes if g else None
 
     def _profiled_config(self) -> dict[str, Any] | None:
-        cfg, _ = _read_json(self.results_dir / ds.PROFILE_RUN / ds.DS_CONFIG_JSON)
+        path = self.results_dir / ds.PROFILE_RUN / ds.DS_CONFIG_JSON
+        cfg, _ = _read_json(path)
         if not isinstance(cfg, dict):
+            return None
+        bad = first_non_finite(cfg)
+        if bad is not None:
+            warnings.warn(f"{os.fspath(path)!r}: {bad} is not a finite number; the optimal "
+                          "config starts from the winning experiment's instead (pass --config "
+                          "with your original config)", MalformedExperimentWarning, stacklevel=3)
             return None
         cfg.pop("autotuning", None)
         cfg.pop("train_micro_batch_size_per_gpu", None)  # DeepSpeed's profiling value (1)

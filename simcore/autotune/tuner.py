@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,7 +31,7 @@ from . import deepspeed as ds
 from .config import AutotuneConfig, AutotuneConfigError
 from .deepspeed import ZERO_STAGES, StageSpec
 from .results import Experiment, Trial, TuneResult, experiment_name
-from .runners import MemoryEstimate, ResultsFolderRunner, SimulatorRunner, _gb
+from .runners import MemoryEstimate, ResultsFolderRunner, SimulatorRunner, _gb, _read_json
 
 __all__ = ["ZERO_STAGES", "Autotuner", "StageSpec", "rank"]
 
@@ -612,8 +611,7 @@ def rank(
         base = dict(best.ds_config) if best is not None else {}
     exp = None
     if best is not None and best.result_dir:
-        found = Path(best.result_dir) / ds.EXP_JSON
-        exp = json.loads(found.read_text()) if found.exists() else None
+        exp, _ = _read_json(Path(best.result_dir) / ds.EXP_JSON)
     launch = ds.spec_from_recorded(exp if isinstance(exp, dict) else None,
                                    " ".join(best.command) if best is not None else None)
     mappings = (best.ds_config.get("autotuning") or {}).get("arg_mappings") if best else None
