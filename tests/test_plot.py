@@ -275,25 +275,42 @@ def test_plot_sensitivity__value_labels_inside_the_axes():
 def test_plot_parity__every_row_shown_hollow_where_predicted_not_to_fit():
     from simcore.studies.plot import plot_parity
 
-    def row(kind, measured, predicted, fits):
-        return SimpleNamespace(kind=kind, measured=measured, predicted=predicted, unit="ms",
+    def row(kind, measured, predicted, fits, unit="ms"):
+        return SimpleNamespace(kind=kind, measured=measured, predicted=predicted, unit=unit,
                                error=(predicted - measured) / measured, fits=fits)
 
     rows = [row("decode", 10.0, 11.0, True), row("decode", 20.0, 15.0, False),
-            row("train", 1.0, 1.2, True)]
+            row("train", 1.0, 1.2, True, unit="s")]
     fig = plot_parity(rows)
     ax = fig.axes[0]
-    assert "3 measurements" in ax.get_title()
+    assert "3 measurements" in fig.get_suptitle()
+    assert ax.get_title() == "time: 3 measurements"  # seconds join the ms panel
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "decode: ran, predicted not to fit (1)" in labels
     # the legend's mean error counts the non-fitting row too: (10% + 25%) / 2
-    assert any(t.startswith("decode (2, ms), mean |err| 18%") for t in labels)
+    assert any(t.startswith("decode (2), mean |err| 18%") for t in labels)
     hollow = [c for c in ax.collections if len(c.get_offsets()) == 1
               and c.get_facecolors().size == 0]
     assert len(hollow) == 1 and tuple(hollow[0].get_offsets()[0]) == (20.0, 15.0)
+    train = [c for c in ax.collections if c.get_label().startswith("train")][0]
+    assert tuple(train.get_offsets()[0]) == (1000.0, 1200.0)  # 1 s -> 1000 ms
     # the ±25% error band spans 0.75x to 1.25x the measured value
     band = [c for c in ax.collections if c.get_label() == "±25% error"][0]
     ys = band.get_paths()[0].vertices[:, 1]
     xs = band.get_paths()[0].vertices[:, 0]
     assert min(ys / xs) == pytest.approx(0.75) and max(ys / xs) == pytest.approx(1.25)
+    plt.close(fig)
+
+
+def test_plot_parity__one_panel_per_quantity_never_two_units_on_an_axis():
+    from simcore.studies.plot import plot_parity
+
+    rows = [SimpleNamespace(kind=k, measured=m, predicted=m * 1.1, unit=u, error=0.1, fits=True)
+            for k, m, u in [("decode", 5.0, "ms"), ("decode", 900.0, "tok/s"),
+                            ("train", 3000.0, "tokens/s/GPU"), ("train", 400.0, "TFLOP/s")]]
+    fig = plot_parity(rows)
+    shown = [a for a in fig.axes if a.get_visible()]
+    assert sorted(a.get_xlabel() for a in shown) == [
+        "measured model FLOP/s per GPU (TFLOP/s)", "measured throughput (tok/s)",
+        "measured throughput per GPU (tok/s/GPU)", "measured time (ms)"]
     plt.close(fig)

@@ -463,36 +463,67 @@ def _parity_frame(ax: Any, lo: float, hi: float) -> None:
     ax.set_ylim(lo, hi)
 
 
-def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None, *,
-                ax: Any = None) -> Any:
-    """Predicted vs measured (log-log) for validation rows, one colour per kind, the
-    y = x line and the ±25% error band (0.75x to 1.25x the measured value); rows whose
-    configuration is predicted not to fit memory are hollow markers (they ran, so the
-    miss is the model's); the legend outside the data."""
+#: validation units -> (panel title, the panel's unit, scale into it): times share one
+#: panel in ms; each kind of rate has its own
+_PARITY_PANELS: dict[str, tuple[str, str, float]] = {
+    "ms": ("time", "ms", 1.0), "s": ("time", "ms", 1e3),
+    "tok/s": ("throughput", "tok/s", 1.0), "tokens/s/GPU": ("throughput per GPU", "tok/s/GPU", 1.0),
+    "TFLOP/s": ("model FLOP/s per GPU", "TFLOP/s", 1.0),
+}
+
+
+def _parity_panel(r: Any) -> tuple[str, str, float]:
+    return _PARITY_PANELS.get(r.unit, (r.unit, r.unit, 1.0))
+
+
+def _parity_xy(r: Any) -> tuple[float, float]:
+    """Measured and predicted of a row in its panel's unit."""
+    scale = _parity_panel(r)[2]
+    return r.measured * scale, r.predicted * scale
+
+
+def plot_parity(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
+    """Predicted vs measured (log-log) for validation rows, one panel per quantity (times
+    in ms, throughput, throughput per GPU, model FLOP/s: never two units on one axis), one
+    colour per kind, the y = x line and the ±25% error band (0.75x to 1.25x the measured
+    value); rows whose configuration is predicted not to fit memory are hollow markers
+    (they ran, so the miss is the model's). Returns the figure."""
     plt = _plt()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 5.5), layout="constrained")
-    else:
-        fig = ax.figure
     rows = [r for r in rows if r.measured > 0 and r.predicted > 0]
+    panels: dict[tuple[str, str], list[Any]] = {}
+    for r in rows:
+        title, unit, _ = _parity_panel(r)
+        panels.setdefault((title, unit), []).append(r)
+    n = max(len(panels), 1)
+    ncols = min(n, 2)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.2 * ncols, 4.6 * nrows),
+                             layout="constrained", squeeze=False)
+    flat = list(axes.ravel())
     if not rows:
-        ax.text(0.5, 0.5, "no validation points with a prediction", ha="center",
-                va="center", transform=ax.transAxes)
+        flat[0].text(0.5, 0.5, "no validation points with a prediction", ha="center",
+                     va="center", transform=flat[0].transAxes)
         return _finish(fig, path)
-    for i, kind in enumerate(sorted({r.kind for r in rows})):
-        pts = [r for r in rows if r.kind == kind]
-        units = sorted({r.unit for r in pts})
-        mae = sum(abs(r.error) for r in pts) / len(pts)
-        _fit_miss_scatter(ax, pts, lambda r: (r.measured, r.predicted), f"C{i}", kind,
-                          f"{kind} ({len(pts)}, {', '.join(units)}), mean |err| {mae:.0%}",
-                          size=20, miss_size=28, alpha=0.8)
-    lo = min(min(r.measured, r.predicted) for r in rows) / 1.5
-    hi = max(max(r.measured, r.predicted) for r in rows) * 1.5
-    _parity_frame(ax, lo, hi)
-    ax.set_xlabel("measured (each point in its own unit: ms, s, tok/s, TFLOP/s)")
-    ax.set_ylabel("predicted by simcore (same unit)")
-    ax.set_title(f"validation: {len(rows)} measurements, predicted vs measured")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    kinds = sorted({r.kind for r in rows})
+    for ax, ((title, unit), pts) in zip(flat, sorted(panels.items()), strict=False):
+        for kind in kinds:
+            mine = [r for r in pts if r.kind == kind]
+            if not mine:
+                continue
+            mae = sum(abs(r.error) for r in mine) / len(mine)
+            _fit_miss_scatter(ax, mine, _parity_xy, f"C{kinds.index(kind)}", kind,
+                              f"{kind} ({len(mine)}), mean |err| {mae:.0%}",
+                              size=20, miss_size=28, alpha=0.8)
+        xy = [v for r in pts for v in _parity_xy(r)]
+        lo, hi = min(xy) / 1.5, max(xy) * 1.5
+        _parity_frame(ax, lo, hi)
+        ax.set_xlabel(f"measured {title} ({unit})")
+        ax.set_ylabel(f"predicted {title} ({unit})")
+        ax.set_title(f"{title}: {len(pts)} measurements", fontsize=10)
+        ax.legend(fontsize=7, loc="upper left")
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(f"validation: {len(rows)} measurements, predicted vs measured")
     return _finish(fig, path)
 
 
