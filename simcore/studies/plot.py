@@ -152,10 +152,13 @@ def _objective_axis(name: str) -> tuple[str, float, str, str]:
 
 def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
                     objectives: Any = None, ax: Any = None) -> Any:
-    """Two objectives of a :func:`~simcore.studies.codesign.joint_explore` result: every fitting
-    hardware point (colour = devices its best layout uses) and the frontier over those
-    two objectives as a step line. ``objectives`` defaults to the result's own, which
-    must then be two (print a table for more). Returns the figure."""
+    """Two objectives of a :func:`~simcore.studies.codesign.joint_explore` result: every
+    fitting hardware point, coloured by the devices its best layout uses (one colour and
+    legend entry per device count), the frontier over those two objectives as a step line,
+    and, beside it, the frontier's neighbourhood at full scale (the frontier is usually a
+    small corner of the whole cloud). ``objectives`` defaults to the result's own, which
+    must then be two (print a table for more). With ``ax`` only the overview is drawn
+    there. Returns the figure."""
     from ..engine.pareto import objective_directions, pareto
     from ..errors import SimcoreInputError
 
@@ -165,53 +168,66 @@ def plot_objectives(result: Any, path: str | os.PathLike[str] | None = None, *,
                                 "print the table for more")
     plt = _plt()
     if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 5), layout="constrained")
+        fig, (ax, zoom) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     else:
-        fig = ax.figure
+        fig, zoom = ax.figure, None
     (xn, yn) = list(objs)
     (xk, xs, xu, xl), (yk, ys, yu, yl) = _objective_axis(xn), _objective_axis(yn)
     ds = result.dataset
     ok = ds.any_fits.values.ravel()
-    if not ok.any():
-        ax.text(0.5, 0.5, result.message or "nothing fits", ha="center", va="center",
-                wrap=True, transform=ax.transAxes)
-    else:
-        x = ds[xk].transpose(*ds.any_fits.dims).values.ravel()[ok] * xs
-        y = ds[yk].transpose(*ds.any_fits.dims).values.ravel()[ok] * ys
-        n = ds["n_devices"].transpose(*ds.any_fits.dims).values.ravel()[ok]
-        sc = ax.scatter(x, y, c=n, cmap="viridis", s=18, alpha=0.85,
-                        norm=_lognorm(n) if n.max() > 2 * n.min() else None)
-        fig.colorbar(sc, ax=ax, label="devices (best layout)")
-        front = pareto(ds, objectives=objs).transpose(*ds.any_fits.dims).values.ravel()[ok]
-        order = sorted(range(int(front.sum())), key=lambda i: x[front][i])
-        fx, fy = x[front][order], y[front][order]
-        ax.step(fx, fy, where="post", color="k", lw=1.5,
-                label=f"Pareto frontier ({len(fx)} points)")
-        ax.scatter(fx, fy, facecolors="none", edgecolors="k", s=60)
-        last = None
-        for xi, yi, ni in zip(fx, fy, n[front][order], strict=True):
-            if ni != last:  # label where the device count changes along the frontier
-                ax.annotate(f"{int(ni)} devices", (xi, yi), textcoords="offset points",
-                            xytext=(4, 6), fontsize=8)
-            last = ni
-        if y.max() > 20 * y.min():
-            ax.set_yscale("log")
-        ax.legend(fontsize=8, loc="best")
-    ax.set_xlabel(f"{xl} ({xu})" if xu else xl)
-    ax.set_ylabel(f"{yl} ({yu})" if yu else yl)
     w = result.workload
     ax.set_title(f"{result.model} {w.mode} s_kv={w.s_kv} batch={w.batch}: "
                  f"{result.n_hardware} hardware points, best layout each", fontsize=10)
-    if path is not None:
-        _save(fig, path)
-        plt.close(fig)
-    return fig
+    panels = [ax] if zoom is None else [ax, zoom]
+    for a in panels:
+        a.set_xlabel(f"{xl} ({xu})" if xu else xl)
+        a.set_ylabel(f"{yl} ({yu})" if yu else yl)
+    if not ok.any():
+        ax.text(0.5, 0.5, result.message or "nothing fits", ha="center", va="center",
+                wrap=True, transform=ax.transAxes)
+        if zoom is not None:
+            zoom.set_visible(False)
+        return _finish(fig, path)
+    dims = ds.any_fits.dims
+    x = ds[xk].transpose(*dims).values.ravel()[ok] * xs
+    y = ds[yk].transpose(*dims).values.ravel()[ok] * ys
+    n = ds["n_devices"].transpose(*dims).values.ravel()[ok]
+    front = pareto(ds, objectives=objs).transpose(*dims).values.ravel()[ok]
+    order = sorted(range(int(front.sum())), key=lambda i: x[front][i])
+    fx, fy, fn = x[front][order], y[front][order], n[front][order]
+    for a in panels:
+        _objective_points(a, x, y, n, fx, fy, fn)
+    if y.max() > 20 * y.min():
+        ax.set_yscale("log")
+    ax.legend(fontsize=8, loc="best", title="devices (best layout)", title_fontsize=8)
+    if zoom is not None:
+        _zoom_to(zoom, fx, fy)
+        zoom.set_title(f"the frontier's neighbourhood ({len(fx)} frontier points)",
+                       fontsize=10)
+    return _finish(fig, path)
 
 
-def _lognorm(values: Any) -> Any:
-    from matplotlib.colors import LogNorm
+def _objective_points(ax: Any, x: Any, y: Any, n: Any, fx: Any, fy: Any, fn: Any) -> None:
+    """Candidates coloured by device count (one legend entry each) and the frontier."""
+    import numpy as np
 
-    return LogNorm(vmin=float(values.min()), vmax=float(values.max()))
+    counts = sorted({int(v) for v in n})
+    for i, count in enumerate(counts):
+        mine = n == count
+        ax.scatter(x[mine], y[mine], s=18, alpha=0.75, color=f"C{i % 10}",
+                   label=f"{count} devices ({int(mine.sum())} candidates)")
+    ax.step(fx, fy, where="post", color="k", lw=1.5, label=f"Pareto frontier ({len(fx)})")
+    ax.scatter(fx, fy, facecolors="none", edgecolors="k", s=60)
+    for i in np.flatnonzero(np.r_[True, fn[1:] != fn[:-1]]):
+        ax.annotate(f"{int(fn[i])} devices", (fx[i], fy[i]), textcoords="offset points",
+                    xytext=(4, 6), fontsize=8)
+
+
+def _zoom_to(ax: Any, fx: Any, fy: Any) -> None:
+    """Limit ``ax`` to the frontier's bounding box plus a margin."""
+    for lo, hi, setter in ((fx.min(), fx.max(), ax.set_xlim), (fy.min(), fy.max(), ax.set_ylim)):
+        pad = 0.1 * (hi - lo) or 0.05 * abs(hi) or 1.0
+        setter(lo - pad, hi + pad)
 
 
 def _count_label(v: float) -> str:
