@@ -24,7 +24,14 @@ activation / KV dtypes with fp8 / int8 matmul rates. Multi-head latent attention
 (the latent cached, one head group for sharding, replicated down-projections, prefill
 decompressed, decode absorbed) and sliding-window layers (layer averages of the tokens
 cached and the pairs attended) come from per-model constants of ``ModelParams``.
-``simcore.kernels.inference_ref`` is the plain-python twin.
+
+The first stage is an operation list: each piece prices one thing, is named after it
+(:func:`attention_core_decode`, :func:`moe_alltoall`, :func:`pipeline_layers`,
+:func:`weight_bytes`, ...) and returns a few named floats (a collective adds its wire
+bytes per tier and link latency to the row's accumulator and returns its launches);
+:func:`_coeff_row` sums them by name into a coefficient record. Pieces shared with
+training live in :mod:`.common`. ``simcore.kernels.inference_ref`` is the plain-python
+twin, piece by piece under the same names (``simcore.kernels.twin_table``).
 """
 
 from __future__ import annotations
@@ -42,8 +49,15 @@ from .collectives import (
     phase_steps,
     tier_of,
 )
-from .common import OPS_LAYER, OPS_MOE, add_comm, moe_permute_bytes, placement, window_keys
-from .common import tier_alpha_ns as _alpha
+from .common import (
+    OPS_LAYER,
+    OPS_MOE,
+    add_comm,
+    moe_permute_bytes,
+    placement,
+    tier_alpha_ns,
+    window_keys,
+)
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
 
 __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coeffs", "point"]
@@ -51,6 +65,7 @@ __all__ = ["FUSED_METRICS", "N_BEST", "evaluate_grid", "fused_best", "layout_coe
 #: the old names of the shared pieces (now in :mod:`.common`), for callers not yet moved
 _OPS_LAYER = OPS_LAYER
 _OPS_MOE = OPS_MOE
+_alpha = tier_alpha_ns
 
 #: launches once per step: embedding gather, final norm, LM head, sampling
 _OPS_STEP = 4.0
@@ -69,59 +84,53 @@ LAUNCH_NS = 5000.0
 _EP_CAPACITY = 1.25
 
 
-@jit()
-def _coeff_row(lay, mp, wp, topo, out, acc):
-    cp = lay[LAYOUT.cp]
-    tp = lay[LAYOUT.tp]
-    pp = lay[LAYOUT.pp]
-    dp = lay[LAYOUT.dp]
-    kvm = lay[LAYOUT.kv_shard_mode]
-    ffs = lay[LAYOUT.ffn_shard_scope]
-    tpp = lay[LAYOUT.tp_placement]
-    cpp = lay[LAYOUT.cp_placement]
-    ring = lay[LAYOUT.cp_ring_variant]
-    ep = lay[LAYOUT.ep]
+# --- pieces: precision, placement of the tokens, attention geometry ------------------------
 
-    L = mp.n_layers
-    d = mp.d_model
-    h = mp.n_heads
-    kvh = mp.cache_heads  # KV heads of the cache (MLA: 1, the latent all heads share)
-    cw = mp.cache_width  # cached elements per token, layer and cache head
-    # precision: weights, activations (matmul inputs), KV cache; matmul rate vs the 16-bit
-    # peak (messages: bmsg below)
-    bw = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
-    ba = wp.a_bytes if wp.a_bytes > 0.0 else mp.bytes_per_param
-    bkv = wp.kv_bytes if wp.kv_bytes > 0.0 else mp.bytes_per_kv
+
+@jit()
+def precision(mp, wp, topo):
+    """Element widths and the matmul rate of the workload's dtypes.
+
+    Returns ``(bytes_per_weight, bytes_per_act, bytes_per_kv, bytes_per_msg, mm_rate)``:
+    bytes per weight, per activation (matmul input), per KV-cache element and per message
+    element (the GEMMs' outputs and the residual stream: 16-bit when the matmul inputs are
+    FP8 / INT8, whose GEMMs write 16-bit outputs the TP all-reduce sums), and the matmul
+    rate relative to the 16-bit peak (FP8 / INT8 at the family's ratio, times its
+    achievable matmul fraction relative to Hopper's).
+    """
+    bytes_per_weight = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
+    bytes_per_act = wp.a_bytes if wp.a_bytes > 0.0 else mp.bytes_per_param
+    bytes_per_kv = wp.kv_bytes if wp.kv_bytes > 0.0 else mp.bytes_per_kv
+    bytes_per_msg = bytes_per_act if bytes_per_act >= 2.0 else 2.0
     rate = 1.0
     if wp.act_code == 1.0:
         rate = topo.fp8_ratio
     elif wp.act_code == 2.0:
         rate = topo.int8_ratio
-    rate *= topo.mm_ratio  # the family's achievable matmul fraction relative to Hopper's
-    E = mp.n_experts
-    k = mp.top_k
-    decode = wp.mode == 1.0
-    B = wp.batch
-    s_q = wp.s_q
-    s_kv = wp.s_kv
-    cube = int(topo.pes_per_cube)
-    sip = int(topo.pes_per_sip)
-    a0 = topo.alpha_intra_ns
-    a1 = topo.alpha_inter_ns
-    a2 = topo.alpha_intersip_ns
+    rate *= topo.mm_ratio
+    return bytes_per_weight, bytes_per_act, bytes_per_kv, bytes_per_msg, rate
 
+
+@jit()
+def layout_valid(lay, mp, wp, topo):
+    """Whether the layout is legal: fits the system, TP divides the heads, a layer per
+    stage, a sequence per replica and a token per CP rank, the KV sharding mode matches
+    TP against the cache heads, and expert parallelism (``ep`` | experts, ``ep`` | tp·dp,
+    the FFN sharded by TP only) has an MoE model to split."""
+    cp = lay[LAYOUT.cp]
+    tp = lay[LAYOUT.tp]
+    pp = lay[LAYOUT.pp]
+    dp = lay[LAYOUT.dp]
+    kvm = lay[LAYOUT.kv_shard_mode]
+    ep = lay[LAYOUT.ep]
     fcp = float(cp)
-    ftp = float(tp)
-    fpp = float(pp)
-    n_dev = cp * tp * pp * dp
-
-    # -- validity --------------------------------------------------------------------
-    valid = n_dev <= topo.n_devices and int(h) % tp == 0 and fpp <= L and float(dp) <= B
-    if not decode and fcp > s_q:
+    valid = (cp * tp * pp * dp <= topo.n_devices and int(mp.n_heads) % tp == 0
+             and float(pp) <= mp.n_layers and float(dp) <= wp.batch)
+    if wp.mode != 1.0 and fcp > wp.s_q:
         valid = False
-    if fcp > s_kv:
+    if fcp > wp.s_kv:
         valid = False
-    ikvh = int(kvh)
+    ikvh = int(mp.cache_heads)
     if kvm == 0:  # head (duplicated beyond n_kv_heads)
         if tp <= ikvh:
             valid = valid and ikvh % tp == 0
@@ -129,37 +138,61 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
             valid = valid and tp % ikvh == 0
     elif kvm == 2:  # head_seq
         valid = valid and tp > ikvh and tp % ikvh == 0
+    if ep > 1:
+        E = mp.n_experts
+        wide_ffn = lay[LAYOUT.ffn_shard_scope] == 1 and cp > 1
+        valid = (valid and E > 1.0 and int(E) % ep == 0 and (tp * dp) % ep == 0
+                 and not wide_ffn)
+    return valid
 
-    # -- placement: strides and tiers --------------------------------------------------
-    strides, tier_tp, tier_cp, tier_pp, tier_dp, tier_tpcp = placement(tp, cp, pp, dp, tpp, cpp,
-                                                                        topo)
-    stride_tp = strides[0]
 
-    # -- tokens ------------------------------------------------------------------------
-    Bd = math.ceil(B / dp)
-    # decode with PP: min(pp, Bd) micro-batches in flight, each passes all L layers
-    m_dec = min(fpp, float(Bd)) if decode else 1.0
-    Bm = math.ceil(Bd / m_dec) if decode else Bd
-    sq_loc = 1.0 if decode else s_q / fcp
-    # continuous batching: other requests' prompt tokens ride in the same decode pass
-    # (split like the batch over DP replicas and in-flight micro-batches)
-    P_mix = wp.mix_tokens / float(dp) / m_dec if decode else 0.0
-    T_lin = Bm * sq_loc + P_mix
-    T_rep = Bm * s_q + P_mix
-    causal = 1.0 - (s_q - 1.0) / (2.0 * s_kv)
-    # attention widths per query head: score (q·k) and value; MLA decodes in the absorbed
-    # form (against the latent), prefill and the mixed prompt tokens in the decompressed one
+@jit()
+def token_counts(dp, pp, cp, wp):
+    """Sequences and tokens one device handles per pass: DP splits the batch; decode with
+    PP keeps min(pp, batch) micro-batches in flight, each passing all layers; prefill
+    splits the prompt over CP; continuous batching mixes other requests' prompt tokens
+    into a decode pass (split like the batch).
+
+    Returns ``(seqs_replica, in_flight, seqs_pass, mixed, tokens_local, tokens_replica)``:
+    the replica's sequences, micro-batches in flight, sequences per pass, mixed prompt
+    tokens per pass, tokens per device (CP-local) and per replica (all CP ranks').
+    """
+    decode = wp.mode == 1.0
+    seqs_replica = math.ceil(wp.batch / dp)
+    in_flight = min(float(pp), float(seqs_replica)) if decode else 1.0
+    seqs_pass = math.ceil(seqs_replica / in_flight) if decode else seqs_replica
+    q_local = 1.0 if decode else wp.s_q / float(cp)
+    mixed = wp.mix_tokens / float(dp) / in_flight if decode else 0.0
+    tokens_local = seqs_pass * q_local + mixed
+    tokens_replica = seqs_pass * wp.s_q + mixed
+    return seqs_replica, in_flight, seqs_pass, mixed, tokens_local, tokens_replica
+
+
+@jit()
+def attention_widths(mp, decode):
+    """``(qk, vd)``: score (q·k) and value width per query head; MLA decodes in the absorbed
+    form (against the latent), prefill and mixed prompt tokens in the decompressed one."""
     qk = mp.qk_dim_dec if decode else mp.qk_dim
     vd = mp.v_dim_dec if decode else mp.v_dim
-    adim = 0.5 * (qk + vd)
-    mix_dim = (mp.qk_dim + mp.v_dim) / (qk + vd)  # decompressed over this mode's pair cost
-    # sliding-window layers cache and attend to at most ``window`` tokens: layer averages
-    # of the tokens cached (s_cache) and of the (query, key) pairs relative to full causal
-    # attention (pair_frac); all layers global leaves both untouched
+    return qk, vd
+
+
+@jit()
+def attention_span(mp, s_q, s_kv, mix_ctx):
+    """The keys the queries attend to, as layer averages.
+
+    Returns ``(causal, s_cache, pair_frac, ctx_mix)``: the share of the ``s_q × s_kv``
+    (query, key) pairs a causal mask keeps; the tokens cached per sequence (sliding-window
+    layers cache at most ``window``); the attended pairs relative to full causal
+    attention; and the context the mixed prompt tokens attend to. All layers global
+    leaves the last three at ``s_kv``, 1 and ``mix_ctx``.
+    """
+    causal = 1.0 - (s_q - 1.0) / (2.0 * s_kv)
     s_cache = s_kv
     pair_frac = 1.0
-    ctx_mix = wp.mix_ctx
+    ctx_mix = mix_ctx
     if mp.n_local > 0.0:
+        L = mp.n_layers
         W = mp.window
         l_share = mp.n_local / L
         g_share = (L - mp.n_local) / L
@@ -169,8 +202,20 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
             pair_frac = g_share + l_share * local / (s_q * s_kv * causal)
         if ctx_mix > W:
             ctx_mix = g_share * ctx_mix + l_share * W
+    return causal, s_cache, pair_frac, ctx_mix
 
-    # -- KV sharding -------------------------------------------------------------------
+
+@jit()
+def kv_sharding(kvm, tp, mp):
+    """How TP shards the KV cache (``kv_shard_mode`` 0 head, 1 seq, 2 head_seq).
+
+    Returns ``(kvh_loc, seq_frac, qh_loc, kvw_shard)``: cache heads per rank (duplicated
+    beyond the cache heads), the share of each sequence's tokens a rank holds, query heads
+    per rank, and the ranks the K/V projection weights split over.
+    """
+    ftp = float(tp)
+    kvh = mp.cache_heads
+    h = mp.n_heads
     if kvm == 0:
         kvh_loc = kvh / ftp if ftp <= kvh else 1.0
         seq_frac = 1.0
@@ -186,230 +231,463 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         seq_frac = kvh / ftp
         qh_loc = h / kvh
         kvw_shard = kvh
-    kv_seq = (s_cache / fcp) * seq_frac * kvh_loc * cw * bkv  # one sequence, one layer
-    kv_layer = Bm * kv_seq  # read per layer by one (micro-)batch
-    kv_mem_layer = Bd * kv_seq  # held per layer: every sequence of the replica
+    return kvh_loc, seq_frac, qh_loc, kvw_shard
 
-    # -- roofline ops per layer (matmul FLOPs at the activation dtype's rate) ------------
-    # MLA's down-projections (rep_params) are replicated: every TP rank holds and applies them
-    attn_w = mp.qo_params / ftp + mp.kv_params / kvw_shard + mp.rep_params
-    f_lin = (2.0 * T_lin * (mp.qo_params + mp.kv_params) / ftp / rate
-             + 2.0 * T_lin * mp.rep_params / rate)
-    b_lin = attn_w * bw + T_lin * d * ba * (2.0 + 2.0 / ftp)
 
-    f_core = ((4.0 * Bm * s_q * s_kv * causal * pair_frac + 4.0 * P_mix * ctx_mix * mix_dim)
-              * adim * h / (ftp * fcp))
-    qo_traffic = T_lin * qh_loc * adim * ba * 2.0
-    if decode:  # the mixed prompt tokens also write their K and V
-        b_core = kv_layer + qo_traffic + P_mix * seq_frac * kvh_loc * cw * bkv
-    elif mp.mla == 1.0:  # the latent written; the up-projection writes K and V per query
-        # head, the core reads them for the keys each query attends to
-        kv_dec = Bm * (s_kv / fcp) * seq_frac * qh_loc * (qk + vd) * ba
-        b_core = kv_layer + kv_dec * (1.0 + fcp * causal * pair_frac) + qo_traffic
-    else:  # the cache written; the keys attended read (windowed layers read fewer)
-        b_core = kv_layer * (1.0 + fcp * causal * (pair_frac * s_kv / s_cache)) + qo_traffic
+@jit()
+def kv_cache_bytes(mp, tokens, shard, s_cache, cp, bytes_per_kv):
+    """``(kv_read, kv_held)``: KV-cache bytes per layer one pass reads (its sequences) and
+    a device holds (every sequence of the replica), over the CP ranks and the TP shard."""
+    seqs_replica = tokens[0]
+    seqs_pass = tokens[2]
+    kvh_loc, seq_frac, _, _ = shard
+    kv_seq = (s_cache / float(cp)) * seq_frac * kvh_loc * mp.cache_width * bytes_per_kv
+    return seqs_pass * kv_seq, seqs_replica * kv_seq
 
-    wide_ffn = ffs == 1 and cp > 1
-    # expert parallelism: the experts split over ep of the stage's TP x DP devices (each
-    # expert sharded over mtp = tp·dp/ep of them); needs an MoE model, ep | experts, ep |
-    # tp·dp, and the FFN sharded by TP only
-    fep = float(ep)
-    use_ep = ep > 1
-    if use_ep:
-        valid = (valid and E > 1.0 and int(E) % ep == 0 and (tp * dp) % ep == 0
-                 and not wide_ffn)
-    if wide_ffn:
-        shard = ftp * fcp
-        ffn_tokens = T_rep
+
+# --- pieces: attention ---------------------------------------------------------------------
+
+
+@jit()
+def attention_weights(mp, tp, shard):
+    """Attention parameters per device and layer: Q/O (and MLA's up-projections) over TP,
+    K/V over the ranks the KV heads split over, MLA's down-projections replicated."""
+    return mp.qo_params / float(tp) + mp.kv_params / shard[3] + mp.rep_params
+
+
+@jit()
+def attention_projections(mp, tokens, tp, attn_w, mm_rate, bytes_per_weight, bytes_per_act):
+    """``(flops, hbm_bytes)`` per layer of the QKV and O projections: matmul FLOPs at the
+    activation dtype's rate (the replicated MLA down-projections in full on every rank),
+    the weights read once, and the GEMMs' inputs and outputs."""
+    tokens_local = tokens[4]
+    ftp = float(tp)
+    flops = (2.0 * tokens_local * (mp.qo_params + mp.kv_params) / ftp / mm_rate
+             + 2.0 * tokens_local * mp.rep_params / mm_rate)
+    nbytes = attn_w * bytes_per_weight + tokens_local * mp.d_model * bytes_per_act * (2.0 + 2.0 / ftp)
+    return flops, nbytes
+
+
+@jit()
+def attention_core_decode(mp, tokens, shard, s_q, s_kv, causal, pair_frac, ctx_mix, qk, vd, tp,
+                          cp, bytes_per_act, bytes_per_kv, kv_read):
+    """``(flops, hbm_bytes)`` per layer of decode attention (paged / FlashDecoding): QKᵀ and
+    AV over the cached keys (MLA absorbed) and the mixed prompt tokens' pairs (in the
+    decompressed form); reads the cache, writes the mixed tokens' K and V, reads Q, writes
+    O."""
+    _, _, seqs_pass, mixed, tokens_local, _ = tokens
+    kvh_loc, seq_frac, qh_loc, _ = shard
+    adim = 0.5 * (qk + vd)
+    mix_dim = (mp.qk_dim + mp.v_dim) / (qk + vd)  # decompressed over this mode's pair cost
+    flops = ((4.0 * seqs_pass * s_q * s_kv * causal * pair_frac + 4.0 * mixed * ctx_mix * mix_dim)
+             * adim * mp.n_heads / (float(tp) * float(cp)))
+    qo_traffic = tokens_local * qh_loc * adim * bytes_per_act * 2.0
+    nbytes = kv_read + qo_traffic + mixed * seq_frac * kvh_loc * mp.cache_width * bytes_per_kv
+    return flops, nbytes
+
+
+@jit()
+def attention_core_prefill(mp, tokens, shard, s_q, s_kv, causal, pair_frac, s_cache, qk, vd, tp,
+                           cp, bytes_per_act, kv_read):
+    """``(flops, hbm_bytes)`` per layer of prefill attention (FlashAttention): QKᵀ and AV
+    over the causal (windowed) pairs of the CP-local queries; writes the cache and reads
+    the keys attended (MLA: writes the latent, and its up-projection writes K and V per
+    query head, which the core reads), reads Q, writes O."""
+    seqs_pass = tokens[2]
+    tokens_local = tokens[4]
+    _, seq_frac, qh_loc, _ = shard
+    fcp = float(cp)
+    adim = 0.5 * (qk + vd)
+    flops = 4.0 * seqs_pass * s_q * s_kv * causal * pair_frac * adim * mp.n_heads / (float(tp) * fcp)
+    qo_traffic = tokens_local * qh_loc * adim * bytes_per_act * 2.0
+    if mp.mla == 1.0:
+        kv_dec = seqs_pass * (s_kv / fcp) * seq_frac * qh_loc * (qk + vd) * bytes_per_act
+        nbytes = kv_read + kv_dec * (1.0 + fcp * causal * pair_frac) + qo_traffic
+    else:  # windowed layers read fewer keys than they cache
+        nbytes = kv_read * (1.0 + fcp * causal * (pair_frac * s_kv / s_cache)) + qo_traffic
+    return flops, nbytes
+
+
+@jit()
+def cp_ring(ring, cp, tier_cp, kv_read, tokens, shard, qk, vd, bytes_per_msg, topo):
+    """``(wire_bytes, alpha_ns)`` per layer of ring attention over CP: cp - 1 steps, each
+    passing a KV block (``ring`` 0, ``kv``) or Q, O and the softmax statistics m, l
+    (``ring`` 1, ``qoml``) to the neighbour on ``tier_cp``."""
+    if cp <= 1:
+        return 0.0, 0.0
+    steps = float(cp) - 1.0
+    if ring == 0:
+        per_step = kv_read
     else:
-        shard = ftp
-        ffn_tokens = T_lin
-    if E > 1.0:  # expected experts touched by ffn_tokens tokens under uniform top-k routing
-        touched = E * (1.0 - (1.0 - k / E) ** ffn_tokens)
-    else:
-        touched = 1.0
-    if use_ep:
-        mtp = ftp * dp / fep
-        t_grp = T_lin * dp  # the DP replicas' tokens meet in the MoE layer
-        f_ffn = 2.0 * T_lin * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / rate
-        local = (E / fep) * (1.0 - (1.0 - k / E) ** t_grp)
-        ffn_read = local * mp.expert_params / mtp + mp.router_params / ftp
-    else:
-        mtp = shard
-        f_ffn = 2.0 * ffn_tokens * mp.ffn_active_params / shard / rate
-        ffn_read = (touched * mp.expert_params + mp.router_params) / shard
-    b_ffn = ffn_read * bw + ffn_tokens * d * ba * 2.0
-    # residual adds + norms outside the GEMMs: read and write the hidden state twice
-    b_elem = 4.0 * T_lin * d * ba
-    if E > 1.0:  # token permutation; with EP each TP rank permutes its 1/tp slice
-        perm = T_lin / ftp if use_ep else ffn_tokens
-        b_elem += moe_permute_bytes(k, d, ba, perm) * mp.moe_layers / L
+        per_step = tokens[4] * shard[2] * (2.0 * (0.5 * (qk + vd)) * bytes_per_msg + 8.0)
+    return steps * per_step, steps * tier_alpha_ns(topo, tier_cp)
 
-    # -- LM head (last stage; TTFT needs the last position's logits only) ----------------
-    f_head = 2.0 * Bm * d * mp.vocab_size / ftp / rate
-    b_head = mp.vocab_size * d * bw / ftp + Bm * mp.vocab_size / ftp * 4.0
 
-    # -- communication per layer (effective bytes per tier, link latency) ----------------
-    for t in range(4):  # per-tier wire bytes and link latency (add_comm accumulates)
-        acc[t] = 0.0
-    # messages carry the GEMMs' outputs and the residual stream: 16-bit when the matmul
-    # inputs are FP8 / INT8 (W8A8 GEMMs write 16-bit outputs, which the TP all-reduce sums)
-    bmsg = ba if ba >= 2.0 else 2.0
-    nvls = topo.nvls
-    act = T_lin * d * bmsg
-    n_ops = OPS_LAYER + (mp.norms - 2.0) + (OPS_MOE if E > 1.0 else 0.0)
-    # attention output all-reduce over TP (hierarchical / halving-doubling, collectives.py)
-    if tp > 1:
-        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)
-        n_ops += 1.0
-    # FFN output
-    if wide_ffn:
-        g = ftp * fcp
-        span = max(group_span(tp, strides[0]), group_span(cp, strides[1]))
-        allreduce_hier(acc, T_rep * d * bmsg, g, span / g, cube, sip, a0, a1, a2, nvls)
-        n_ops += 1.0
-        if not decode:  # gather the replica's tokens across CP first
-            add_comm(acc, tier_cp, allgather_factor(fcp) * T_rep * d * bmsg,
-                     (fcp - 1.0) * _alpha(topo, tier_cp))
-            n_ops += 1.0
-    elif use_ep:
-        # dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
-        # slice of the replica's tokens, k copies, (ep-1)/ep of them off the device; then
-        # the TP ranks all-gather their slices' outputs
-        span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
-        tier_ep = tier_of(span_ep, cube, sip)
-        # dispatch sends the GEMM inputs (activation dtype), combine the experts' outputs
-        a2a = T_lin / ftp * k * d * (ba + bmsg) * (fep - 1.0) / fep
-        add_comm(acc, tier_ep, a2a, 2.0 * phase_steps(fep) * _alpha(topo, tier_ep))
-        n_ops += 2.0
-        if tp > 1:
-            add_comm(acc, tier_tp, allgather_factor(ftp) * act,
-                     phase_steps(ftp) * _alpha(topo, tier_tp))
-            n_ops += 1.0
-    elif tp > 1:
-        allreduce_hier(acc, act, ftp, float(stride_tp), cube, sip, a0, a1, a2, nvls)
-        n_ops += 1.0
-    # split-K combine for sequence-sharded KV: gather Q, all-reduce partial O + (m, l)
+@jit()
+def splitk_combine(acc, kvm, tp, mp, tokens, shard, qk, vd, bytes_per_msg, strides, tier_tp,
+                   topo):
+    """Split-K combine of sequence-sharded KV (``kv_shard_mode`` seq / head_seq): gather Q
+    and all-reduce the partial O with the softmax statistics over the ranks sharing a KV
+    head. Adds wire bytes per tier and link latency to ``acc``; returns the launches."""
+    ftp = float(tp)
     if kvm == 1:
         g = ftp
         tier_g = tier_tp
     elif kvm == 2:
-        g = ftp / kvh
-        tier_g = tier_of(int(g) * stride_tp, cube, sip)
+        g = ftp / mp.cache_heads
+        tier_g = tier_of(int(g) * strides[0], int(topo.pes_per_cube), int(topo.pes_per_sip))
     else:
         g = 1.0
         tier_g = 0
-    if g > 1.0:
-        q_bytes = T_lin * qh_loc * qk * bmsg  # Q and the partial O are 16-bit outputs
-        o_bytes = T_lin * qh_loc * (vd * bmsg + 8.0)
-        add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
-                 3.0 * (g - 1.0) * _alpha(topo, tier_g))
-        n_ops += 2.0
+    if g <= 1.0:
+        return 0.0
+    tokens_local = tokens[4]
+    qh_loc = shard[2]
+    q_bytes = tokens_local * qh_loc * qk * bytes_per_msg  # Q and the partial O are 16-bit
+    o_bytes = tokens_local * qh_loc * (vd * bytes_per_msg + 8.0)
+    add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
+             3.0 * (g - 1.0) * tier_alpha_ns(topo, tier_g))
+    return 2.0
 
-    # -- CP ring -------------------------------------------------------------------------
-    ring_bytes = 0.0
-    ring_alpha = 0.0
-    if cp > 1:
-        steps = fcp - 1.0
-        if ring == 0:  # pass KV blocks
-            per_step = kv_layer
-        else:  # pass Q, and O with the softmax statistics m, l
-            per_step = T_lin * qh_loc * (2.0 * adim * bmsg + 8.0)
-        ring_bytes = steps * per_step
-        ring_alpha = steps * _alpha(topo, tier_cp)
 
-    # -- pipeline ------------------------------------------------------------------------
-    lps = math.ceil(L / fpp)
-    m = 1.0 if decode else float(Bd)
-    # decode: a token passes every stage once, so the critical path is all L layers (the
-    # m_dec micro-batches in flight raise throughput, not per-token latency);
-    # prefill: m micro-batches through pp stages of lps layers (1F1B bubble)
-    layer_mult = L if decode else lps * (m + fpp - 1.0) / m
-    pp_bytes = 0.0
-    pp_alpha = 0.0
+# --- pieces: FFN and MoE -------------------------------------------------------------------
+
+
+@jit()
+def ffn_shard(ffs, tp, cp, tokens):
+    """``(ffn_ranks, ffn_tokens)``: the ranks the FFN weights split over and the tokens the
+    FFN sees: TP and the CP-local tokens, or (``ffn_shard_scope`` TP+CP with CP) TP×CP
+    and the replica's tokens."""
+    if ffs == 1 and cp > 1:
+        return float(tp) * float(cp), tokens[5]
+    return float(tp), tokens[4]
+
+
+@jit()
+def experts_touched(n_experts, top_k, n_tokens):
+    """Expected experts at least one of ``n_tokens`` tokens routes to under uniform top-k
+    routing (1 for a dense FFN)."""
+    if n_experts > 1.0:
+        return n_experts * (1.0 - (1.0 - top_k / n_experts) ** n_tokens)
+    return 1.0
+
+
+@jit()
+def ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per_act):
+    """``(flops, hbm_bytes)`` per layer of the dense FFN or the MoE experts sharded like it
+    (TP or TP×CP): matmul FLOPs of the active parameters at the activation dtype's rate;
+    the weights of the experts touched and the router read once, the input and output."""
+    flops = 2.0 * ffn_tokens * mp.ffn_active_params / ffn_ranks / mm_rate
+    touched = experts_touched(mp.n_experts, mp.top_k, ffn_tokens)
+    read = (touched * mp.expert_params + mp.router_params) / ffn_ranks
+    return flops, read * bytes_per_weight + ffn_tokens * mp.d_model * bytes_per_act * 2.0
+
+
+@jit()
+def expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight, bytes_per_act):
+    """``(flops, hbm_bytes)`` per layer of the MoE experts under expert parallelism: the
+    experts split over ``ep`` of the stage's TP×DP devices (each expert sharded over
+    tp·dp/ep of them); the busiest rank's routed tokens at the capacity factor
+    (``_EP_CAPACITY``); the weights of its local experts the DP replicas' tokens touch."""
+    tokens_local = tokens[4]
+    ftp = float(tp)
+    fep = float(ep)
+    E = mp.n_experts
+    k = mp.top_k
+    ranks_per_expert = ftp * dp / fep
+    flops = 2.0 * tokens_local * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / mm_rate
+    local = (E / fep) * (1.0 - (1.0 - k / E) ** (tokens_local * dp))  # the replicas' tokens meet
+    read = local * mp.expert_params / ranks_per_expert + mp.router_params / ftp
+    return flops, read * bytes_per_weight + ffn_tokens * mp.d_model * bytes_per_act * 2.0
+
+
+@jit()
+def elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act):
+    """HBM bytes per layer outside the GEMMs: residual adds and norms read and write the
+    hidden state twice; an MoE layer permutes its tokens (with EP, each TP rank its 1/tp
+    slice), averaged over the layers."""
+    tokens_local = tokens[4]
+    d = mp.d_model
+    nbytes = 4.0 * tokens_local * d * bytes_per_act
+    if mp.n_experts > 1.0:
+        rows = tokens_local / float(tp) if ep > 1 else ffn_tokens
+        nbytes += moe_permute_bytes(mp.top_k, d, bytes_per_act, rows) * mp.moe_layers / mp.n_layers
+    return nbytes
+
+
+@jit()
+def lm_head(mp, tokens, tp, mm_rate, bytes_per_weight):
+    """``(flops, hbm_bytes)`` of the LM head once per step on the last stage (the last
+    position's logits only): its matmul over TP and the fp32 logits written."""
+    seqs_pass = tokens[2]
+    ftp = float(tp)
+    V = mp.vocab_size
+    flops = 2.0 * seqs_pass * mp.d_model * V / ftp / mm_rate
+    return flops, V * mp.d_model * bytes_per_weight / ftp + seqs_pass * V / ftp * 4.0
+
+
+# --- pieces: collectives -------------------------------------------------------------------
+
+
+@jit()
+def tp_allreduce(acc, act_bytes, tp, strides, topo):
+    """All-reduce of ``act_bytes`` over the TP group (hierarchical / halving-doubling,
+    in-switch with NVLS, ``collectives.allreduce_hier``). Adds wire bytes per tier and
+    link latency to ``acc``; returns the launches (0 without TP)."""
+    if tp <= 1:
+        return 0.0
+    allreduce_hier(acc, act_bytes, float(tp), float(strides[0]), int(topo.pes_per_cube),
+                   int(topo.pes_per_sip), topo.alpha_intra_ns, topo.alpha_inter_ns,
+                   topo.alpha_intersip_ns, topo.nvls)
+    return 1.0
+
+
+@jit()
+def ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp, decode, topo):
+    """The FFN output of an FFN sharded over TP×CP: all-reduce the replica's tokens over
+    TP×CP, after (prefill) gathering them across CP. Adds wire bytes per tier and link
+    latency to ``acc``; returns the launches."""
+    ftp = float(tp)
+    fcp = float(cp)
+    tokens_replica = tokens[5]
+    g = ftp * fcp
+    span = max(group_span(tp, strides[0]), group_span(cp, strides[1]))
+    allreduce_hier(acc, tokens_replica * mp.d_model * bytes_per_msg, g, span / g,
+                   int(topo.pes_per_cube), int(topo.pes_per_sip), topo.alpha_intra_ns,
+                   topo.alpha_inter_ns, topo.alpha_intersip_ns, topo.nvls)
+    if decode:
+        return 1.0
+    add_comm(acc, tier_cp, allgather_factor(fcp) * tokens_replica * mp.d_model * bytes_per_msg,
+             (fcp - 1.0) * tier_alpha_ns(topo, tier_cp))
+    return 2.0
+
+
+@jit()
+def moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep, strides,
+                 tier_tp, topo):
+    """MoE dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
+    slice of the replica's tokens, k copies, (ep-1)/ep of them off the device (dispatch at
+    the activation dtype, combine of the experts' outputs); then the TP ranks all-gather
+    their slices' outputs. Adds wire bytes per tier and link latency to ``acc``; returns
+    the launches."""
+    ftp = float(tp)
+    fep = float(ep)
+    span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
+    tier_ep = tier_of(span_ep, int(topo.pes_per_cube), int(topo.pes_per_sip))
+    a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * (fep - 1.0) / fep
+    add_comm(acc, tier_ep, a2a, 2.0 * phase_steps(fep) * tier_alpha_ns(topo, tier_ep))
+    if tp <= 1:
+        return 2.0
+    add_comm(acc, tier_tp, allgather_factor(ftp) * act_bytes,
+             phase_steps(ftp) * tier_alpha_ns(topo, tier_tp))
+    return 3.0
+
+
+# --- pieces: pipeline, memory, model FLOPs, launches -----------------------------------------
+
+
+@jit()
+def pipeline_layers(mp, pp, decode, tokens):
+    """``(layers_per_stage, layer_mult, micro)``: layers per stage, the layer slots on the
+    critical path, and the micro-batches of a step. Decode: a token passes every stage
+    once, so all layers (the micro-batches in flight raise throughput, not per-token
+    latency); prefill: one micro-batch per sequence through pp stages (1F1B bubble)."""
+    fpp = float(pp)
+    layers_per_stage = math.ceil(mp.n_layers / fpp)
+    micro = 1.0 if decode else float(tokens[0])
+    layer_mult = mp.n_layers if decode else layers_per_stage * (micro + fpp - 1.0) / micro
+    return layers_per_stage, layer_mult, micro
+
+
+@jit()
+def pp_p2p(mp, pp, tier_pp, tokens, micro, bytes_per_msg, topo):
+    """``(wire_bytes, alpha_ns)`` per step of the pipeline sends: pp - 1 hops of one
+    micro-batch's activations on ``tier_pp``."""
+    if pp <= 1:
+        return 0.0, 0.0
+    hops = float(pp) - 1.0
+    return (hops * (tokens[4] / micro) * mp.d_model * bytes_per_msg,
+            hops * tier_alpha_ns(topo, tier_pp))
+
+
+@jit()
+def weight_bytes(mp, attn_w, ffn_ranks, tp, dp, ep, pp, bytes_per_weight):
+    """``(layer_bytes, embedding_bytes)``: weight bytes per device of one layer (attention,
+    FFN or this rank's experts under EP, norms) and of the embedding / LM head over TP
+    (with PP, the last stage's LM head)."""
+    ftp = float(tp)
+    ffn_w = mp.ffn_params / ffn_ranks
+    if ep > 1:
+        fep = float(ep)
+        ffn_w = (mp.n_experts / fep) * mp.expert_params / (ftp * dp / fep) + mp.router_params / ftp
+    layer = (attn_w + ffn_w + mp.norm_params) * bytes_per_weight
     if pp > 1:
-        pp_bytes = (fpp - 1.0) * (T_lin / m) * d * bmsg
-        pp_alpha = (fpp - 1.0) * _alpha(topo, tier_pp)
+        return layer, mp.vocab_size * mp.d_model * bytes_per_weight / ftp
+    return layer, mp.embedding_params * bytes_per_weight / ftp
 
-    # -- memory per device ---------------------------------------------------------------
-    ffn_w = mp.ffn_params / shard
-    if use_ep:
-        ffn_w = (E / fep) * mp.expert_params / mtp + mp.router_params / ftp
-    w_layer = (attn_w + ffn_w + mp.norm_params) * bw
-    emb = mp.embedding_params * bw / ftp
-    if pp > 1:
-        emb = mp.vocab_size * d * bw / ftp
-    f_loc = mp.d_ff * min(k, E) / shard
-    act_mem = T_lin * (4.0 * d + 2.0 * f_loc) * ba + Bm * mp.vocab_size / ftp * 4.0
-    mem = lps * (w_layer + kv_mem_layer) + emb + act_mem
 
-    tokens = B if decode else B * s_q
-    # model FLOPs: the layers' matmuls per processed token (no embedding gather), the LM
-    # head for the B positions that need logits, causal attention (windowed, and in the
-    # decompressed form for MLA: the model's FLOPs, not the absorbed kernel's)
+@jit()
+def activation_bytes(mp, tokens, ffn_ranks, tp, bytes_per_act):
+    """Activation bytes per device at the peak of a pass: the hidden state and the FFN's
+    intermediate for the local tokens, and the fp32 logits of the last positions."""
+    f_loc = mp.d_ff * min(mp.top_k, mp.n_experts) / ffn_ranks
+    return (tokens[4] * (4.0 * mp.d_model + 2.0 * f_loc) * bytes_per_act
+            + tokens[2] * mp.vocab_size / float(tp) * 4.0)
+
+
+@jit()
+def model_flops(mp, wp, causal, pair_frac, ctx_mix):
+    """Model FLOPs per step, whole system: the layers' matmuls per processed token (no
+    embedding gather), the LM head for the positions that need logits, causal attention
+    (windowed, in the decompressed form for MLA: the model's FLOPs, not the absorbed
+    kernel's), and in decode the mixed prompt tokens."""
+    d = mp.d_model
+    B = wp.batch
     body = mp.n_active_params - mp.embedding_params - d
     a_m = 0.5 * (mp.qk_dim + mp.v_dim)
-    model_flops = (2.0 * body * B * s_q + 2.0 * d * mp.vocab_size * B
-                   + 4.0 * L * B * s_q * s_kv * causal * pair_frac * h * a_m)
-    if decode:  # the mixed prompt tokens
-        model_flops += 2.0 * body * wp.mix_tokens + 4.0 * L * wp.mix_tokens * ctx_mix * h * a_m
+    flops = (2.0 * body * B * wp.s_q + 2.0 * d * mp.vocab_size * B
+             + 4.0 * mp.n_layers * B * wp.s_q * wp.s_kv * causal * pair_frac * mp.n_heads * a_m)
+    if wp.mode == 1.0:
+        flops += (2.0 * body * wp.mix_tokens
+                  + 4.0 * mp.n_layers * wp.mix_tokens * ctx_mix * mp.n_heads * a_m)
+    return flops
 
-    out.valid = 1.0 if valid else 0.0
-    out.n_devices = n_dev
-    out.mem_bytes = mem
-    out.mem_weights_bytes = lps * w_layer + emb
-    out.mem_kv_bytes = lps * kv_mem_layer
-    out.mem_act_bytes = act_mem
-    out.f_lin = f_lin
-    out.b_lin = b_lin
-    out.f_core = f_core
-    out.b_core = b_core
-    out.f_ffn = f_ffn
-    out.b_ffn = b_ffn
-    out.f_head = f_head
-    out.b_head = b_head
-    out.ring_bytes = ring_bytes
-    out.ring_tier = tier_cp
-    out.ring_alpha_ns = ring_alpha
-    out.ring_overlap = 0.0 if decode else 1.0
-    out.layer_mult = layer_mult
-    out.pp_bytes = pp_bytes
-    out.pp_tier = tier_pp
-    out.pp_alpha_ns = pp_alpha
-    out.tokens = tokens
-    out.model_flops = model_flops
+
+@jit()
+def layer_launches(mp):
+    """Kernel launches of one decoder layer before its collectives: ``OPS_LAYER`` with two
+    norms, one more or fewer per norm, ``OPS_MOE`` more for an MoE layer."""
+    return OPS_LAYER + (mp.norms - 2.0) + (OPS_MOE if mp.n_experts > 1.0 else 0.0)
+
+
+@jit()
+def step_overheads(wp, pp, layer_mult, n_ops):
+    """``(step_ops, step_count, launch_ns)``: launches once per step (embedding, final norm,
+    LM head, sampling, two per pipeline send), the share of the framework's per-step floor
+    paid (a quarter when decode replays CUDA graphs), and the host time to launch the
+    kernels not replayed from a graph (``LAUNCH_NS`` each: every kernel, unless decode
+    replays a graph; then the share of served steps that admit a prompt, which run
+    eagerly: prompts admitted per step, at most 1)."""
+    graphs = wp.mode == 1.0 and wp.cuda_graphs == 1.0
+    step_ops = _OPS_STEP + 2.0 * (float(pp) - 1.0)
+    step_count = _GRAPH_FLOOR if graphs else 1.0
+    eager = 1.0
+    if graphs:
+        eager = 0.0
+        if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
+            eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
+    return step_ops, step_count, eager * LAUNCH_NS * (layer_mult * n_ops + step_ops)
+
+
+# --- the row: the pieces summed by name -----------------------------------------------------
+
+
+@jit()
+def _coeff_row(lay, mp, wp, topo, out, acc):
+    """One coefficient record ``out`` for one integer layout row, the pieces summed by
+    name; ``acc`` (4 float64) collects the per-layer collectives' wire bytes per tier and
+    link latency."""
+    cp = lay[LAYOUT.cp]
+    tp = lay[LAYOUT.tp]
+    pp = lay[LAYOUT.pp]
+    dp = lay[LAYOUT.dp]
+    ep = lay[LAYOUT.ep]
+    kvm = lay[LAYOUT.kv_shard_mode]
+    decode = wp.mode == 1.0
+    bytes_per_weight, bytes_per_act, bytes_per_kv, bytes_per_msg, mm_rate = precision(mp, wp, topo)
+    strides, tier_tp, tier_cp, tier_pp, _, _ = placement(
+        tp, cp, pp, dp, lay[LAYOUT.tp_placement], lay[LAYOUT.cp_placement], topo)
+    tokens = token_counts(dp, pp, cp, wp)
+    seqs_replica, _, _, _, tokens_local, _ = tokens
+    qk, vd = attention_widths(mp, decode)
+    causal, s_cache, pair_frac, ctx_mix = attention_span(mp, wp.s_q, wp.s_kv, wp.mix_ctx)
+    shard = kv_sharding(kvm, tp, mp)
+    kv_read, kv_held = kv_cache_bytes(mp, tokens, shard, s_cache, cp, bytes_per_kv)
+    ffn_ranks, ffn_tokens = ffn_shard(lay[LAYOUT.ffn_shard_scope], tp, cp, tokens)
+
+    # -- roofline ops per layer, the LM head once per step --------------------------------
+    attn_w = attention_weights(mp, tp, shard)
+    out.f_lin, out.b_lin = attention_projections(mp, tokens, tp, attn_w, mm_rate,
+                                                 bytes_per_weight, bytes_per_act)
+    if decode:
+        out.f_core, out.b_core = attention_core_decode(
+            mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, ctx_mix, qk, vd, tp, cp,
+            bytes_per_act, bytes_per_kv, kv_read)
+    else:
+        out.f_core, out.b_core = attention_core_prefill(
+            mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, s_cache, qk, vd, tp, cp,
+            bytes_per_act, kv_read)
+    if ep > 1:
+        out.f_ffn, out.b_ffn = expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate,
+                                               bytes_per_weight, bytes_per_act)
+    else:
+        out.f_ffn, out.b_ffn = ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight,
+                                         bytes_per_act)
+    out.b_elem = elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act)
+    out.f_head, out.b_head = lm_head(mp, tokens, tp, mm_rate, bytes_per_weight)
+
+    # -- collectives per layer (wire bytes per tier and link latency into acc) ------------
+    for t in range(4):
+        acc[t] = 0.0
+    act_bytes = tokens_local * mp.d_model * bytes_per_msg
+    n_ops = layer_launches(mp)
+    n_ops += tp_allreduce(acc, act_bytes, tp, strides, topo)  # the attention output
+    if lay[LAYOUT.ffn_shard_scope] == 1 and cp > 1:  # the FFN output
+        n_ops += ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
+                                    decode, topo)
+    elif ep > 1:
+        n_ops += moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp,
+                              ep, strides, tier_tp, topo)
+    else:
+        n_ops += tp_allreduce(acc, act_bytes, tp, strides, topo)
+    n_ops += splitk_combine(acc, kvm, tp, mp, tokens, shard, qk, vd, bytes_per_msg, strides,
+                            tier_tp, topo)
     out.comm0_bytes = acc[0]
     out.comm1_bytes = acc[1]
     out.comm2_bytes = acc[2]
     out.comm_alpha_ns = acc[3]
+    out.ring_bytes, out.ring_alpha_ns = cp_ring(lay[LAYOUT.cp_ring_variant], cp, tier_cp, kv_read,
+                                                tokens, shard, qk, vd, bytes_per_msg, topo)
+    out.ring_tier = tier_cp
+    out.ring_overlap = 0.0 if decode else 1.0
+
+    # -- pipeline, memory per device, work per step ---------------------------------------
+    layers_per_stage, layer_mult, micro = pipeline_layers(mp, pp, decode, tokens)
+    out.layer_mult = layer_mult
+    out.pp_bytes, out.pp_alpha_ns = pp_p2p(mp, pp, tier_pp, tokens, micro, bytes_per_msg, topo)
+    out.pp_tier = tier_pp
+    layer_w, emb_w = weight_bytes(mp, attn_w, ffn_ranks, tp, dp, ep, pp, bytes_per_weight)
+    act_mem = activation_bytes(mp, tokens, ffn_ranks, tp, bytes_per_act)
+    out.mem_bytes = layers_per_stage * (layer_w + kv_held) + emb_w + act_mem
+    out.mem_weights_bytes = layers_per_stage * layer_w + emb_w
+    out.mem_kv_bytes = layers_per_stage * kv_held
+    out.mem_act_bytes = act_mem
+    out.valid = 1.0 if layout_valid(lay, mp, wp, topo) else 0.0
+    out.n_devices = cp * tp * pp * dp
+    out.tokens = wp.batch if decode else wp.batch * wp.s_q
+    out.model_flops = model_flops(mp, wp, causal, pair_frac, ctx_mix)
+    out.n_ops = n_ops
+    out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops)
+    out.step_seqs = seqs_replica  # the replica's sequences (decode with PP: every micro-batch's)
+    out.lowp_mm = out.lowp_head = 1.0 if wp.act_code != 0.0 else 0.0
+    _no_training_terms(out)
+
+
+@jit()
+def _no_training_terms(out):
+    """Zero the coefficients only a training step has (once-per-step collectives and
+    optimizer traffic, overlapped collectives, host transfers, an unfused core)."""
     out.tail0_bytes = 0.0
     out.tail1_bytes = 0.0
     out.tail2_bytes = 0.0
     out.tail_alpha_ns = 0.0
     out.tail_mem_bytes = 0.0
-    out.b_elem = b_elem
     out.ovl0_bytes = 0.0
     out.ovl1_bytes = 0.0
     out.ovl2_bytes = 0.0
     out.ovl_alpha_ns = 0.0
     out.tail_hide = 0.0
-    out.n_ops = n_ops
-    out.step_ops = _OPS_STEP + 2.0 * (fpp - 1.0)
-    out.step_count = _GRAPH_FLOOR if (decode and wp.cuda_graphs == 1.0) else 1.0
-    out.step_seqs = Bd  # the replica's sequences (decode with PP: every micro-batch's)
     out.fixed_ns = 0.0
-    # every kernel of the step launched from the host, unless decode replays a CUDA graph;
-    # a served step that admits a prompt (mixed prefill + decode) runs eagerly, so of the
-    # served steps the share admitting one (prompts admitted per step, at most 1) pay it
-    eager = 1.0
-    if decode and wp.cuda_graphs == 1.0:
-        eager = 0.0
-        if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
-            eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
-    out.launch_ns = eager * LAUNCH_NS * (layer_mult * n_ops + out.step_ops)
-    lowp = 1.0 if wp.act_code != 0.0 else 0.0
-    out.lowp_mm = lowp
-    out.lowp_head = lowp
     out.core_gemm = 0.0
 
 
