@@ -1,4 +1,15 @@
-"""Named hardware families: GPU systems (A100, H100, H200) and the default SiP.
+"""Named hardware families, declared as data: one TOML file per family.
+
+``simcore/hardware/data/<name>.toml`` declares every value of a family (its six
+:class:`~simcore.hardware.specs.Hardware` knobs and every
+:class:`~simcore.hardware.specs.Topology` field) with its unit, a source (a key of the
+file's ``[sources]`` table: a data sheet's title, a paper and table, or a repository,
+path and commit) and a tag: ``measured``, ``datasheet``, or ``inferred`` (chosen by
+simcore without a direct citation, which its source says). A value computed from cited
+figures carries the arithmetic as ``derived``, checked to give the value exactly.
+``data/index.toml`` lists the families in order. The files are read once, on import,
+and checked at this boundary (keys, units, tags, sources, then the specs' own ranges);
+a bad file is refused with one line naming the file and the key.
 
 GPU figures are vendor data sheets (dense fp16/bf16 tensor TFLOP/s, HBM GB/s, NVLink
 per-direction GB/s, one 200/400 Gb/s NIC per GPU). ``pe_hbm_gb`` is in GB (1e9 bytes):
@@ -11,77 +22,177 @@ Examples
 3350.0
 >>> get_family("h200").topology.nvls
 True
+>>> provenance("A100-80G")["topology.mm_ratio"].tag
+'measured'
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import ast
+import operator
+import os
+import tomllib
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from ..errors import SpecError
-from .specs import Hardware, HardwareFamily, Topology
+from .specs import HW_UNITS, TOPOLOGY_UNITS, Hardware, HardwareFamily, Topology
 
-__all__ = ["DEFAULT_FAMILY", "HARDWARE_FAMILIES", "get_family"]
+__all__ = ["DEFAULT_FAMILY", "HARDWARE_FAMILIES", "TAGS", "Declared", "get_family",
+           "provenance", "read_family"]
 
-_GPU_CLUSTER = Topology(pes_per_cube=8, cubes_per_sip=16, n_sips=32,
-                        alpha_intra_ns=700.0, alpha_inter_ns=3000.0, alpha_intersip_ns=5000.0)
-
-#: DGX A100: one HDR NIC per GPU, INT8 at 2x the FP16 dense peak (624 vs 312 TFLOP/s), no
-#: FP8, PCIe Gen4 x16 (~32 GB/s per direction) to the host, 1 TB host memory / 8 GPUs
-#: (NVIDIA DGX A100 and A100 Tensor Core GPU data sheets).
-#: ``mm_ratio``: the maximum achievable BF16 matmul rate measured on an A100 SXM is 271.2 of
-#: 312 TFLOP/s (86.9%), on an H100 SXM 794.5 of 989 (80.3%; "H200 is the same"): S.
-#: Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
-#: comparison table" (stas00/ml-engineering @ 744d01e18b79512572f64a6bbd8b5f4a725203a7).
-#: The efficiency factors are fitted in Hopper's terms, so the A100 runs its matmuls at
-#: 0.869 / 0.803 of that.
-_A100_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, int8_ratio=2.0, pcie_gbs=32.0,
-                        host_mem_gb=128.0, mm_ratio=(271.2 / 312.0) / (794.5 / 989.0))
-#: DGX H100 / HGX H200: one NDR NIC per GPU, FP8 and INT8 at 2x the BF16 dense peak
-#: (1979 vs 989 TFLOP/s), PCIe Gen5 x16 (~64 GB/s), 2 TB host memory / 8 GPUs (NVIDIA
-#: DGX H100 and H100/H200 Tensor Core GPU data sheets).
-#: ``fa2_ratio``: FlashAttention-2 kernels use no Hopper warpgroup MMA / TMA; on an H100,
-#: PyTorch SDPA's flash (FA2) backend ran the forward at 329.483 TFLOP/s against cuDNN's
-#: 631.338 (batch 1, 24 heads, sequence 4,608, head dim 128; tritonbench, PyTorch
-#: 2.6.0.dev20241204, pytorch/pytorch issue #142132): 0.522. (FlashAttention-3, Shah et
-#: al. 2024, arXiv:2407.08608, abstract: FA2 reaches 35% of the H100 peak, FA3 75%.)
-#: ``nvls``: the third-generation NVSwitch of HGX H100 / H200 reduces in the switch
-#: (NVLink SHARP); NCCL runs intra-node all-reduces on it as its NVLS algorithm since
-#: 2.17 ("NVLink SHARP is an AllReduce offload system over NVLink only", within one node:
-#: NVIDIA/nccl issue #1031; inter-node variants NVLS / NVLSTree in the NCCL 2.18.1
-#: release notes), and NCCL enables it by default where the switch supports it.
-_HOPPER_CLUSTER = replace(_GPU_CLUSTER, nics_per_cube=8, fp8_ratio=2.0, int8_ratio=2.0,
-                          pcie_gbs=64.0, host_mem_gb=256.0, fa2_ratio=329.483 / 631.338,
-                          nvls=True)
-
-HARDWARE_FAMILIES: dict[str, HardwareFamily] = {
-    "SiP": HardwareFamily(
-        "SiP", Hardware(), Topology(),
-        "default system-in-package family: 8 PEs per cube, 4 cubes per SiP, 8 SiPs"),
-    "A100-80G": HardwareFamily(
-        "A100-80G",
-        Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=2039.0, peak_tflops_f16=312.0,
-                 bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
-        _A100_CLUSTER,
-        "DGX A100 nodes: NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s per node"),
-    "A100-40G": HardwareFamily(
-        "A100-40G",
-        Hardware(pe_hbm_gb=42.9, bw_hbm_gbs=1555.0, peak_tflops_f16=312.0,
-                 bw_intra_gbs=300.0, bw_inter_gbs=25.0, bw_intersip_gbs=25.0),
-        _A100_CLUSTER,
-        "DGX A100 40GB nodes: HBM2 1555 GB/s, NVLink3 300 GB/s per direction, 8x HDR 200 Gb/s"),
-    "H100-SXM": HardwareFamily(
-        "H100-SXM",
-        Hardware(pe_hbm_gb=85.9, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,
-                 bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
-        _HOPPER_CLUSTER,
-        "DGX H100 nodes: NVLink4 450 GB/s per direction, 8x NDR 400 Gb/s per node"),
-    "H200": HardwareFamily(
-        "H200",
-        Hardware(pe_hbm_gb=150.8, bw_hbm_gbs=4800.0, peak_tflops_f16=989.0,
-                 bw_intra_gbs=450.0, bw_inter_gbs=50.0, bw_intersip_gbs=50.0),
-        _HOPPER_CLUSTER,
-        "HGX H200 nodes: 141 GB HBM3e at 4.8 TB/s, NVLink4, 8x NDR 400 Gb/s per node"),
+#: How a value is known: measured (a cited measurement), datasheet (a vendor's data
+#: sheet or documentation), inferred (chosen by simcore without a direct citation).
+TAGS: tuple[str, ...] = ("measured", "datasheet", "inferred")
+#: the spec each section of a family file builds, and the unit of each of its keys
+_SECTIONS: dict[str, tuple[type, dict[str, str]]] = {
+    "hardware": (Hardware, HW_UNITS), "topology": (Topology, TOPOLOGY_UNITS),
 }
+_FILE_KEYS = ("name", "description", "sources", *_SECTIONS)
+_ENTRY_KEYS = ("value", "unit", "tag", "source")
+_ENTRY_OPTIONAL = ("note", "derived")
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+               ast.Div: operator.truediv}
+
+
+class Declared(NamedTuple):
+    """One declared value of a family file, with its provenance."""
+
+    value: float | int | bool
+    unit: str
+    tag: str
+    #: the citation (the text of the file's ``[sources]`` entry)
+    source: str
+    note: str = ""
+
+
+def _keys(where: str, what: str, table: Any, required: tuple[str, ...],
+          optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``table`` as a dict holding every ``required`` key and nothing unknown."""
+    if not isinstance(table, dict):
+        raise SpecError(f"{where}: {what} must be a table, got {table!r}")
+    missing = [k for k in required if k not in table]
+    if missing:
+        raise SpecError(f"{where}: {what} lacks {missing[0]!r}; declare {', '.join(required)}")
+    unknown = sorted(set(table) - set(required) - set(optional))
+    if unknown:
+        raise SpecError(f"{where}: {what} has unknown key {unknown[0]!r}; known: "
+                        f"{', '.join((*required, *optional))}")
+    return table
+
+
+def _arithmetic(node: ast.AST) -> float:
+    """The value of ``+ - * /`` on number literals (a ``derived`` entry), nothing else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        if not isinstance(node.value, bool):
+            return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_arithmetic(node.left), _arithmetic(node.right))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_arithmetic(node.operand)
+    raise ValueError(ast.dump(node))
+
+
+def _entry(where: str, key: str, raw: Any, unit: str, sources: dict[str, str]) -> Declared:
+    """One ``key = { value, unit, tag, source[, note][, derived] }`` entry, checked."""
+    entry = _keys(where, key, raw, _ENTRY_KEYS, _ENTRY_OPTIONAL)
+    value = entry["value"]
+    if entry["unit"] != unit:
+        raise SpecError(f"{where}: {key} has unit {entry['unit']!r}; write unit = \"{unit}\" "
+                        f"and the value in {unit}")
+    if entry["tag"] not in TAGS:
+        raise SpecError(f"{where}: {key} has tag {entry['tag']!r}; pass one of {', '.join(TAGS)}")
+    if entry["source"] not in sources:
+        raise SpecError(f"{where}: {key} cites source {entry['source']!r}, which is not a key "
+                        f"of [sources]; known: {', '.join(sources) or 'none'}")
+    if (unit == "bool") != isinstance(value, bool) or not isinstance(value, int | float):
+        kind = "true or false" if unit == "bool" else "a number"
+        raise SpecError(f"{where}: {key} value must be {kind}, got {value!r}")
+    note = entry.get("note", "")
+    if not isinstance(note, str):
+        raise SpecError(f"{where}: {key} note must be a string, got {note!r}")
+    if "derived" in entry:
+        text = entry["derived"]
+        try:
+            exact = _arithmetic(ast.parse(str(text), mode="eval").body)
+        except (SyntaxError, ValueError, ZeroDivisionError):
+            raise SpecError(f"{where}: {key} derived {text!r} must be arithmetic on numbers "
+                            "(+ - * / and parentheses)") from None
+        if float(exact) != float(value):
+            raise SpecError(f"{where}: {key} derived {text!r} gives {exact!r}, not the value "
+                            f"{value!r}; write value = {exact!r}")
+    return Declared(value, unit, entry["tag"], sources[entry["source"]], note)
+
+
+def _read(file: Traversable, where: str) -> tuple[HardwareFamily, dict[str, Declared]]:
+    """The family a data file declares and each value's provenance (``section.key``)."""
+    try:
+        doc = tomllib.loads(file.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{where}: cannot read it: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{where}: not valid TOML: {exc}") from None
+    _keys(where, "the file", doc, _FILE_KEYS)
+    name, description = doc["name"], doc["description"]
+    stem = file.name.removesuffix(".toml")
+    if name != stem:
+        raise SpecError(f"{where}: name {name!r} must be the file's name, {stem!r}")
+    if not isinstance(description, str):
+        raise SpecError(f"{where}: description must be a string, got {description!r}")
+    sources = doc["sources"]
+    if not isinstance(sources, dict) or not sources:
+        raise SpecError(f"{where}: [sources] must be a table of citations, got {sources!r}")
+    for key, text in sources.items():
+        if not isinstance(text, str) or not text.strip():
+            raise SpecError(f"{where}: sources.{key} must be a citation (a non-empty string)")
+    declared: dict[str, Declared] = {}
+    cited: set[str] = set()
+    specs = []
+    for section, (spec, units) in _SECTIONS.items():
+        table = _keys(where, f"[{section}]", doc[section], tuple(units))
+        found = {k: _entry(where, f"{section}.{k}", table[k], u, sources) for k, u in units.items()}
+        declared.update({f"{section}.{k}": d for k, d in found.items()})
+        cited.update(table[k]["source"] for k in units)
+        try:
+            specs.append(spec(**{k: d.value for k, d in found.items()}))
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+    unused = [k for k in sources if k not in cited]
+    if unused:
+        raise SpecError(f"{where}: sources.{unused[0]} is cited by no value; remove it")
+    return HardwareFamily(name, specs[0], specs[1], description), declared
+
+
+def read_family(path: str | os.PathLike[str]) -> HardwareFamily:
+    """A :class:`~simcore.hardware.specs.HardwareFamily` from a family data file.
+
+    The file is ``<name>.toml`` in the format of ``simcore/hardware/data/`` (see the
+    module docstring); a bad file raises :class:`~simcore.errors.SpecError` naming the
+    file and the key.
+    """
+    return _read(Path(path), os.fspath(path))[0]
+
+
+def _load_shipped() -> tuple[dict[str, HardwareFamily], dict[str, dict[str, Declared]]]:
+    """Every family in ``simcore/hardware/data/``, in ``index.toml``'s order."""
+    data = resources.files(__package__ or "simcore.hardware").joinpath("data")
+    names = tomllib.loads(data.joinpath("index.toml").read_text("utf-8"))["families"]
+    files = sorted(e.name for e in data.iterdir() if e.name.endswith(".toml"))
+    listed = sorted(f"{n}.toml" for n in names)
+    if len(set(names)) != len(names) or files != sorted(["index.toml", *listed]):
+        raise SpecError(f"simcore/hardware/data/index.toml lists {listed}, the folder holds "
+                        f"{files}: list each family file once")
+    families, declared = {}, {}
+    for name in names:
+        families[name], declared[name] = _read(data.joinpath(f"{name}.toml"), f"{name}.toml")
+    return families, declared
+
+
+HARDWARE_FAMILIES: dict[str, HardwareFamily]
+_PROVENANCE: dict[str, dict[str, Declared]]
+HARDWARE_FAMILIES, _PROVENANCE = _load_shipped()
 
 DEFAULT_FAMILY = "SiP"
 
@@ -98,3 +209,9 @@ def get_family(family: str | HardwareFamily | None) -> HardwareFamily:
     raise SpecError(
         f"unknown hardware family {family!r}; pass one of {list(HARDWARE_FAMILIES)}"
     )
+
+
+def provenance(family: str) -> dict[str, Declared]:
+    """Unit, tag and source of every value of a shipped family, keyed ``section.key``
+    (``"hardware.bw_hbm_gbs"``, ``"topology.nvls"``)."""
+    return dict(_PROVENANCE[get_family(family).name])
