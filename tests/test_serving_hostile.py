@@ -34,7 +34,7 @@ def no_compute(monkeypatch):
     def computed(*args, **kwargs):
         raise AssertionError("the planner computed before refusing")
 
-    monkeypatch.setattr(serving, "sweep", computed)
+    monkeypatch.setattr(serving.search, "sweep", computed)
 
 
 def _one_line(err: str) -> str:
@@ -62,6 +62,13 @@ REFUSED: list[tuple[list[str], int, str]] = [
      "--max-tpot-ms): with osl 1 there is no decode step"),
     ([*SMALL, "--gpus", "2", "--osl", "1", "--mode", "disagg"], 2,
      "--mode disagg): with osl 1 there is no decode step"),
+    # item 17: --out and --plot checked while parsing, as evaluate / explore / compare do
+    ([*SMALL, "--gpus", "2", "--out", "/no/such/folder/rows.csv"], 2,
+     "argument --out: cannot write '/no/such/folder/rows.csv': folder '/no/such/folder' does "
+     "not exist"),
+    ([*SMALL, "--gpus", "2", "--out", "."], 2, "argument --out: cannot write '.': it is a folder"),
+    ([*SMALL, "--gpus", "2", "--plot", "/no/such/folder/p.png"], 2, "argument --plot: cannot write"),
+    ([*SMALL, "--gpus", "2", "--plot", "p.txt"], 2, "argument --plot: expected a name ending in"),
 ]
 
 
@@ -127,3 +134,24 @@ def test_main__serving_osl_1_prints_no_tpot_and_a_note(capsys):
     assert rows and all(r["tpot_ms"] is None for r in rows)
     assert all(r["request_latency_ms"] == r["ttft_ms"] for r in rows)
     assert "no TPOT" in cap.err
+
+
+# --- a write that fails after the plan: the rows are not lost ------------------------------
+
+def test_main__serving_failed_out_write_keeps_the_rows_on_stdout(monkeypatch, tmp_path, capsys):
+    import errno
+
+    import simcore.io
+
+    def full_disk(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(simcore.io, "write_bytes_atomic", full_disk)
+    assert main([*SMALL, "--gpus", "2", "--osl", "64", "--format", "csv", "--out",
+                 "rows.csv"]) == 2
+    cap = capsys.readouterr()
+    line = _one_line(cap.err)
+    assert line.startswith("simcore serving: error: the rows above are complete, but --out: "
+                           "cannot write 'rows.csv' (No space left on device"), line
+    assert cap.out.startswith("mode,layout,") and len(cap.out.splitlines()) > 1
+    assert _files(tmp_path) == []

@@ -1,0 +1,112 @@
+"""Serving planner: which deployment gives the most tokens/s per GPU within latency limits?
+
+Given a model, ``gpus`` devices of one hardware family, the traffic (``isl`` input and
+``osl`` output tokens per request) and limits on TTFT and TPOT, :func:`plan` searches
+
+* **aggregated** serving: one layout replicated over the budget
+  (``replicas = gpus // n_devices``), each replica continuously batching ``batch``
+  requests: prefills of new requests interleave with the decode steps;
+* **disaggregated** serving: ``x`` prefill workers and ``y`` decode workers, each side
+  with its own layout, rate-matched so that prefill never starves decode
+  (``x · prefill_batch / TTFT >= y · batch / ((osl - 1) · TPOT)`` requests/s) and
+  ``x · size_p + y · size_d <= gpus``;
+
+and returns the best configurations by output tokens/s per GPU that meet the limits and
+the Pareto frontier of tokens/s per GPU vs tokens/s per user (directions from the metric
+registry). Everything comes from the public engine API: :func:`simcore.evaluate` with
+``batch`` and ``s_kv`` as sweep dimensions and the device budget ``gpus`` (masked in the
+engine), over the whole layout space, then labelled arithmetic. ``dtype`` (fp16, bf16,
+fp8, int8) sets the precision of the weights, the activations (so the matmul rate) and
+the KV cache on both sides.
+
+The serving model (see :func:`agg_metrics`, :func:`disagg_metrics`):
+
+* TTFT = prefill of the ``isl`` input tokens (at the prefill batch), no queueing;
+* TPOT = one decode step at batch ``b`` with the KV cache at the mean context during
+  generation, ``isl + osl // 2``; aggregated TPOT also carries the prefills that
+  interleave with the decode steps (``b`` prefills per ``osl - 1`` steps);
+* request latency = TTFT + (osl - 1) · TPOT; tokens/s per user = 1000 / TPOT_ms;
+  tokens/s counts output tokens; with ``osl`` 1 there is no decode step: no TPOT, the
+  request latency is the TTFT, tokens/s per user 1000 / TTFT_ms, and only aggregated
+  serving is searched;
+* memory: the decode layout must hold the KV cache at the *end* of generation
+  (``isl + osl`` tokens per request) for the whole batch; the largest such batch in the
+  sweep is reported as ``max_batch``; an aggregated replica must also fit a batch-1
+  prefill (its activations are not added on top of the decode KV cache).
+
+The package is cut in three: :mod:`.model` (what a deployment costs: the sweeps, the
+aggregated and disaggregated metrics, rate matching), :mod:`.search` (enumerating and
+ranking deployments under the limits: :func:`plan`) and :mod:`.present` (rows as table /
+JSON / CSV, the header lines, the frontier plot, files). The command line,
+``simcore serving``, is :mod:`simcore.cli.serving`. A budget larger than the family's
+system is refused before any work.
+
+Data parallelism is expressed as replicas / workers: the planner's layouts have
+``dp = 1`` (in the engine DP only splits the batch, so a DP-``k`` layout is ``k``
+replicas).
+
+Examples
+--------
+>>> from simcore.studies.serving import plan
+>>> p = plan("Llama 3.1 8B", family="H100-SXM", gpus=2, isl=1024, osl=128,
+...          max_ttft_ms=500, max_tpot_ms=50, batch=(1, 16))
+>>> row = p.rows()[0]
+>>> row["mode"] in ("agg", "disagg") and row["tpot_ms"] <= 50 and row["n_devices"] <= 2
+True
+"""
+
+from __future__ import annotations
+
+from .model import (
+    DTYPES,
+    InfeasibleError,
+    LayoutCosts,
+    ServingError,
+    agg_metrics,
+    budget_mask,
+    contexts,
+    disagg_metrics,
+    serving_costs,
+    serving_space,
+    sweep,
+)
+from .present import TABLE_COLUMNS, format_rows, plot_frontier, summary_lines, write_output
+from .search import (
+    DEFAULT_BATCHES,
+    DEFAULT_PREFILL_BATCHES,
+    FRONTIER_OBJECTIVES,
+    ROW_KEYS,
+    SERVING_METRICS,
+    ServingConfig,
+    ServingPlan,
+    layout_label,
+    plan,
+)
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_PREFILL_BATCHES",
+    "DTYPES",
+    "FRONTIER_OBJECTIVES",
+    "ROW_KEYS",
+    "SERVING_METRICS",
+    "TABLE_COLUMNS",
+    "InfeasibleError",
+    "LayoutCosts",
+    "ServingConfig",
+    "ServingError",
+    "ServingPlan",
+    "agg_metrics",
+    "budget_mask",
+    "contexts",
+    "disagg_metrics",
+    "format_rows",
+    "layout_label",
+    "plan",
+    "plot_frontier",
+    "serving_costs",
+    "serving_space",
+    "summary_lines",
+    "sweep",
+    "write_output",
+]

@@ -1,0 +1,389 @@
+"""The serving model: what one deployment costs.
+
+The planner's physics, declared once and used by :func:`~simcore.studies.serving.plan`
+and by anyone checking a configuration by hand:
+
+* :func:`sweep` prices the prefill and the decode step of every layout in the budget with
+  :func:`simcore.evaluate` (``batch`` and ``s_kv`` as sweep dimensions, ``gpus`` masked
+  in the engine); :func:`serving_space` is its layout space (``dp = 1``: replicas and
+  workers play DP's role);
+* :func:`agg_metrics` is aggregated serving (continuous batching on one replica: the
+  prefills of new requests interleave with the decode steps), :func:`disagg_metrics`
+  disaggregated serving (prefill workers hand requests to decode workers; the system
+  serves the slower side's rate, ``rate_matched`` when prefill keeps up);
+* :func:`serving_costs` applies both to the sweeps: the per-layout serving Dataset.
+
+The model: TTFT = prefill of the ``isl`` input tokens (at the prefill batch), no
+queueing; TPOT = one decode step at batch ``b`` with the KV cache at the mean context
+during generation, ``isl + osl // 2`` (:func:`contexts`); aggregated TPOT also carries the
+prefills that interleave with the decode steps (``b`` prefills per ``osl - 1`` steps);
+request latency = TTFT + (osl - 1) · TPOT; tokens/s per user = 1000 / TPOT_ms; tokens/s
+counts output tokens. With ``osl`` 1 no decode step runs: no TPOT (NaN), the request
+latency is the TTFT and tokens/s per user is 1000 / TTFT_ms. Memory: the decode layout
+must hold the KV cache at the *end* of generation (``isl + osl`` tokens per request) for
+the whole batch; an aggregated replica must also fit a batch-1 prefill.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from ...engine.evaluate import evaluate
+from ...engine.space import Space, full_space
+from ...errors import SimcoreInputError
+from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
+
+__all__ = [
+    "DTYPES",
+    "InfeasibleError",
+    "LayoutCosts",
+    "ServingError",
+    "agg_metrics",
+    "budget_mask",
+    "contexts",
+    "disagg_metrics",
+    "serving_costs",
+    "serving_space",
+    "sweep",
+]
+
+#: Precisions the planner serves in (``dtype=``): weights, activations and KV cache alike.
+DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp8", "int8")
+
+_UNITS = {
+    "ttft_ms": "ms", "tpot_ms": "ms", "decode_step_ms": "ms", "agg_tpot_ms": "ms",
+    "agg_ttft_ms": "ms",
+    "agg_tokens_per_s_per_gpu": "tokens/s/GPU", "agg_tokens_per_s_per_user": "tokens/s/user",
+    "decode_tokens_per_s_per_gpu": "tokens/s/GPU", "prefill_requests_per_s": "requests/s",
+    "decode_mem_per_gpu_gb": "GB", "n_devices": "1", "max_batch": "requests",
+    "batch": "requests", "prefill_batch": "requests", "s_kv": "tokens",
+}
+
+
+
+class ServingError(SimcoreInputError):
+    """Bad input to the serving planner (the message says what would work); a
+    :class:`~simcore.errors.SimcoreInputError`, so a ``ValueError``."""
+
+
+class InfeasibleError(ServingError):
+    """Valid input, but no deployment meets the budget or the limits.
+
+    ``binding`` names what binds (``"gpus"``, ``"batch"``, ``"max_ttft_ms"``,
+    ``"max_tpot_ms"``),
+    ``best`` the best value any configuration reaches, ``limit`` the limit, and
+    ``min_gpus`` (budget errors) the smallest GPU count that fits, if any.
+    """
+
+    def __init__(self, message: str, *, binding: str, best: float | None = None,
+                 limit: float | None = None, min_gpus: int | None = None) -> None:
+        super().__init__(message)
+        self.binding = binding
+        self.best = best
+        self.limit = limit
+        self.min_gpus = min_gpus
+
+
+# --- input checks -------------------------------------------------------------------------
+
+def _positive_int(name: str, value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ServingError(f"{name} must be a positive integer ({what}), got {value!r}")
+    return int(value)
+
+
+def _limit(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            math.isfinite(value) and value > 0):
+        raise ServingError(f"{name} must be a positive number of milliseconds or None (no "
+                           f"limit), got {value!r}")
+    return float(value)
+
+
+def _int_list(name: str, values: int | Iterable[int], what: str) -> tuple[int, ...]:
+    vals = [values] if isinstance(values, int | np.integer) else list(values)
+    if not vals:
+        raise ServingError(f"{name} needs at least one value ({what})")
+    return tuple(sorted({_positive_int(name, v, what) for v in vals}))
+
+
+def _dtype(dtype: Any, fam: HardwareFamily) -> str:
+    """``dtype`` checked against :data:`DTYPES` and the family's matmul rates."""
+    if dtype is None:
+        return ""
+    if dtype not in DTYPES:
+        raise ServingError(f"dtype must be one of {', '.join(DTYPES)} or None (the model's own "
+                           f"precision), got {dtype!r}")
+    ratio = {"fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(dtype, 1.0)
+    if not ratio > 0:
+        others = ", ".join(d for d in DTYPES if d != dtype and {
+            "fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(d, 1.0) > 0)
+        raise ServingError(f"dtype {dtype!r} needs a family with {dtype.upper()} matmuls "
+                           f"(Topology.{dtype}_ratio > 0, e.g. H100-SXM or H200); {fam.name} "
+                           f"has none: pass one of {others}")
+    return str(dtype)
+
+
+def _workload(mode: str, dtype: str = "", **fields: int) -> Workload:
+    """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes.
+    Decode steps replay CUDA graphs, as vLLM, SGLang and TensorRT-LLM serve by default."""
+    prec = {f: dtype for f in ("weight_dtype", "act_dtype", "kv_dtype")} if dtype else {}
+    graphs = {"cuda_graphs": True} if mode == "decode" else {}
+    return Workload(mode, **fields, **prec, **graphs)  # type: ignore[arg-type]
+
+
+def _one_hardware(hardware: Hardware | Mapping[str, Any] | None, fam: HardwareFamily) -> Hardware:
+    if hardware is None:
+        return fam.hardware
+    if isinstance(hardware, Hardware):
+        return hardware
+    if not isinstance(hardware, Mapping):
+        raise ServingError(f"hardware must be a Hardware or a mapping knob -> value, got "
+                           f"{type(hardware).__name__}")
+    unknown = set(hardware) - set(HW_KNOBS)
+    if unknown:
+        raise ServingError(f"unknown hardware knobs {sorted(unknown)}; known: {list(HW_KNOBS)}")
+    point = fam.hardware.as_dict()
+    for k, v in hardware.items():
+        arr = np.atleast_1d(np.asarray(v, dtype=float))
+        if arr.size != 1:
+            raise ServingError(f"plan() takes one hardware point; {k!r} has {arr.size} values "
+                               "(sweep a grid with simcore.studies.serving.sweep or simcore.evaluate)")
+        point[k] = float(arr[0])
+    return Hardware(**point)
+
+
+# --- the sweep: batch and context as dimensions, a device budget ---------------------------
+
+def budget_mask(n_devices: xr.DataArray, gpus: int | None, *, exact: bool = False) -> xr.DataArray:
+    """True where a layout uses at most ``gpus`` devices (exactly ``gpus`` if ``exact``).
+
+    Examples
+    --------
+    >>> import xarray as xr
+    >>> n = xr.DataArray([1, 2, 4, 8, 16], dims="layout")
+    >>> budget_mask(n, 4).values.tolist(), budget_mask(n, 4, exact=True).values.tolist()
+    ([True, True, True, False, False], [False, False, True, False, False])
+    """
+    if gpus is None:
+        return xr.ones_like(n_devices, dtype=bool)
+    gpus = _positive_int("gpus", gpus, "the device budget")
+    return (n_devices == gpus) if exact else (n_devices <= gpus)
+
+
+def serving_space(gpus: int | None = None) -> Space:
+    """The planner's layout space: the full space with ``dp = 1`` (replicas and workers
+    play DP's role) and CP, TP, PP no larger than the budget."""
+    base = full_space()
+    d = base.dict
+    keep = {dim: tuple(v for v in d[dim] if gpus is None or v <= gpus) or (1,)
+            for dim in ("cp", "tp", "pp")}
+    return base.with_(dp=(1,), **keep)
+
+
+def sweep(
+    model: Model | str,
+    mode: str,
+    *,
+    batch: int | Sequence[int],
+    s_kv: int | Sequence[int],
+    gpus: int | None = None,
+    exact_gpus: bool = False,
+    space: str | Space | Mapping[str, Sequence[Any]] | None = "full",
+    hardware: Hardware | Mapping[str, Any] | None = None,
+    family: str | HardwareFamily | None = None,
+    efficiency: Efficiency | None = None,
+    dtype: str = "",
+) -> xr.Dataset:
+    """:func:`simcore.evaluate` with ``s_kv`` and ``batch`` as dimensions and a device budget.
+
+    ``simcore.evaluate(..., batch=, s_kv=, gpus=, exact_gpus=)`` (prefill: ``s_q =
+    s_kv``), the values sorted, plus a ``within_budget`` variable marking layouts using
+    at most ``gpus`` devices (exactly ``gpus`` with ``exact_gpus``); the engine masks the
+    others (``fits`` and ``valid`` False, NaN outputs; never dropped). ``dtype`` (one of
+    :data:`DTYPES` or ``""``) sets the weight, activation and KV-cache dtypes. A budget
+    on which nothing fits raises :class:`~simcore.errors.DeviceBudgetError`.
+
+    Examples
+    --------
+    >>> ds = sweep("Llama 3.1 8B", "decode", batch=[1, 8], s_kv=[2048, 4096], gpus=2,
+    ...            space="reduced", family="H100-SXM")
+    >>> dict(ds.sizes)["batch"], dict(ds.sizes)["s_kv"], bool(ds.fits.where(ds.n_devices > 2, False).any())
+    (2, 2, False)
+    """
+    if mode not in ("prefill", "decode"):
+        raise ServingError(f"sweep mode must be 'prefill' or 'decode', got {mode!r}")
+    batches = _int_list("batch", batch, "requests per step")
+    contexts = _int_list("s_kv", s_kv, "context tokens")
+    ds = evaluate(model, _workload(mode, dtype), batch=list(batches), s_kv=list(contexts),
+                  gpus=gpus, exact_gpus=exact_gpus, space=space, hardware=hardware,
+                  family=family, efficiency=efficiency)
+    within = budget_mask(ds.n_devices, gpus, exact=exact_gpus)
+    within.attrs = {"description": f"layout uses {'exactly' if exact_gpus else 'at most'} "
+                                   f"{gpus} devices" if gpus else "no device budget"}
+    ds["within_budget"] = within
+    ds["batch"].attrs.update(units="requests", long_name="sequences per step")
+    ds["s_kv"].attrs.update(units="tokens", long_name="context length")
+    for k in ("batch", "s_kv", "s_q"):
+        ds.attrs.pop(k, None)
+    ds.attrs.update(gpus=gpus if gpus is not None else "", exact_gpus=int(exact_gpus),
+                    dtype=dtype)
+    return ds
+
+
+# --- the serving model ----------------------------------------------------------------------
+
+def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[str, Any]:
+    """Aggregated (continuous batching) serving on one replica.
+
+    The replica keeps ``batch`` requests in flight. Every ``osl - 1`` decode steps
+    (``step_ns`` each) all ``batch`` requests finish and ``batch`` new prefills
+    (``prefill_ns`` each) interleave with the steps, so one cycle is
+    ``(osl - 1) · step_ns + batch · prefill_ns`` and yields ``batch · osl`` tokens.
+    A user sees TTFT = ``prefill_ns`` and TPOT = cycle / (osl - 1). With ``osl`` 1 no
+    decode step runs: TPOT is NaN, the request latency is the TTFT and the replica
+    serves one request per ``prefill_ns``. Works on scalars and arrays.
+
+    Examples
+    --------
+    >>> m = agg_metrics(prefill_ns=100e6, step_ns=20e6, batch=4, osl=101)
+    >>> round(m["tpot_ns"] / 1e6, 1), round(m["tokens_per_s"], 1)
+    (24.0, 168.3)
+    """
+    steps = max(osl - 1, 0)
+    cycle_ns = steps * step_ns + batch * prefill_ns
+    if not steps:  # osl 1: the prefill's token is the only one, no decode step runs
+        return {
+            "ttft_ns": prefill_ns,
+            "tpot_ns": step_ns * math.nan,
+            "request_latency_ns": prefill_ns + 0 * cycle_ns,
+            "requests_per_s": 1e9 / (prefill_ns + 0 * cycle_ns),
+            "tokens_per_s": 1e9 / (prefill_ns + 0 * cycle_ns),
+        }
+    return {
+        "ttft_ns": prefill_ns,
+        "tpot_ns": step_ns + batch * prefill_ns / steps,
+        "request_latency_ns": prefill_ns + cycle_ns,
+        "requests_per_s": batch / cycle_ns * 1e9,
+        "tokens_per_s": batch * osl / cycle_ns * 1e9,
+    }
+
+
+def disagg_metrics(*, prefill_ns: Any, prefill_batch: Any, prefill_workers: Any, step_ns: Any,
+                   batch: Any, decode_workers: Any, osl: int) -> dict[str, Any]:
+    """Disaggregated serving: prefill workers hand requests to decode workers.
+
+    Prefill serves ``prefill_workers · prefill_batch / prefill_ns`` requests/s; decode,
+    holding ``batch`` requests per worker for ``osl - 1`` steps, serves
+    ``decode_workers · batch / ((osl - 1) · step_ns)``. The system serves the smaller;
+    ``rate_matched`` says prefill keeps up (so decode runs at its full batch and TPOT is
+    ``step_ns``). The KV transfer between the two is not modelled. With ``osl`` 1 there is
+    no decode step: TPOT is NaN, the request latency is the TTFT and decode never limits
+    the rate (the planner does not search disaggregated serving then).
+
+    Examples
+    --------
+    >>> m = disagg_metrics(prefill_ns=0.05e9, prefill_batch=1, prefill_workers=2, step_ns=25e6,
+    ...                    batch=100, decode_workers=1, osl=101)
+    >>> float(m["requests_per_s"]), bool(m["rate_matched"]), float(m["tokens_per_s"])
+    (40.0, True, 4040.0)
+    """
+    steps = max(osl - 1, 1)
+    prefill_rps = prefill_workers * prefill_batch / prefill_ns * 1e9
+    decode_rps = decode_workers * batch / (steps * step_ns) * 1e9
+    if osl <= 1:  # no decode step: decode keeps up whatever its size
+        decode_rps = decode_rps * math.inf
+    rps = np.minimum(prefill_rps, decode_rps)
+    return {
+        "ttft_ns": prefill_ns,
+        "tpot_ns": step_ns if osl > 1 else step_ns * math.nan,
+        "request_latency_ns": prefill_ns + max(osl - 1, 0) * step_ns,
+        "prefill_requests_per_s": prefill_rps,
+        "decode_requests_per_s": decode_rps,
+        "rate_matched": prefill_rps >= decode_rps if osl > 1 else prefill_rps > 0,
+        "requests_per_s": rps,
+        "tokens_per_s": rps * osl,
+    }
+
+
+def contexts(isl: int, osl: int) -> tuple[int, int]:
+    """KV-cache lengths of a request: the mean during generation (``isl + osl // 2``,
+    where TPOT is priced) and the end (``isl + osl``, what the decode memory must hold).
+
+    Examples
+    --------
+    >>> contexts(4000, 1000)
+    (4500, 5000)
+    """
+    return isl + osl // 2, isl + osl
+
+
+@dataclass(frozen=True, eq=False)
+class LayoutCosts:
+    """What each layout of the sweep costs when serving (see :func:`serving_costs`).
+
+    ``dataset``: the per-layout serving Dataset (TTFT over prefill batches; decode step,
+    aggregated metrics, memory and ``max_batch`` over decode batches; units in attrs).
+    ``prefill_ns`` (layout x prefill batch) and ``step_ns`` (layout x decode batch, at
+    the mean context): the engine's latencies in ns. ``agg``: :func:`agg_metrics` over
+    layouts and decode batches.
+    """
+
+    dataset: xr.Dataset
+    prefill_ns: xr.DataArray
+    step_ns: xr.DataArray
+    agg: dict[str, Any]
+
+
+def serving_costs(prefill: xr.Dataset, decode: xr.Dataset, *, isl: int, osl: int) -> LayoutCosts:
+    """The serving model over every layout: :func:`agg_metrics` and the memory rules.
+
+    ``prefill`` is :func:`sweep` in prefill mode at ``s_kv = isl`` (one hardware point),
+    ``decode`` in decode mode at both :func:`contexts` of ``(isl, osl)``. A layout fits
+    decode at batch ``b`` if it holds the batch at both contexts; ``max_batch`` is the
+    largest such batch of the sweep; an aggregated replica must also fit a batch-1
+    prefill. The Dataset carries no attrs (the planner adds the request's).
+    """
+    mean_ctx, end_ctx = contexts(isl, osl)
+    pre = prefill.squeeze("s_kv", drop=True).squeeze(list(HW_KNOBS))
+    dec_mean = decode.sel(s_kv=mean_ctx, drop=True).squeeze(list(HW_KNOBS))
+    dec_end = decode.sel(s_kv=end_ctx, drop=True).squeeze(list(HW_KNOBS))
+    pre = pre.rename(batch="prefill_batch")
+    n_dev = dec_mean.n_devices
+    decode_fits = dec_end.fits & dec_mean.fits
+    agg = agg_metrics(prefill_ns=pre.latency_ns.sel(prefill_batch=1, drop=True),
+                      step_ns=dec_mean.latency_ns, batch=dec_mean.batch, osl=osl)
+    agg_fits = decode_fits & pre.fits.sel(prefill_batch=1, drop=True)
+    batches = dec_mean.batch.values.tolist()
+    bvals = xr.DataArray(batches, dims="batch", coords={"batch": batches})
+    max_batch = bvals.where(decode_fits).max("batch").fillna(0).astype(np.int64)
+    out = xr.Dataset({
+        "ttft_ms": pre.latency_ns / 1e6,
+        "prefill_fits": pre.fits,
+        "prefill_requests_per_s": pre.prefill_batch / pre.latency_ns * 1e9,
+        "decode_step_ms": dec_mean.latency_ns / 1e6,
+        "decode_fits": decode_fits,
+        "decode_tokens_per_s_per_gpu": dec_mean.throughput_tok_s / n_dev,
+        "decode_mem_per_gpu_gb": dec_end.mem_bytes / 1e9,
+        "agg_ttft_ms": agg["ttft_ns"] / 1e6,
+        "agg_tpot_ms": agg["tpot_ns"] / 1e6,
+        "agg_tokens_per_s_per_gpu": agg["tokens_per_s"] / n_dev,
+        "agg_tokens_per_s_per_user": 1e9 / (agg["tpot_ns"] if osl > 1 else agg["ttft_ns"]),
+        "agg_fits": agg_fits,
+        "max_batch": max_batch,
+        "n_devices": n_dev,
+        "within_budget": dec_mean.within_budget,
+    })
+    for name, var in out.variables.items():
+        if name in _UNITS:
+            var.attrs["units"] = _UNITS[str(name)]
+    return LayoutCosts(dataset=out, prefill_ns=pre.latency_ns, step_ns=dec_mean.latency_ns,
+                       agg=agg)

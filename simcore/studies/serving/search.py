@@ -1,0 +1,717 @@
+"""The serving search: enumerate deployments, keep those within the limits, rank them.
+
+:func:`plan` runs in named steps: :func:`_request` checks the input; :func:`_price_layouts`
+prices every layout in the budget with the serving model (:mod:`.model`);
+:func:`_agg_candidates` replicates each layout over the budget; :func:`_disagg_candidates`
+pairs prefill workers (:func:`_prefill_options`) with decode workers
+(:func:`_decode_options`), rate-matched; :func:`_choose` ranks them (:func:`_rank`:
+tokens/s per GPU first) and builds each mode's Pareto frontier of the
+:data:`FRONTIER_OBJECTIVES`, or raises the :class:`~.model.InfeasibleError` that says
+what binds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NoReturn
+
+import numpy as np
+import xarray as xr
+
+from ...engine.evaluate import evaluate
+from ...engine.metrics import METRICS, Metric, register_metric
+from ...engine.pareto import pareto
+from ...engine.space import PARALLEL_DIMS, full_space
+from ...errors import DeviceBudgetError
+from ...model.presets import get_family, load_model
+from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model
+from .model import (
+    InfeasibleError,
+    LayoutCosts,
+    ServingError,
+    _dtype,
+    _int_list,
+    _limit,
+    _one_hardware,
+    _positive_int,
+    _workload,
+    contexts,
+    disagg_metrics,
+    serving_costs,
+    serving_space,
+    sweep,
+)
+
+__all__ = [
+    "DEFAULT_BATCHES",
+    "DEFAULT_PREFILL_BATCHES",
+    "FRONTIER_OBJECTIVES",
+    "ROW_KEYS",
+    "SERVING_METRICS",
+    "ServingConfig",
+    "ServingPlan",
+    "layout_label",
+    "plan",
+]
+
+#: Decode batches (concurrent requests per replica / decode worker) searched by default.
+DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+#: Prefill batches (requests prefilled together by a disaggregated prefill worker).
+DEFAULT_PREFILL_BATCHES: tuple[int, ...] = (1, 2, 4, 8)
+
+#: The serving objectives, declared once; ``plan`` ranks and builds frontiers with them.
+SERVING_METRICS: tuple[Metric, ...] = (
+    Metric("tokens_per_s_per_gpu", "max", aliases=("tok/s/gpu",), unit="tokens/s/GPU"),
+    Metric("tokens_per_s_per_user", "max", aliases=("tok/s/user",), unit="tokens/s/user"),
+    Metric("ttft_ms", "min", aliases=("ttft",), unit="ms"),
+    Metric("tpot_ms", "min", aliases=("tpot",), unit="ms"),
+    Metric("request_latency_ms", "min", aliases=("e2e_latency_ms",), unit="ms"),
+)
+for _m in SERVING_METRICS:
+    if _m.name not in METRICS:
+        register_metric(_m)
+
+#: The frontier's two objectives (directions come from the registry).
+FRONTIER_OBJECTIVES = ("tokens_per_s_per_gpu", "tokens_per_s_per_user")
+
+
+# --- results ------------------------------------------------------------------------------
+
+def layout_label(layout: Mapping[str, Any]) -> str:
+    """Short name of a layout: ``TP4``, ``TP2·PP2``, ``TP8 kv=seq``, ``TP2·CP2 ring=kv``.
+
+    Choices that cannot matter are left out (ring, FFN scope and placements when CP = 1).
+
+    Examples
+    --------
+    >>> layout_label({"tp": 4, "cp": 1, "pp": 1, "dp": 1, "kv_shard_mode": "head"})
+    'TP4'
+    """
+    parts = [f"TP{layout['tp']}"]
+    for dim in ("cp", "pp", "dp"):
+        if int(layout.get(dim, 1)) > 1:
+            parts.append(f"{dim.upper()}{layout[dim]}")
+    s = "·".join(parts)
+    extra = []
+    if layout.get("kv_shard_mode", "head") != "head":
+        extra.append(f"kv={layout['kv_shard_mode']}")
+    if int(layout.get("cp", 1)) > 1:
+        extra.append(f"ring={layout.get('cp_ring_variant', 'kv')}")
+        if layout.get("ffn_shard_scope", "TP") != "TP":
+            extra.append(f"ffn={layout['ffn_shard_scope']}")
+        for dim, short in (("tp_placement", "tp"), ("cp_placement", "cp")):
+            if layout.get(dim, "inner") != "inner":
+                extra.append(f"{short}={layout[dim]}")
+    return " ".join([s, *extra])
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """One deployment and its serving metrics (a row of the plan)."""
+
+    mode: str
+    layout: str
+    prefill_layout: str
+    decode_layout: str
+    replicas: int | None
+    prefill_workers: int | None
+    decode_workers: int | None
+    batch: int
+    prefill_batch: int
+    ttft_ms: float
+    tpot_ms: float
+    request_latency_ms: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    tokens_per_s: float
+    requests_per_s: float
+    n_devices: int
+    max_batch: int
+    decode_mem_per_gpu_gb: float
+    meets_limits: bool
+    #: weights, activations and KV cache precision (``plan(dtype=)``); ``"default"``: the
+    #: model's own (16-bit for the presets)
+    dtype: str = "default"
+
+    def as_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.mode, self.layout, self.batch, self.prefill_batch)
+
+
+ROW_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServingConfig))
+
+
+@dataclass(frozen=True, eq=False)
+class ServingPlan:
+    """What :func:`plan` found.
+
+    ``best``: configurations meeting the budget and both limits, best tokens/s per GPU
+    first (the top ``top`` of each mode). ``frontier``: each mode's Pareto set of tokens/s
+    per GPU vs tokens/s per user among configurations that fit and meet the TTFT limit
+    (TPOT is the frontier's other axis, so its limit is not applied; ``meets_limits``
+    says which do). ``candidates``: every distinct such configuration. ``dataset``: the
+    per-layout sweep (TTFT over prefill batches; decode step, aggregated metrics and
+    memory over decode batches).
+    """
+
+    model: str
+    family: str
+    gpus: int
+    isl: int
+    osl: int
+    max_ttft_ms: float | None
+    max_tpot_ms: float | None
+    exact_gpus: bool
+    best: tuple[ServingConfig, ...]
+    frontier: tuple[ServingConfig, ...]
+    candidates: tuple[ServingConfig, ...]
+    dataset: xr.Dataset
+    elapsed_s: float
+    dtype: str = ""
+    #: what the plan left out or defined differently for this input, one sentence each
+    #: (e.g. ``osl`` 1: no TPOT); the CLI prints them under its header
+    notes: tuple[str, ...] = ()
+
+    def rows(self, which: str = "best") -> list[dict[str, Any]]:
+        """``best`` (default), ``frontier`` or ``candidates`` as dicts (keys carry units)."""
+        if which not in ("best", "frontier", "candidates"):
+            raise ServingError(f"rows() takes 'best', 'frontier' or 'candidates', got {which!r}")
+        return [c.as_row() for c in getattr(self, which)]
+
+    def best_of(self, mode: str) -> ServingConfig | None:
+        """The best configuration of one mode (``"agg"`` or ``"disagg"``), if any."""
+        return next((c for c in self.best if c.mode == mode), None)
+
+
+# --- the planner ----------------------------------------------------------------------------
+
+def plan(
+    model: Model | str,
+    *,
+    family: str | HardwareFamily | None = None,
+    gpus: int,
+    isl: int,
+    osl: int,
+    max_ttft_ms: float | None = None,
+    max_tpot_ms: float | None = None,
+    hardware: Hardware | Mapping[str, Any] | None = None,
+    efficiency: Efficiency | None = None,
+    batch: int | Sequence[int] = DEFAULT_BATCHES,
+    prefill_batch: int | Sequence[int] = DEFAULT_PREFILL_BATCHES,
+    exact_gpus: bool = False,
+    modes: Sequence[str] = ("agg", "disagg"),
+    top: int = 5,
+    dtype: str | None = None,
+) -> ServingPlan:
+    """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
+
+    Parameters
+    ----------
+    model : Model or str
+        A :class:`~simcore.model.specs.Model`, a preset name or a HuggingFace ``config.json``.
+    family : str or HardwareFamily, optional
+        Hardware family (``"H200"``, ...); default ``"SiP"``.
+    gpus : int
+        Device budget; layouts and deployments using more are masked.
+    isl, osl : int
+        Input and output tokens per request.
+    max_ttft_ms, max_tpot_ms : float, optional
+        Limits on time to first token and time per output token (None: no limit).
+    hardware : Hardware or mapping knob -> value, optional
+        One hardware point (knobs not given come from the family).
+    efficiency : Efficiency, optional
+    batch : int or sequence of int
+        Decode batches (requests in flight per replica / decode worker) to search.
+    prefill_batch : int or sequence of int
+        Prefill batches of a disaggregated prefill worker (aggregated serving prefills
+        one request at a time).
+    exact_gpus : bool
+        Use exactly ``gpus`` devices (aggregated: ``gpus`` a multiple of the layout's
+        size; disaggregated: ``x · size_p + y · size_d == gpus``).
+    modes : sequence of {"agg", "disagg"}
+    top : int
+        Best configurations kept per mode.
+    dtype : {"fp16", "bf16", "fp8", "int8"}, optional
+        Precision of the weights, the activations and messages (fp8 / int8 matmuls at the
+        family's ``fp8_ratio`` / ``int8_ratio`` times the 16-bit peak) and the KV cache,
+        on both prefill and decode (``Workload.weight_dtype`` / ``act_dtype`` /
+        ``kv_dtype``). Default: the model's own precision (16-bit for the presets).
+
+    Returns
+    -------
+    ServingPlan
+
+    Raises
+    ------
+    ServingError
+        Bad input (non-positive ``gpus``/``isl``/``osl``/limits, unknown mode, a
+        ``dtype`` the family has no matmul rate for, ``gpus`` beyond the family's system,
+        ``osl`` 1 with a TPOT limit or with ``modes=("disagg",)``), before any work.
+    InfeasibleError
+        Nothing fits the budget (the message gives the smallest GPU count that fits) or
+        nothing meets a limit (the message says which binds and by how much).
+    """
+    t0 = time.perf_counter()
+    req = _request(model, family=family, gpus=gpus, isl=isl, osl=osl, max_ttft_ms=max_ttft_ms,
+                   max_tpot_ms=max_tpot_ms, hardware=hardware, efficiency=efficiency,
+                   batch=batch, prefill_batch=prefill_batch, exact_gpus=exact_gpus,
+                   modes=modes, top=top, dtype=dtype)
+    costs = _price_layouts(req)
+    lay = _Layouts.of(costs)
+    candidates: list[ServingConfig] = []
+    if "agg" in req.modes:
+        candidates += _agg_candidates(req, costs, lay)
+    if "disagg" in req.modes:
+        candidates += _disagg_candidates(req, lay)
+    candidates = _dedupe(candidates)
+    best, frontier = _choose(req, candidates, costs, lay)
+    return ServingPlan(model=req.model.name, family=req.family.name, gpus=req.gpus,
+                       isl=req.isl, osl=req.osl, max_ttft_ms=req.max_ttft_ms,
+                       max_tpot_ms=req.max_tpot_ms, exact_gpus=req.exact_gpus,
+                       best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
+                       dataset=costs.dataset, elapsed_s=time.perf_counter() - t0,
+                       dtype=req.dtype, notes=req.notes)
+
+
+# --- step 1: the request ------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class _Request:
+    """:func:`plan`'s input, checked: what to search, on what, within which limits."""
+
+    model: Model
+    family: HardwareFamily
+    hardware: Hardware
+    efficiency: Efficiency | None
+    gpus: int
+    exact_gpus: bool
+    isl: int
+    osl: int
+    max_ttft_ms: float | None
+    max_tpot_ms: float | None
+    batches: tuple[int, ...]
+    prefill_batches: tuple[int, ...]
+    modes: tuple[str, ...]
+    top: int
+    dtype: str
+    notes: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        """``8 H200 GPUs``: the budget, for messages."""
+        return f"{self.gpus} {self.family.name} GPU{'s' if self.gpus > 1 else ''}"
+
+    def meets(self, ttft_ms: float, tpot_ms: float) -> bool:
+        """Whether a configuration meets both limits (osl 1's NaN TPOT is never compared:
+        a TPOT limit with osl 1 is refused)."""
+        return ((self.max_ttft_ms is None or ttft_ms <= self.max_ttft_ms)
+                and (self.max_tpot_ms is None or tpot_ms <= self.max_tpot_ms))
+
+
+def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: Any, isl: Any,
+             osl: Any, max_ttft_ms: Any, max_tpot_ms: Any,
+             hardware: Hardware | Mapping[str, Any] | None, efficiency: Efficiency | None,
+             batch: Any, prefill_batch: Any, exact_gpus: bool, modes: Sequence[str], top: Any,
+             dtype: str | None) -> _Request:
+    """Step 1 of :func:`plan`: every argument checked (cheap checks first, the budget
+    against the family before any work), the model and family loaded."""
+    gpus = _positive_int("gpus", gpus, "the device budget")
+    isl = _positive_int("isl", isl, "input tokens per request")
+    osl = _positive_int("osl", osl, "output tokens per request")
+    ttft_lim = _limit("max_ttft_ms", max_ttft_ms)
+    tpot_lim = _limit("max_tpot_ms", max_tpot_ms)
+    top = _positive_int("top", top, "configurations per mode")
+    batches = _int_list("batch", batch, "decode requests in flight")
+    p_batches = tuple(sorted(set(_int_list("prefill_batch", prefill_batch,
+                                           "requests per prefill")) | {1}))
+    modes = tuple(modes)
+    if not modes or set(modes) - {"agg", "disagg"}:
+        raise ServingError(f"modes must be some of ('agg', 'disagg'), got {modes!r}")
+    modes, notes = _prefill_only(osl, modes, tpot_lim)
+    try:
+        mdl = load_model(model)
+        fam = get_family(family)
+    except (ValueError, FileNotFoundError) as exc:
+        raise ServingError(str(exc)) from None
+    _check_budget_size(gpus, fam)
+    hw = _one_hardware(hardware, fam)
+    prec = _dtype(dtype, fam)
+    return _Request(model=mdl, family=fam, hardware=hw, efficiency=efficiency, gpus=gpus,
+                    exact_gpus=bool(exact_gpus), isl=isl, osl=osl, max_ttft_ms=ttft_lim,
+                    max_tpot_ms=tpot_lim, batches=batches, prefill_batches=p_batches,
+                    modes=modes, top=top, dtype=prec, notes=notes)
+
+
+def _prefill_only(osl: int, modes: tuple[str, ...],
+                  tpot_lim: float | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``modes`` to search and notes for the output. With ``osl`` 1 a request's only token
+    comes from its prefill: no decode step, so no TPOT to limit (refused) and nothing for
+    disaggregated decode workers to do (dropped; refused if it is the only mode)."""
+    if osl > 1:
+        return modes, ()
+    if tpot_lim is not None:
+        raise ServingError(f"max_tpot_ms {tpot_lim:g} (--max-tpot-ms): with osl 1 there is no "
+                           "decode step and so no TPOT to limit; drop the TPOT limit or pass "
+                           "osl >= 2")
+    if modes == ("disagg",):
+        raise ServingError("modes ('disagg',) (--mode disagg): with osl 1 there is no decode "
+                           "step, so disaggregated serving has nothing for decode workers to "
+                           "do; pass modes ('agg',) (--mode agg) or osl >= 2")
+    notes = ["osl 1: no decode step, so no TPOT (shown as - / null, never a limit); the "
+             "request latency is the TTFT, tokens/s per user 1000 / TTFT, one row per layout "
+             "at the smallest batch that fits"]
+    if "disagg" in modes:
+        notes.append("osl 1: disaggregated serving not searched (no decode step for decode "
+                     "workers)")
+    return tuple(m for m in modes if m != "disagg"), tuple(notes)
+
+
+def _check_budget_size(gpus: int, fam: HardwareFamily) -> None:
+    """Refuse a budget larger than the family's system (the search grows with it)."""
+    most = fam.topology.n_devices
+    if gpus > most:
+        raise ServingError(f"gpus {gpus} (--gpus): one {fam.name} system holds at most {most} "
+                           f"devices; pass gpus <= {most}")
+
+
+# --- step 2: pricing the layouts -----------------------------------------------------------
+
+def _price_layouts(req: _Request) -> LayoutCosts:
+    """Step 2: the prefill and decode sweeps over every layout in the budget, priced by
+    the serving model (:func:`~.model.serving_costs`); the request in the Dataset's attrs."""
+    common: dict[str, Any] = dict(gpus=req.gpus, space=serving_space(req.gpus),
+                                  hardware=req.hardware, family=req.family,
+                                  efficiency=req.efficiency, dtype=req.dtype)
+    mean_ctx, end_ctx = contexts(req.isl, req.osl)
+    try:
+        pre = sweep(req.model, "prefill", batch=req.prefill_batches, s_kv=req.isl, **common)
+        dec = sweep(req.model, "decode", batch=req.batches, s_kv=[mean_ctx, end_ctx], **common)
+    except DeviceBudgetError:  # nothing fits in the budget at any batch searched
+        _raise_no_fit(req)
+    costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
+    costs.dataset.attrs.update(
+        model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl, osl=req.osl,
+        dtype=req.dtype, mean_context=mean_ctx, end_context=end_ctx,
+        max_ttft_ms=req.max_ttft_ms if req.max_ttft_ms is not None else "",
+        max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
+        exact_gpus=int(req.exact_gpus),
+        **{k: v for k, v in dec.attrs.items() if k.startswith("efficiency_")})
+    return costs
+
+
+@dataclass(frozen=True, eq=False)
+class _Layouts:
+    """The priced layouts as flat arrays (one column per layout, in the Dataset's stacked
+    order): what the candidate steps index."""
+
+    labels: list[str]
+    n_devices: np.ndarray  # layout
+    max_batch: np.ndarray  # layout
+    mem_gb: np.ndarray  # batch x layout
+    step_ns: np.ndarray  # batch x layout
+    decode_fits: np.ndarray  # batch x layout
+    prefill_ns: np.ndarray  # prefill batch x layout
+    prefill_fits: np.ndarray  # prefill batch x layout
+
+    @classmethod
+    def of(cls, costs: LayoutCosts) -> _Layouts:
+        ds = costs.dataset
+        return cls(labels=[layout_label(lay) for lay in _layout_table(ds)],
+                   n_devices=_flat(ds.n_devices).astype(np.int64),
+                   max_batch=_flat(ds.max_batch).astype(np.int64),
+                   mem_gb=_flat(ds.decode_mem_per_gpu_gb, "batch"),
+                   step_ns=_flat(costs.step_ns, "batch"),
+                   decode_fits=_flat(ds.decode_fits, "batch"),
+                   prefill_ns=_flat(costs.prefill_ns, "prefill_batch"),
+                   prefill_fits=_flat(ds.prefill_fits, "prefill_batch"))
+
+
+def _layout_table(ds: xr.Dataset) -> list[dict[str, Any]]:
+    idx = ds.n_devices.stack(_layout=PARALLEL_DIMS).indexes["_layout"]
+    return [dict(zip(PARALLEL_DIMS, (v.item() if hasattr(v, "item") else v for v in t),
+                     strict=True)) for t in idx]
+
+
+def _flat(da: xr.DataArray, lead: str | None = None) -> np.ndarray:
+    dims = ([lead] if lead else []) + list(PARALLEL_DIMS)
+    arr = da.transpose(*dims).values
+    return arr.reshape((arr.shape[0], -1) if lead else (-1,))
+
+
+# --- aggregated: one layout replicated over the budget -----------------------------------------
+
+def _agg_candidates(req: _Request, costs: LayoutCosts, lay: _Layouts) -> list[ServingConfig]:
+    """Step 3: ``gpus // size`` replicas of each layout at each decode batch that fits and
+    meets the TTFT limit (with ``exact_gpus``, sizes dividing the budget; with ``osl`` 1,
+    the smallest such batch only: the batch changes nothing but memory)."""
+    ds, agg, nd = costs.dataset, costs.agg, lay.n_devices
+    afit = _flat(ds.agg_fits, "batch")
+    a_ttft = _flat(ds.agg_ttft_ms.broadcast_like(ds.agg_tpot_ms), "batch")
+    a_tpot = _flat(ds.agg_tpot_ms, "batch")
+    a_tps = _flat(agg["tokens_per_s"], "batch")
+    a_rps = _flat(agg["requests_per_s"], "batch")
+    a_lat = _flat(agg["request_latency_ns"], "batch") / 1e6
+    ok = afit.copy()  # the sweep's budget mask is in agg_fits already
+    if req.exact_gpus:
+        ok &= (req.gpus % np.maximum(nd, 1) == 0)[None, :]
+    if req.max_ttft_ms is not None:
+        ok &= a_ttft <= req.max_ttft_ms
+    if req.osl == 1:  # no decode step: the batch changes nothing but memory; keep the first
+        ok &= np.cumsum(ok, axis=0) == 1
+    per_user_ms = a_tpot if req.osl > 1 else a_ttft  # the time a user waits per token
+    out = []
+    for i, j in zip(*np.nonzero(ok), strict=True):
+        reps = req.gpus // int(nd[j])
+        label = lay.labels[j]
+        out.append(ServingConfig(
+            mode="agg", layout=f"{reps}×{label}", prefill_layout=label, decode_layout=label,
+            replicas=reps, prefill_workers=None, decode_workers=None,
+            batch=int(req.batches[i]), prefill_batch=1,
+            ttft_ms=float(a_ttft[i, j]), tpot_ms=float(a_tpot[i, j]),
+            request_latency_ms=float(a_lat[i, j]),
+            tokens_per_s_per_gpu=float(a_tps[i, j] / nd[j]),
+            tokens_per_s_per_user=float(1e3 / per_user_ms[i, j]),
+            tokens_per_s=float(a_tps[i, j] * reps), requests_per_s=float(a_rps[i, j] * reps),
+            n_devices=reps * int(nd[j]), max_batch=int(lay.max_batch[j]),
+            decode_mem_per_gpu_gb=float(lay.mem_gb[i, j]),
+            meets_limits=req.meets(float(a_ttft[i, j]), float(a_tpot[i, j])),
+            dtype=req.dtype or "default"))
+    return out
+
+
+# --- disaggregated: prefill workers feed decode workers ----------------------------------------
+
+def _prefill_options(req: _Request, lay: _Layouts,
+                     sizes: Sequence[int]) -> list[tuple[int, int, int, float, float]]:
+    """Prefill workers worth pairing: per layout size, the (rate max, TTFT min) Pareto set
+    of (layout, prefill batch) within the TTFT limit, as (size, layout, prefill batch,
+    prefill ns, requests per ns)."""
+    nd = lay.n_devices
+    options: list[tuple[int, int, int, float, float]] = []
+    for s in sizes:
+        pts = []
+        for k, pb in enumerate(req.prefill_batches):
+            sel = np.nonzero(lay.prefill_fits[k] & (nd == s))[0]
+            for j in sel:
+                ns = float(lay.prefill_ns[k, j])
+                if req.max_ttft_ms is None or ns / 1e6 <= req.max_ttft_ms:
+                    pts.append((pb / ns, ns, j, pb))
+        pts.sort(key=lambda p: (-p[0], p[1]))
+        best_ns = math.inf
+        for rate, ns, j, pb in pts:
+            if ns < best_ns:
+                best_ns = ns
+                options.append((s, int(j), int(pb), ns, rate))
+    return options
+
+
+def _decode_options(req: _Request, lay: _Layouts,
+                    sizes: Sequence[int]) -> list[tuple[int, int, int, float]]:
+    """Decode workers worth pairing: per (layout size, batch) the fastest fitting layout,
+    as (size, layout, batch index, step ns)."""
+    options: list[tuple[int, int, int, float]] = []
+    for s in sizes:
+        for i in range(len(req.batches)):
+            sel = np.nonzero(lay.decode_fits[i] & (lay.n_devices == s))[0]
+            if sel.size:
+                j = int(sel[np.argmin(lay.step_ns[i, sel])])
+                options.append((s, j, i, float(lay.step_ns[i, j])))
+    return options
+
+
+def _disagg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
+    """Step 4: ``y`` decode workers of each decode option and, for each prefill option,
+    the fewest prefill workers ``x`` that keep up with them (rate matching; with
+    ``exact_gpus``, as many as fill the budget), within ``x · size_p + y · size_d <=
+    gpus``."""
+    sizes = sorted({int(s) for s in lay.n_devices if s <= req.gpus})
+    p_opts = _prefill_options(req, lay, sizes)
+    steps = max(req.osl - 1, 1)
+    out = []
+    for s_d, jd, i, ns_d in _decode_options(req, lay, sizes):
+        b = int(req.batches[i])
+        rate_d = b / (steps * ns_d)
+        for y in range(1, req.gpus // s_d + 1):
+            for s_p, jp, pb, ns_p, rate_p in p_opts:
+                x = math.ceil(y * rate_d / rate_p * (1 - 1e-12))
+                if req.exact_gpus:
+                    rest = req.gpus - y * s_d
+                    if rest < x * s_p or rest % s_p:
+                        continue
+                    x = rest // s_p
+                total = x * s_p + y * s_d
+                if total > req.gpus:
+                    continue
+                m = disagg_metrics(prefill_ns=ns_p, prefill_batch=pb, prefill_workers=x,
+                                   step_ns=ns_d, batch=b, decode_workers=y, osl=req.osl)
+                ttft, tpot = ns_p / 1e6, ns_d / 1e6
+                out.append(ServingConfig(
+                    mode="disagg",
+                    layout=f"{x}×{lay.labels[jp]} prefill + {y}×{lay.labels[jd]} decode",
+                    prefill_layout=lay.labels[jp], decode_layout=lay.labels[jd], replicas=None,
+                    prefill_workers=x, decode_workers=y, batch=b, prefill_batch=pb,
+                    ttft_ms=ttft, tpot_ms=tpot,
+                    request_latency_ms=float(m["request_latency_ns"]) / 1e6,
+                    tokens_per_s_per_gpu=float(m["tokens_per_s"]) / total,
+                    tokens_per_s_per_user=1e3 / tpot, tokens_per_s=float(m["tokens_per_s"]),
+                    requests_per_s=float(m["requests_per_s"]), n_devices=total,
+                    max_batch=int(lay.max_batch[jd]), decode_mem_per_gpu_gb=float(lay.mem_gb[i, jd]),
+                    meets_limits=req.meets(ttft, tpot), dtype=req.dtype or "default"))
+    return out
+
+
+# --- choosing: rank, best per mode, frontier -----------------------------------------------------
+
+def _choose(req: _Request, candidates: list[ServingConfig], costs: LayoutCosts,
+            lay: _Layouts) -> tuple[list[ServingConfig], list[ServingConfig]]:
+    """Step 5: the ``top`` best deployments of each mode meeting both limits, ranked, and
+    each mode's frontier; raise what binds when none meets them."""
+    best: list[ServingConfig] = []
+    for mode in req.modes:
+        best += _dedupe((c for c in candidates if c.mode == mode and c.meets_limits),
+                        key=_deployment)[:req.top]
+    best = _rank(best)
+    if not best:
+        _explain_infeasible(req, costs.dataset, candidates,
+                            p_cands_exist=bool(lay.prefill_fits.any()))
+    frontier: list[ServingConfig] = []
+    for mode in req.modes:
+        frontier += _pareto_front([c for c in candidates if c.mode == mode])
+    return best, frontier
+
+
+# --- ranking --------------------------------------------------------------------------------
+
+def _pareto_front(configs: Sequence[ServingConfig]) -> list[ServingConfig]:
+    """The Pareto set by :data:`FRONTIER_OBJECTIVES`; of configurations at the same point
+    the best-ranked one (lowest TTFT, fewest GPUs, simplest layout) is kept."""
+    if not configs:
+        return []
+    ds = xr.Dataset({k: ("config", np.array([getattr(c, k) for c in configs], dtype=float))
+                     for k in FRONTIER_OBJECTIVES})
+    mask = pareto(ds, objectives=FRONTIER_OBJECTIVES, feasible=None).values
+    on = _dedupe((c for c, m in zip(configs, mask, strict=True) if m),
+                 key=lambda c: tuple(_sig(getattr(c, k)) for k in FRONTIER_OBJECTIVES))
+    return sorted(on, key=lambda c: (c.tokens_per_s_per_user, -c.tokens_per_s_per_gpu))
+
+
+def _sig(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _rank(configs: Iterable[ServingConfig]) -> list[ServingConfig]:
+    """Best first: tokens/s per GPU, then tokens/s per user, TTFT, fewer GPUs, simpler layout."""
+    return sorted(configs, key=lambda c: (-c.tokens_per_s_per_gpu, -c.tokens_per_s_per_user,
+                                          c.ttft_ms, c.n_devices, len(c.layout), c.key))
+
+
+def _same_result(c: ServingConfig) -> tuple[Any, ...]:
+    return (c.mode, c.batch, c.prefill_batch, c.n_devices, c.replicas, c.prefill_workers,
+            c.decode_workers, *(_sig(v) for v in (c.tokens_per_s_per_gpu,
+                                                  c.tokens_per_s_per_user, c.ttft_ms)))
+
+
+def _dedupe(configs: Iterable[ServingConfig], key: Any = _same_result) -> list[ServingConfig]:
+    """Ranked, keeping the first of configurations with the same ``key`` (by default: the
+    same results, e.g. layouts whose extra choices change nothing on this budget)."""
+    out: dict[Any, ServingConfig] = {}
+    for c in _rank(configs):
+        out.setdefault(key(c), c)
+    return list(out.values())
+
+
+def _deployment(c: ServingConfig) -> tuple[Any, ...]:
+    """What a ``best`` row stands for: the decode side and batch (prefill variants that give
+    the same decode deployment collapse to the best-ranked one)."""
+    if c.mode == "agg":
+        return (c.mode, c.layout, c.batch)
+    return (c.mode, c.decode_layout, c.decode_workers, c.batch)
+
+
+# --- nothing meets the limits: what binds ---------------------------------------------------
+
+def _explain_infeasible(req: _Request, ds: xr.Dataset, candidates: Sequence[ServingConfig], *,
+                        p_cands_exist: bool) -> NoReturn:
+    """Raise the InfeasibleError that says what binds."""
+    ttft_lim, tpot_lim, where = req.max_ttft_ms, req.max_tpot_ms, req.where
+    fits_any = bool((ds.decode_fits.any("batch") & ds.prefill_fits.sel(prefill_batch=1)).any())
+    if not fits_any or not p_cands_exist:
+        _raise_no_fit(req)
+    if ttft_lim is not None:
+        floor = _ttft_floor(ds)
+        if floor > ttft_lim:
+            raise InfeasibleError(
+                f"the lowest TTFT any layout reaches on {where} is {floor:.1f} ms > "
+                f"--max-ttft-ms {ttft_lim:g} (by {floor - ttft_lim:.1f} ms); raise the limit "
+                "or add GPUs", binding="max_ttft_ms", best=floor, limit=ttft_lim)
+    if not candidates:
+        exact = req.exact_gpus
+        need = "at least one prefill and one decode worker" if req.modes == ("disagg",) else (
+            "a layout size that divides the budget" if exact else "a deployment in the budget")
+        raise InfeasibleError(
+            f"no {'/'.join(req.modes)} deployment of {req.model.name} fits {where}"
+            f"{' exactly' if exact else ''}: serving needs {need}; add GPUs"
+            + (" or drop exact_gpus" if exact else ""), binding="gpus")
+    if tpot_lim is not None:
+        low = min(c.tpot_ms for c in candidates)
+        if low > tpot_lim:
+            cond = f" with TTFT <= {ttft_lim:g} ms" if ttft_lim is not None else ""
+            raise InfeasibleError(
+                f"the lowest TPOT any layout reaches on {where}{cond} is {low:.1f} ms > "
+                f"--max-tpot-ms {tpot_lim:g} (by {low - tpot_lim:.1f} ms); raise the limit "
+                "or add GPUs", binding="max_tpot_ms", best=low, limit=tpot_lim)
+    raise InfeasibleError(  # pragma: no cover - candidates meet TTFT, TPOT handled above
+        f"no configuration on {where} meets both limits", binding="max_tpot_ms")
+
+
+def _raise_no_fit(req: _Request) -> NoReturn:
+    """Nothing in the budget fits both a prefill and a decode: raise the InfeasibleError
+    naming the smallest GPU count that fits (or that the batches searched are too large)."""
+    name, isl, osl, fam = req.model.name, req.isl, req.osl, req.family
+    small = _smallest_fitting(req)
+    if small is None:
+        raise InfeasibleError(
+            f"{name} with {isl}+{osl} tokens per request fits no layout of "
+            f"{fam.name} up to {fam.topology.n_devices} devices; pick a family with more "
+            "HBM per device or shorten the request", binding="gpus")
+    n, lab = small
+    if n <= req.gpus:  # it fits, just not at the batches searched
+        raise InfeasibleError(
+            f"{name} fits on {req.where} at batch 1 ({lab}) but not at the batches "
+            f"searched (smallest {req.batches[0]}); pass smaller batches", binding="batch",
+            min_gpus=n)
+    raise InfeasibleError(
+        f"{name} with {isl}+{osl} tokens per request does not fit on {req.where}: the "
+        f"smallest GPU count that fits is {n} ({lab} at batch 1); pass gpus >= {n}",
+        binding="gpus", min_gpus=n)
+
+
+def _ttft_floor(ds: xr.Dataset) -> float:
+    """Lowest single-request TTFT (ms) of any fitting layout in the budget."""
+    t = ds.ttft_ms.sel(prefill_batch=1).where(ds.prefill_fits.sel(prefill_batch=1)
+                                               & ds.within_budget)
+    return float(t.min()) if bool(t.notnull().any()) else math.inf
+
+
+def _smallest_fitting(req: _Request) -> tuple[int, str] | None:
+    """Fewest devices of any layout holding weights + batch-1 KV (isl + osl) and a prefill."""
+    space = full_space().with_(dp=(1,))
+    common: dict[str, Any] = dict(space=space, hardware=req.hardware, family=req.family,
+                                  efficiency=req.efficiency)
+    dec = evaluate(req.model, _workload("decode", req.dtype, batch=1, s_kv=req.isl + req.osl),
+                   **common)
+    pre = evaluate(req.model, _workload("prefill", req.dtype, batch=1, s_kv=req.isl), **common)
+    ok = (dec.fits & pre.fits).squeeze(list(HW_KNOBS))
+    if not bool(ok.any()):
+        return None
+    n = dec.n_devices.where(ok)
+    best = n.stack(_layout=PARALLEL_DIMS)
+    j = int(best.fillna(np.inf).argmin("_layout"))
+    lay = dict(zip(PARALLEL_DIMS, best.indexes["_layout"][j], strict=True))
+    return int(best.values[j]), layout_label(lay)
