@@ -773,3 +773,22 @@ def test_main__fresh_install_says_it_compiles_kernels(monkeypatch, capsys):
     monkeypatch.setattr(engine, "kernels_cached", lambda *kernels: True)
     assert main(["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--top", "1"]) == 0
     assert "compiling kernels" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--model", "Llama 3.1 8B", "--gpus", "0"],
+    ["explore", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--cuda-graphs", "--mode",
+     "prefill"],
+    ["explore", "--model", "Llama 3.1 8B", "--s-kv", "1024", "--objectives", "bogus"],
+])
+def test_main__bad_input_on_a_fresh_install_is_one_line(argv, monkeypatch, capsys):
+    """The compile notice is printed just before the first kernel runs, so bad input found
+    before that stays one line on a fresh install (it used to be preceded by the notice)."""
+    from simcore.engine import core as engine
+    from simcore.kernels import _numba
+
+    monkeypatch.setattr(engine, "kernels_cached", lambda *kernels: False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "error" in err[0], err
+    assert _numba._BEFORE_FIRST_CALL == []  # main drops the notice it never needed

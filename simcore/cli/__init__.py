@@ -151,13 +151,14 @@ def _main(argv: list[str]) -> int:
                              prog=prog)
         args.argv = argv  # the command line, for "rerun ... to resume" messages
         if args.command in _COMPUTING:
-            from ..engine.core import FIRST_CALL_KERNELS, kernels_cached
+            from ..engine.core import FIRST_CALL_KERNELS, notice_before_compiling
 
             first = FIRST_CALL_KERNELS.get(args.command) or FIRST_CALL_KERNELS[
                 "train" if getattr(args, "mode", "") == "train" else "inference"]
-            if not kernels_cached(first):
-                print(f"simcore: compiling kernels (once, ~{_COMPUTING[args.command]} s)",
-                      file=sys.stderr)
+            seconds = _COMPUTING[args.command]
+            notice_before_compiling(first, lambda: print(
+                f"simcore: compiling kernels (once, ~{seconds} s)", file=sys.stderr,
+                flush=True))
         return int(args.func(args) or 0)
     except ParserExit as exc:  # --help, --version
         return exc.status
@@ -187,3 +188,6 @@ def _main(argv: list[str]) -> int:
         print(f"{prog}: internal error (a bug, please report): {type(exc).__name__}: "
               f"{_one_line(exc)}", file=sys.stderr)
         return 70
+    finally:
+        if "simcore.kernels._numba" in sys.modules:  # a notice this command never needed
+            sys.modules["simcore.kernels._numba"]._BEFORE_FIRST_CALL.clear()

@@ -91,6 +91,16 @@ def kernels_cached(kernels: Sequence[str] = FIRST_CALL_KERNELS["inference"]) -> 
     return True
 
 
+def notice_before_compiling(kernels: Sequence[str], notice: Any) -> None:
+    """Call ``notice()`` just before the first kernel runs, if ``kernels`` are not in the
+    on-disk cache (their first call then compiles them); nothing if they are. Input errors
+    found before any kernel runs are therefore not preceded by the notice."""
+    from ..kernels import _numba
+
+    if not kernels_cached(kernels):
+        _numba.before_first_call(notice)
+
+
 def _has_index(folder: str, name: str, stamp: Any) -> bool:
     """Whether ``folder`` holds a cache index of kernel ``name`` for this CPU and stamp."""
     import os

@@ -126,6 +126,22 @@ def _function_cache(py_func: Any) -> Any:
     return cache
 
 
+#: callbacks run once, just before the process's first call of a kernel from Python (the
+#: CLI's "compiling kernels" notice: printed when compiling is about to start, so a bad
+#: input found before any kernel runs stays one line)
+_BEFORE_FIRST_CALL: list[Any] = []
+
+
+def before_first_call(callback: Any) -> None:
+    """Run ``callback()`` once, just before the next call of any kernel from Python."""
+    _BEFORE_FIRST_CALL.append(callback)
+
+
+def _run_first_call_hooks() -> None:
+    while _BEFORE_FIRST_CALL:
+        _BEFORE_FIRST_CALL.pop(0)()
+
+
 class Kernel(CPUDispatcher):
     """A numba dispatcher whose own compilations serve only calls from other kernels
     (no Python / C entry point, not cached); calls from Python go to :attr:`public`."""
@@ -149,6 +165,8 @@ class Kernel(CPUDispatcher):
         return dispatcher
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _BEFORE_FIRST_CALL:
+            _run_first_call_hooks()
         return self.public(*args, **kwargs)
 
 
