@@ -69,6 +69,12 @@ REFUSED: list[tuple[list[str], int, str]] = [
     ([*SMALL, "--gpus", "2", "--out", "."], 2, "argument --out: cannot write '.': it is a folder"),
     ([*SMALL, "--gpus", "2", "--plot", "/no/such/folder/p.png"], 2, "argument --plot: cannot write"),
     ([*SMALL, "--gpus", "2", "--plot", "p.txt"], 2, "argument --plot: expected a name ending in"),
+    # item 13: --out and --plot naming one file (the rows would be replaced by the picture)
+    ([*SMALL, "--gpus", "2", "--out", "x.png", "--plot", "x.png"], 2,
+     "--out and --plot both name 'x.png', so one would overwrite the other; pass a different "
+     "file to --plot, e.g. --plot x_plot.png"),
+    ([*SMALL, "--gpus", "2", "--out", "./x.svg", "--plot", "x.svg"], 2,
+     "--out and --plot both name 'x.svg'"),
 ]
 
 
@@ -155,3 +161,12 @@ def test_main__serving_failed_out_write_keeps_the_rows_on_stdout(monkeypatch, tm
                            "cannot write 'rows.csv' (No space left on device"), line
     assert cap.out.startswith("mode,layout,") and len(cap.out.splitlines()) > 1
     assert _files(tmp_path) == []
+
+
+def test_main__serving_out_and_plot_through_a_symlink_refused(no_compute, tmp_path, capsys):
+    (tmp_path / "real.png").write_bytes(b"old")
+    (tmp_path / "link.png").symlink_to(tmp_path / "real.png")
+    assert main([*SMALL, "--gpus", "2", "--out", "real.png", "--plot", "link.png"]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--out and --plot both name 'real.png'" in line
+    assert (tmp_path / "real.png").read_bytes() == b"old"  # nothing written

@@ -2,7 +2,9 @@
 
 :func:`add_arguments` declares the options (with the shared converters of
 :mod:`simcore.cli.options`: ``--out`` and ``--plot`` must name a writable folder, checked
-while parsing, before anything is computed); :func:`run` plans, prints the header
+while parsing, and must not name one file, checked by
+:func:`~simcore.cli.output.refuse_shared_paths`; all before anything is computed);
+:func:`run` plans, prints the header
 (:func:`~simcore.studies.serving.summary_lines`) and the rows, then writes the files.
 Bad input raises a :class:`~simcore.errors.SimcoreInputError` (exit 2, one line, from
 :func:`simcore.cli.main`); "nothing meets the budget or the limits" is a result: exit 1,
@@ -18,6 +20,7 @@ from typing import Any
 from ..errors import SimcoreInputError
 from ..model.presets import HARDWARE_FAMILIES, PRESETS
 from .options import FORMATS, OptionError, output_file, plot_file, positive_float, positive_int
+from .output import refuse_shared_paths
 
 __all__ = ["add_arguments", "add_parser", "run"]
 
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     (one line on stderr); bad input raises a :class:`~simcore.errors.SimcoreInputError`."""
     from ..studies import serving
 
+    refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
     try:
         result = _plan(args)
     except serving.InfeasibleError as exc:  # a result, not bad input
