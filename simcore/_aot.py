@@ -32,11 +32,16 @@ def main() -> int:
     from .cli import main as cli
     from .engine import core as engine
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        for argv in (["evaluate"], ["evaluate", "--mode", "train"]):
+    small = ["--model", "Llama 3.1 8B"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for argv in (["evaluate"], ["evaluate", "--mode", "train"],
+                     ["explore", *small, "--s-kv", "4096", "--depth", "two_stage",
+                      "--no-progress"],
+                     ["serving", *small, "--family", "H100-SXM", "--gpus", "8", "--isl", "1000",
+                      "--osl", "200"]):
             cli(argv)
     predict("Llama 3.1 8B", Workload("decode", s_kv=8192), {"tp": 2}, family="H100-SXM")
-    kernels = {k for mode in ("inference", "train") for k in engine.FIRST_CALL_KERNELS[mode]}
+    kernels = {k for names in engine.FIRST_CALL_KERNELS.values() for k in names}
     return 0 if engine.kernels_cached(tuple(sorted(kernels))) else 1
 
 
