@@ -66,6 +66,12 @@ FIRST_CALL_KERNELS: dict[str, tuple[str, ...]] = {
     "train": ("training._layout_coeffs", "inference.point_one"),
     "validate": ("inference._layout_coeffs", "training._layout_coeffs",
                  "inference.evaluate_grid"),
+    "explore": ("inference._layout_coeffs", "inference.evaluate_grid", "inference.fused_best",
+                "pareto.pareto_mask_sorted"),
+    "compare": ("inference._layout_coeffs", "inference.fused_best"),
+    "serving": ("inference._layout_coeffs", "inference.evaluate_grid",
+                "pareto.pareto_mask_sorted"),
+    "tune": ("training._layout_coeffs", "inference.evaluate_grid"),
 }
 
 
