@@ -69,8 +69,9 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                         "names: " + ", ".join(_FACTORS))
     p.add_argument("--strict", action="store_true",
                    help=f"exit 1 when the targets fail (mean |error| over "
-                        f"{MEAN_ERROR_THRESHOLD:.0%} or a point over "
-                        f"{POINT_ERROR_THRESHOLD:.0%}), as CI gates do; default: report, exit 0")
+                        f"{100 * MEAN_ERROR_THRESHOLD:.0f}%% or a point over "
+                        f"{100 * POINT_ERROR_THRESHOLD:.0f}%%), as CI gates do; default: "
+                        "report, exit 0")
     p.add_argument("--no-loso", action="store_true",
                    help="skip the leave-one-source-out refit (about 10-60 s)")
     p.add_argument("--unmodelled", action="store_true",

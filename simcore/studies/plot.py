@@ -218,8 +218,8 @@ def _objective_points(ax: Any, x: Any, y: Any, n: Any, fx: Any, fy: Any, fn: Any
                    label=f"{count} devices ({int(mine.sum())} candidates)")
     ax.step(fx, fy, where="post", color="k", lw=1.5, label=f"Pareto frontier ({len(fx)})")
     ax.scatter(fx, fy, facecolors="none", edgecolors="k", s=60)
-    for i in np.flatnonzero(np.r_[True, fn[1:] != fn[:-1]]):
-        ax.annotate(f"{int(fn[i])} devices", (fx[i], fy[i]), textcoords="offset points",
+    for j in np.flatnonzero(np.r_[True, fn[1:] != fn[:-1]]):  # where the count changes
+        ax.annotate(f"{int(fn[j])} devices", (fx[j], fy[j]), textcoords="offset points",
                     xytext=(4, 6), fontsize=8)
 
 
