@@ -20,7 +20,7 @@ import xarray as xr
 
 from .errors import SimcoreInputError
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "check_json_value", "check_room",
+__all__ = ["InputFileError", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "check_json_value", "check_room",
            "first_non_finite", "load_dataset", "read_input_bytes", "read_json_file",
            "save_dataset", "storable", "write_bytes_atomic", "write_files_atomic"]
 
@@ -233,14 +233,24 @@ def load_dataset(path: str | os.PathLike[str]) -> xr.Dataset:
                                 "save it again with simcore.io.save_dataset") from None
 
 
+class InputFileError(SimcoreInputError):
+    """An input path that is not a regular file of a readable size: ``path`` and ``why``
+    (``"is a folder, not a file"``) say which and why, the message adds what to pass."""
+
+    def __init__(self, path: str, why: str, fix: str) -> None:
+        super().__init__(f"{path!r} {why}; {fix}")
+        self.path, self.why = path, why
+
+
 def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file ``path``, refused without blocking otherwise.
 
     A FIFO, a socket or a device would block ``open`` or a read forever, and a folder
     fails with ``IsADirectoryError``: the file is opened non-blocking and anything but a
-    regular file (after symlinks) raises a :class:`~simcore.errors.SimcoreInputError`, as
-    does a file over ``limit`` bytes. A missing file raises ``FileNotFoundError``; other
-    ``OSError`` (no permission) propagate.
+    regular file (after symlinks) raises an :class:`InputFileError` (a
+    :class:`~simcore.errors.SimcoreInputError`), as does a file over ``limit`` bytes. A
+    missing file raises ``FileNotFoundError``; other ``OSError`` (no permission)
+    propagate.
 
     Examples
     --------
@@ -251,11 +261,12 @@ def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYT
     ...     try:
     ...         read_input_bytes(d)
     ...     except ValueError as exc:
-    ...         print(str(exc).split(" is ", 1)[1])
+    ...         print(exc.why)
     b'{}'
-    a folder, not a file; pass the path of a file
+    is a folder, not a file
     """
     name = os.fspath(path)
+    fix = "pass the path of a file"
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     try:
         st = os.fstat(fd)
@@ -263,10 +274,11 @@ def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYT
             kind = ("a folder" if stat.S_ISDIR(st.st_mode) else
                     "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
                     "a socket" if stat.S_ISSOCK(st.st_mode) else "a device or special file")
-            raise SimcoreInputError(f"{name!r} is {kind}, not a file; pass the path of a file")
+            raise InputFileError(name, f"is {kind}, not a file", fix)
+        too_big = f"is more than the {limit:,} bytes simcore reads"
         if st.st_size > limit:
-            raise SimcoreInputError(f"{name!r} is {st.st_size:,} bytes, more than the "
-                                    f"{limit:,} simcore reads; pass a smaller file")
+            raise InputFileError(name, f"is {st.st_size:,} bytes, more than the {limit:,} "
+                                       "simcore reads", "pass a smaller file")
         chunks, size = [], 0
         while True:  # a file still growing is cut off at the limit too
             chunk = os.read(fd, min(1 << 20, limit + 1 - size))
@@ -275,8 +287,7 @@ def read_input_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYT
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:
-                raise SimcoreInputError(f"{name!r} is more than the {limit:,} bytes simcore "
-                                        "reads; pass a smaller file")
+                raise InputFileError(name, too_big, "pass a smaller file")
         return b"".join(chunks)
     finally:
         os.close(fd)

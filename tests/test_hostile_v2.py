@@ -20,14 +20,18 @@ import pytest
 from test_hostile import _files, _one_line
 
 import simcore.io
+from simcore import Workload
 from simcore.autotune import AutotuneConfig, rank
 from simcore.autotune.config import AutotuneConfigError, load_ds_config
 from simcore.autotune.runners import MalformedExperimentWarning
 from simcore.cli import main
 from simcore.cli.output import refuse_shared_paths
+from simcore.engine.evaluate import evaluate, evaluate_best
 from simcore.errors import SimcoreInputError
 
 SMALL = ["--model", "Llama 3.1 8B", "--s-kv", "4096"]
+WL = Workload("decode", s_kv=4096)
+TINY = {"tp": (1, 2)}
 EXPLORE = ["explore", *SMALL, "--depth", "two_stage", "--no-progress"]
 COMPARE = ["compare", "H100-SXM", "B200", "--model", "Llama 3.1 8B", "--s-kv", "4096"]
 
@@ -310,3 +314,155 @@ def test_api__rank_with_a_fifo_metrics_returns_the_good_trial(tmp_path, _no_hang
         result = rank(tmp_path / "r", metric="latency", out_dir=tmp_path / "out")
     assert result.best.name == "z1_gas1_tmbspg1"
     _strict_json((tmp_path / "out" / "ds_config_optimal.json").read_text())
+
+
+# --- items 3, 10: cost models that overflow or price nothing -----------------------------
+
+#: file name -> text
+COST_MODELS: dict[str, str] = {
+    "overflow.toml": "[knobs.bw_hbm_gbs]\nexponent = 1000\n",
+    "overflow_w.toml": "[knobs.peak_tflops_f16]\nw_exponent = 2000\n",
+    "overflow_total.toml": "base_usd = 1e307\n",
+    "overflow.json": '{"knobs": {"pe_hbm_gb": {"usd_per_unit": 1e306, "exponent": 3}}}',
+    "replace_only.toml": "replace = true\n",
+}
+
+
+def _no_sweep(monkeypatch):
+    """Make any sweep fail loudly: a refusal must come before it."""
+    import simcore.studies.codesign as codesign
+
+    def computed(*a, **k):
+        raise AssertionError("the sweep ran before the refusal")
+
+    monkeypatch.setattr(codesign, "reduce_best", computed)
+
+
+#: (argv, exit code, the one line's substring); --depth balanced doubles every knob
+BALANCED = [*EXPLORE[:-3], "--depth", "balanced", "--no-progress"]
+COST_ARGV: list[tuple[list[str], int, str]] = [
+    ([*BALANCED, "--cost-model", "overflow.toml"], 2,
+     "the price of knobs.bw_hbm_gbs overflows to inf at bw_hbm_gbs=8000 (exponent 1000); "
+     "pass a smaller knobs.bw_hbm_gbs.exponent"),
+    ([*BALANCED, "--cost-model", "overflow_w.toml"], 2,
+     "the power of knobs.peak_tflops_f16 overflows to inf"),
+    ([*EXPLORE, "--cost-model", "overflow_total.toml"], 2,
+     "the total price over 256 devices overflows to inf (1e+307 per device); pass smaller "
+     "values of base_usd"),
+    ([*BALANCED, "--cost-model", "overflow.json"], 2, "knobs.pe_hbm_gb.exponent"),
+    ([*BALANCED, "--objectives", "latency,power_w", "--cost-model", "overflow_w.toml"], 2,
+     "overflows to inf"),
+    ([*EXPLORE, "--cost-model", "fifo.toml"], 2,
+     "cost model 'fifo.toml': cannot read it: it is a FIFO (named pipe)"),
+    ([*EXPLORE, "--cost-model", "folder.toml"], 2, "it is a folder, not a file"),
+    ([*EXPLORE, "--cost-model", "deep.json"], 2, "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "names"), COST_ARGV, ids=[a[-1] + " " + a[-4]
+                                                                    for a, *_ in COST_ARGV])
+def test_main__hostile_cost_models(argv, code, names, tmp_path, capsys, monkeypatch, _no_hang):
+    _no_sweep(monkeypatch)
+    for name, text in COST_MODELS.items():
+        (tmp_path / name).write_text(text)
+    _make(tmp_path / "fifo.toml", "fifo")
+    _make(tmp_path / "folder.toml", "folder")
+    _make(tmp_path / "deep.json", "deep")
+    assert main(argv) == code
+    cap = capsys.readouterr()
+    assert names in _one_line(cap.err, "simcore explore: error: ")
+    assert cap.out == "" and "inf" not in cap.out
+
+
+def test_main__cost_model_replace_only_prices_nothing(tmp_path, capsys):
+    """Item 10: ``replace = true`` alone starts from an empty model, so every device costs
+    $0 and 0 W: the right answer, in every row (it was an IndexError traceback)."""
+    (tmp_path / "r.toml").write_text(COST_MODELS["replace_only.toml"])
+    assert main([*BALANCED, "--cost-model", "r.toml", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["cost_usd"] == 0 and r["power_w"] == 0 for r in rows)
+
+
+def test_api__cost_models():
+    from simcore.hardware.costmodel import CostModel, KnobCost, add_costs
+    from simcore.studies.codesign import joint_explore
+
+    m = CostModel(knobs=(KnobCost("bw_hbm_gbs", 1500.0, exponent=1000, ref=3.35),), name="m")
+    m.check_finite({"bw_hbm_gbs": 3350.0})  # at the reference: fine
+    with pytest.raises(SimcoreInputError, match=r"knobs\.bw_hbm_gbs overflows to inf"):
+        m.check_finite({"bw_hbm_gbs": [3350.0, 10_000.0]})
+    with pytest.raises(SimcoreInputError, match=r"knobs\.bw_hbm_gbs\.exponent"):
+        joint_explore("Llama 3.1 8B", s_kv=4096, depth="balanced", space={"tp": (1, 2)},
+                      cost_model={"knobs": {"bw_hbm_gbs": {"exponent": 1000}}})
+    r = joint_explore("Llama 3.1 8B", s_kv=4096, depth="balanced", space={"tp": (1, 2)},
+                      cost_model={"replace": True})
+    assert r.pareto_scores and all(s.cost_usd == 0 for s in r.all_scores)
+    ds = r.dataset.drop_vars(["cost_usd", "power_w", "cost_usd_per_device",
+                              "power_w_per_device", "tokens_per_s_per_gpu"])
+    out = add_costs(ds, CostModel(knobs=(KnobCost("pe_hbm_gb", 10.0, ref=80.0),)))
+    assert out.cost_usd_per_device.dims == out.cost_score.dims  # every knob dim
+
+
+# --- item 12: batch x s_kv sweeps beyond memory are refused up front ----------------------
+
+BATCHES = list(range(1, 101))
+S_KVS = list(range(1024, 1024 + 64 * 100, 64))
+
+
+def _count_prepares(monkeypatch, module):
+    import simcore.engine.core as core
+
+    calls = []
+    real = core.prepare
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(module, "prepare", counted)
+    return calls
+
+
+SWEEP_API: dict[str, Any] = {
+    "evaluate in memory": lambda: evaluate("Llama 3.1 8B", WL, batch=BATCHES, s_kv=S_KVS),
+    "evaluate lazy": lambda: evaluate("Llama 3.1 8B", WL, batch=BATCHES, s_kv=S_KVS, chunks=1),
+    "evaluate_best": lambda: evaluate_best("Llama 3.1 8B", WL, batch=BATCHES, s_kv=S_KVS),
+    "evaluate_best full space": lambda: evaluate_best("Llama 3.1 8B", WL, batch=BATCHES,
+                                                      s_kv=S_KVS[:10], space="full"),
+}
+
+
+@pytest.mark.parametrize("case", list(SWEEP_API), ids=list(SWEEP_API))
+def test_api__sweep_beyond_memory_refused_after_one_prepare(case, monkeypatch):
+    import simcore.engine.chunks as chunks_mod
+    import simcore.engine.evaluate as ev
+
+    monkeypatch.setattr(chunks_mod, "available_memory", lambda: 1_000_000_000)  # 1 GB
+    calls = _count_prepares(monkeypatch, ev)
+    with pytest.raises(SimcoreInputError) as info:
+        SWEEP_API[case]()
+    msg = str(info.value)
+    assert "GB of memory, 1.0 GB are available" in msg and "sweep fewer batch / s_kv" in msg
+    assert ("or the reduced space" in msg) == ("full" in case)
+    assert len(calls) == 1 and "\n" not in msg
+
+
+def test_api__sweep_within_memory_runs(monkeypatch):
+    import simcore.engine.chunks as chunks_mod
+
+    monkeypatch.setattr(chunks_mod, "available_memory", lambda: 1_000_000_000)
+    r = evaluate_best("Llama 3.1 8B", WL, batch=[1, 8], s_kv=[1024, 2048], space=TINY)
+    assert dict(r.latency_ns.sizes)["batch"] == 2
+
+
+def test_main__evaluate_sweep_beyond_memory_exits_2(monkeypatch, capsys):
+    import simcore.engine.chunks as chunks_mod
+
+    monkeypatch.setattr(chunks_mod, "available_memory", lambda: 1_000_000_000)
+    argv = ["evaluate", "--model", "Llama 3.1 8B", "--space", "full",
+            "--batch", ",".join(map(str, BATCHES)), "--s-kv", ",".join(map(str, S_KVS))]
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    line = _one_line(cap.err, "simcore evaluate: error: --s-kv / --batch: 100 s_kv x 100 batch")
+    assert "pass fewer --s-kv / --batch values" in line and "--space reduced" in line
+    assert cap.out == ""

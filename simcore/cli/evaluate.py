@@ -69,8 +69,19 @@ def run(args: argparse.Namespace) -> int:
     # one hardware point: the engine's rows (Prepared.top_rows, the rows of
     # metrics.top_points over evaluate) without building a Dataset (no xarray import)
     sweep_dims, wls = workload_points(wl, **sweep)
-    preps = [prepare(model, w, space=args.space, family=fam, hardware=fam.hardware, **budget)
-             for w in wls]
+    kw = dict(space=args.space, family=fam, hardware=fam.hardware, **budget)
+    preps = [prepare(model, wls[0], **kw)]
+    if len(wls) > 1:  # every point's coefficients are kept: refuse a sweep beyond memory
+        from ..engine.chunks import check_sweep_memory
+
+        shape = " x ".join(f"{len(v):,} {d}" for d, v in sweep_dims.items())
+        check_sweep_memory(
+            preps[0], len(wls), result_bytes=2000.0 * len(wls) * args.top,
+            what=f"--s-kv / --batch: {shape} = {len(wls):,} points of "
+                 f"{preps[0].space.size:,} layouts",
+            advice="pass fewer --s-kv / --batch values (e.g. one run per --s-kv value)"
+                   + (" or --space reduced" if args.space != "reduced" else ""))
+    preps += [prepare(model, w, **kw) for w in wls[1:]]
     try:
         check_budget(preps)
     except DeviceBudgetError as exc:

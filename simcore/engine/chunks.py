@@ -52,8 +52,9 @@ from .metrics import Metric
 from .space import CHOICES
 
 __all__ = ["BYTES_PER_HW_POINT", "EVALS_PER_SECOND", "STORE_FORMAT", "available_memory",
-           "check_fits_in_memory", "StoreMismatchError", "assemble_best", "chunk_checksum",
-           "default_chunk_size", "fingerprint", "hw_chunks", "reduce_best"]
+           "check_fits_in_memory", "check_sweep_memory", "StoreMismatchError", "assemble_best",
+           "chunk_checksum", "default_chunk_size", "fingerprint", "hw_chunks", "prepared_bytes",
+           "reduce_best"]
 
 
 class StoreMismatchError(SimcoreInputError):
@@ -98,7 +99,7 @@ BYTES_PER_HW_POINT = 400
 
 def available_memory() -> int | None:
     """Bytes of memory this process can still get (MemAvailable, capped by a cgroup
-    limit); None where that cannot be told."""
+    limit and by an address-space limit, ``ulimit -v``); None where that cannot be told."""
     avail: int | None = None
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
@@ -119,7 +120,28 @@ def available_memory() -> int | None:
             avail = left if avail is None else min(avail, left)
     except (OSError, ValueError):
         pass
+    room = _address_space_left()
+    if room is not None:
+        avail = room if avail is None else min(avail, room)
     return avail
+
+
+def _address_space_left() -> int | None:
+    """Bytes left under an address-space limit (``ulimit -v``, RLIMIT_AS): the limit less
+    this process's virtual size; None without a limit or where it cannot be told."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return max(0, soft - int(line.split()[1]) * 1024)
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _gb(n: float) -> str:
@@ -146,6 +168,24 @@ def check_fits_in_memory(need_bytes: float, what: str, advice: str, *,
         f"{_duration(n_evals / EVALS_PER_SECOND)}")
     raise SimcoreInputError(f"{what} needs about {_gb(need_bytes)} of memory, {_gb(avail)} "
                             f"are available{took}; {advice}")
+
+
+def prepared_bytes(p: Prepared) -> int:
+    """Bytes one prepared point holds: its per-layout coefficients, layout table and knob
+    values (what every point of a batch / s_kv sweep keeps while the sweep runs)."""
+    return int(p.coeffs.nbytes + p.layouts.nbytes + sum(v.nbytes for v in p.knobs.values()))
+
+
+def check_sweep_memory(p: Prepared, n_points: int, *, result_bytes: float, what: str,
+                       advice: str) -> None:
+    """Refuse (a :class:`~simcore.errors.SimcoreInputError`: ``what`` needs about N GB,
+    M GB are available; ``advice``) a sweep of ``n_points`` workload points whose other
+    prepared points (as large as ``p``, the first, already built) and ``result_bytes`` of
+    results would not fit in the memory available now: called after preparing the first
+    point, before the others, so a sweep too large is refused in about a second instead
+    of failing with MemoryError minutes later."""
+    need = (n_points - 1) * prepared_bytes(p) + result_bytes
+    check_fits_in_memory(need, what, advice)
 
 
 # --- storage --------------------------------------------------------------------------------

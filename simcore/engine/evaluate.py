@@ -15,6 +15,7 @@ scalar ``batch`` / ``s_kv`` only replaces the workload's value, with today's sha
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -26,8 +27,9 @@ from ..errors import SimcoreInputError
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 from ..options import OPTIONS
 from .chunks import (
+    BYTES_PER_HW_POINT,
     assemble_best,
-    check_fits_in_memory,
+    check_sweep_memory,
     default_chunk_size,
     hw_chunks,
     reduce_best,
@@ -46,7 +48,7 @@ from .core import (
 )
 from .labels import dataset, space_coords, var_attrs, variable
 from .metrics import Metric
-from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, workload_points
+from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, get_space, workload_points
 
 __all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
            "UNITS", "WORKLOAD_DIMS", "assemble_best", "default_chunk_size", "fused_metric",
@@ -203,24 +205,56 @@ def evaluate(
     True
     """
     dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
-    preps = [prepare(model, w, space=space, hardware=hardware, family=family,
-                     efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus) for w in wls]
-    check_budget(preps)
-    p = preps[0]
-    n_points = len(preps) * p.n_hw * p.space.size
+    kw: dict[str, Any] = dict(space=space, hardware=hardware, family=family,
+                              efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
+    p = prepare(model, wls[0], **kw)
+    n_points = len(wls) * p.n_hw * p.space.size
     if chunks is None and n_points > OPTIONS["auto_chunk_points"]:
         chunks = auto_chunks(p)
-    if chunks is None:
-        sweep = f" x {len(preps):,} batch/s_kv points" if dims else ""
-        check_fits_in_memory(
-            8.0 * len(OUTPUT_NAMES) * n_points,
-            f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts{sweep}",
-            "pass chunks= for a lazy dask-backed result, or use evaluate_best (the best "
-            "layout per hardware point, streamed)")
     if chunks is not None:
         chunks = _check_chunks(chunks)
+    _check_sweep_memory(p, dims, fused=False, in_memory=chunks is None)
+    preps = [p, *(prepare(model, w, **kw) for w in wls[1:])]
+    check_budget(preps)
     parts = [_labelled(q, chunks) for q in preps]
     return stack_points(parts, dims, same=("n_devices",)) if dims else parts[0]
+
+
+def _check_sweep_memory(p: Prepared, dims: Mapping[str, Sequence[int]], *, fused: bool,
+                        in_memory: bool) -> None:
+    """Refuse, before the sweep's other points are prepared, a sweep over ``dims`` (the
+    batch / s_kv values) whose prepared points and results would not fit in memory.
+
+    ``p`` is the sweep's first point; every point holds as much
+    (:func:`~simcore.engine.chunks.prepared_bytes`) while the sweep runs. The results: the
+    full tensor (``in_memory``, twice over a sweep: the points and their stack), nothing
+    for a lazy result, or the best layouts (``fused``, twice over a sweep; one point alone
+    is checked by :func:`~simcore.engine.chunks.reduce_best`)."""
+    if not dims and (fused or not in_memory):
+        return
+    n = math.prod(len(v) for v in dims.values()) if dims else 1
+    stack = 2 if dims else 1
+    if fused:
+        out_bytes = float(p.n_hw * BYTES_PER_HW_POINT)
+    else:
+        out_bytes = 8.0 * len(OUTPUT_NAMES) * p.n_hw * p.space.size if in_memory else 0.0
+    sweep = " x ".join(f"{len(v):,} {d}" for d, v in dims.items())
+    fewer = (f"sweep fewer batch / s_kv values ({sweep} = {n:,} points; e.g. one call per "
+             "s_kv value)")
+    if p.space.size > get_space("reduced", p.workload.mode).size:
+        fewer += " or the reduced space"
+    if not fused and in_memory:
+        what = (f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts"
+                + (f" x {n:,} batch/s_kv points" if dims else ""))
+        advice = ("pass chunks= for a lazy dask-backed result, or use evaluate_best (the best "
+                  "layout per hardware point, streamed)")
+        if dims:
+            advice = f"{fewer}, pass chunks= for a lazy result, or use evaluate_best"
+    else:
+        what = (f"{'evaluate_best' if fused else 'evaluate'} over {n:,} batch/s_kv points of "
+                f"{p.space.size:,} layouts x {p.n_hw:,} hardware points")
+        advice = fewer
+    check_sweep_memory(p, n, result_bytes=n * stack * out_bytes, what=what, advice=advice)
 
 
 def _labelled(p: Prepared, chunks: int | dict[str, int] | None) -> xr.Dataset:
@@ -344,8 +378,11 @@ def evaluate_best(
     True
     """
     dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
-    preps = [prepare(model, w, space=space, hardware=hardware, family=family,
-                     efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus) for w in wls]
+    kw: dict[str, Any] = dict(space=space, hardware=hardware, family=family,
+                              efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
+    first = prepare(model, wls[0], **kw)
+    _check_sweep_memory(first, dims, fused=True, in_memory=True)
+    preps = [first, *(prepare(model, w, **kw) for w in wls[1:])]
     check_budget(preps)
     parts = [best_of_prepared(q, metric=metric, chunk_size=chunk_size, progress=progress)
              for q in preps]

@@ -90,6 +90,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import SimcoreInputError
 from ..model.specs import HW_KNOBS
 
@@ -237,6 +239,51 @@ class CostModel:
             total = total + t.watts(knobs[t.knob])
         return total
 
+    def check_finite(self, knobs: Mapping[str, Any], *, n_devices: float = 1.0) -> None:
+        """Refuse a model whose price or power overflows to ``inf`` on ``knobs`` (knob ->
+        the values it takes: a number, a sequence, an array or a DataArray), totals over up
+        to ``n_devices`` devices included, with a :class:`~simcore.errors.SimcoreInputError`
+        naming the term's key (``knobs.bw_hbm_gbs.exponent``) and what to pass instead.
+
+        Each term grows with its knob, so it is evaluated at the knob's largest value
+        only: cheap enough to run before any sweep.
+
+        Examples
+        --------
+        >>> m = CostModel(knobs=(KnobCost("bw_hbm_gbs", 1500.0, exponent=1000, ref=3.35),))
+        >>> m.check_finite({"bw_hbm_gbs": [3350.0]})  # at the reference: 1500 x 3.35
+        >>> try:
+        ...     m.check_finite({"bw_hbm_gbs": [3350.0, 8000.0]})
+        ... except ValueError as exc:
+        ...     print(str(exc).split(";")[0])
+        cost model 'custom': the price of knobs.bw_hbm_gbs overflows to inf at bw_hbm_gbs=8000 (exponent 1000)
+        """
+        total = {"price": float(self.base_usd), "power": float(self.base_w)}
+        for t in self.knobs:
+            if t.knob not in knobs:
+                continue
+            x = float(np.max(np.asarray(knobs[t.knob], dtype=float)))
+            for what, per_unit, exponent, key, field_ in (
+                    ("price", t.usd_per_unit, t.exponent, "exponent", "usd_per_unit"),
+                    ("power", t.w_per_unit, t.w_exponent, "w_exponent", "w_per_unit")):
+                with np.errstate(over="ignore"):
+                    value = float(t._term(np.float64(x), per_unit, exponent))
+                if not math.isfinite(value):
+                    fix = key if exponent != 1.0 else field_
+                    raise SimcoreInputError(
+                        f"cost model {self.name!r}: the {what} of knobs.{t.knob} overflows to "
+                        f"inf at {t.knob}={x:g} ({key} {exponent:g}); pass a smaller "
+                        f"knobs.{t.knob}.{fix} (the term is {field_} x ref x (x / ref) ** "
+                        f"{key})")
+                total[what] += value
+        for what, value in total.items():
+            if not math.isfinite(value * max(float(n_devices), 1.0)):
+                keys = "base_usd, knobs.*.usd_per_unit" if what == "price" else \
+                    "base_w, knobs.*.w_per_unit"
+                raise SimcoreInputError(
+                    f"cost model {self.name!r}: the total {what} over {n_devices:g} devices "
+                    f"overflows to inf ({value:.3g} per device); pass smaller values of {keys}")
+
     def breakdown(self, knobs: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One row per term (base first): knob, usd, w, source."""
         rows = [{"knob": "base", "usd": self.base_usd, "w": self.base_w, "source": self.source}]
@@ -312,12 +359,17 @@ def load_cost_model(path: str | os.PathLike[str]) -> CostModel:
     Unreadable files, bad syntax, unknown knobs or keys and negative prices raise
     :class:`~simcore.errors.SimcoreInputError` naming the file.
     """
+    from ..io import InputFileError, read_input_bytes
+
     p = Path(path)
-    try:
-        text = p.read_bytes()
+    try:  # a regular file only: a FIFO would block forever
+        text = read_input_bytes(p)
     except OSError as exc:
         raise SimcoreInputError(f"cost model {str(p)!r}: cannot read it: "
                                 f"{exc.strerror or exc}") from None
+    except InputFileError as exc:
+        raise SimcoreInputError(f"cost model {str(p)!r}: cannot read it: it {exc.why}; pass "
+                                "a TOML or JSON file") from None
     try:
         if p.suffix.lower() == ".json":
             data = json.loads(text.decode("utf-8"))
@@ -326,6 +378,9 @@ def load_cost_model(path: str | os.PathLike[str]) -> CostModel:
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "JSON" if p.suffix.lower() == ".json" else "TOML"
         raise SimcoreInputError(f"cost model {str(p)!r}: not valid {kind}: {exc}") from None
+    except RecursionError:
+        raise SimcoreInputError(f"cost model {str(p)!r}: nested too deeply; a cost model "
+                                "nests two levels ([knobs.NAME])") from None
     model = CostModel.from_dict(data, where=f"cost model {str(p)!r}")
     if "name" not in data:
         model = replace(model, name=p.stem)
@@ -368,12 +423,20 @@ def add_costs(ds: Any, cost_model: CostModel | None = None, *, n_devices: str = 
     >>> out = add_costs(ds)
     >>> out.tokens_per_s_per_gpu.values.tolist()
     [100.0, 100.0]
+    >>> add_costs(ds, CostModel()).cost_usd_per_device.values.tolist()  # no terms: 0 $
+    [0.0, 0.0]
     """
+    import xarray as xr
+
     m = cost_model or DEFAULT_COST_MODEL
     knobs = {k: ds[k] for k in HW_KNOBS}
-    dev_usd = m.device_cost_usd(knobs)
-    dev_w = m.device_power_w(knobs)
     n = ds[n_devices]
+    n_max = float(np.nanmax(n.values)) if n.size and np.isfinite(n.values).any() else 1.0
+    m.check_finite(knobs, n_devices=n_max)  # never an inf price in the output
+    # every knob dim, even for a model without a term for some knob (or none at all)
+    grid = sum((0.0 * ds[k] for k in HW_KNOBS), start=xr.DataArray(0.0))
+    dev_usd = m.device_cost_usd(knobs) + grid
+    dev_w = m.device_power_w(knobs) + grid
     out = ds.copy()
     dims = [d for d in HW_KNOBS if d in ds.dims]
     values = {

@@ -435,7 +435,10 @@ def joint_explore(
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)
-    p = prepare(model, wl, space=space, hardware=depth_grid(depth, defaults=defaults),
+    grid = depth_grid(depth, defaults=defaults)
+    if cm is not None:  # an overflowing price is refused before the sweep, not shown as inf
+        cm.check_finite(grid, n_devices=fam.topology.n_devices)
+    p = prepare(model, wl, space=space, hardware=grid,
                 family=fam, efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
     check_explore_size(p.n_hw, p.space.size)
     check_budget([p])
