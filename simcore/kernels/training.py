@@ -541,18 +541,19 @@ def zero3_param_gathers(acc, params, g, k, tier, topo, wp, pw):
 
 
 @jit()
-def cp_ring(mp, wp, variant, cp, tp, bw, topo, tier_cp):
+def cp_ring(lay, mp, wp, tp, bw, topo, tier_cp):
     """CP ring attention per layer and micro-batch: ``(bytes, link latency ns)`` of the
     cp − 1 steps of each pass (forward KV; backward KV and dKV; again when the core is
-    recomputed), each passing the KV block (``variant`` 0, ``kv``) or Q, O and the
+    recomputed), each passing the KV block (``cp_ring_variant`` ``kv``) or Q, O and the
     softmax statistics (``qoml``). Overlapped with the attention core by the combine."""
+    cp = float(lay[LAYOUT.cp])
     if cp <= 1.0:
         return 0.0, 0.0
     rc = int(wp.recompute)
     mb = wp.micro_batch
     s = wp.s_kv
     n_ring = 4.0 if rc == 2 else (3.0 if (rc == 0 or wp.attention != 1.0) else 4.0)
-    if variant == 0:
+    if lay[LAYOUT.cp_ring_variant] == 0:
         per_step = kv_block_bytes(mp, mb, s, cp, tp, bw)
     else:
         adim = 0.5 * (mp.qk_dim + mp.v_dim)
@@ -910,8 +911,7 @@ def _train_row(lay, mp, wp, topo, out):
     if zs == 3:  # prefetched parameter all-gathers overlap the compute
         zero3_param_gathers(ovl, layer_dense, g_sh, k_sh, tier_sh, topo, wp, pw)
         zero3_param_gathers(ovl, layer_exp, f_edp, k_edp, tier_edp, topo, wp, pw)
-    out.ring_bytes, out.ring_alpha_ns = cp_ring(mp, wp, lay[LAYOUT.cp_ring_variant], fcp, ftp,
-                                                bw, topo, tier_cp)
+    out.ring_bytes, out.ring_alpha_ns = cp_ring(lay, mp, wp, ftp, bw, topo, tier_cp)
 
     lps, slots, layer_mult = pipeline_schedule(mp, fpp, m, wp.virtual_stages)
     out.pp_bytes, out.pp_alpha_ns = pipeline_p2p(act, ftp, fpp, wp.virtual_stages, m, topo,
