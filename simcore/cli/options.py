@@ -270,11 +270,14 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     """``--model`` (default :data:`~simcore.model.presets.DEFAULT_MODEL`) and ``--family``
     (default :data:`~simcore.model.presets.DEFAULT_FAMILY`)."""
     p.add_argument("--model", default=DEFAULT_MODEL, metavar="NAME|CONFIG_JSON",
-                   help=f"preset ({', '.join(PRESETS)}) or a HuggingFace config.json path or "
-                        f"folder (default: {DEFAULT_MODEL})")
+                   help=f"preset ({', '.join(PRESETS)}), catalogue id (simcore models lists "
+                        "them; model-card ids of the same shape, such as "
+                        "meta-llama/Meta-Llama-3.1-70B-Instruct, resolve to them), a "
+                        "HuggingFace config.json path or folder, or the id of a model in the "
+                        f"local Hugging Face cache (default: {DEFAULT_MODEL})")
     p.add_argument("--family", default=DEFAULT_FAMILY, metavar="FAMILY",
-                   help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} "
-                        f"(default: {DEFAULT_FAMILY})")
+                   help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (simcore families "
+                        f"compares them) (default: {DEFAULT_FAMILY})")
 
 
 def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
@@ -437,13 +440,23 @@ def add_output_options(p: argparse.ArgumentParser, *, rows: str = "the rows") ->
 # -- handing user input to the library ---------------------------------------------------
 
 def resolve_model(args: argparse.Namespace) -> Any:
-    """``--model``: a preset name, a HuggingFace config.json path or a folder holding one."""
+    """``--model``: a preset name, a catalogue id (or a model-card id of its shape), a
+    HuggingFace config.json path or a folder holding one, or an id whose config.json is
+    in the local Hugging Face cache. How a model was found, when not by its own name
+    (``Model.note``: "resolved X as catalogue Y"), is printed as a ``note:`` line with
+    the command's notes (stdout under a table, else stderr)."""
     from ..model.presets import load_model
 
     try:
-        return load_model(args.model)
+        model = load_model(args.model)
     except (ValueError, OSError) as exc:
         raise SimcoreInputError(f"--model: {exc}") from None
+    if model.note:
+        from .output import note_stream
+
+        notes = note_stream(args) if hasattr(args, "format") else sys.stderr
+        print(f"note: {model.note}", file=notes)
+    return model
 
 
 def resolve_family(args: argparse.Namespace) -> Any:

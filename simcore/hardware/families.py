@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import SpecError
+from ..model.checks import did_you_mean
 from .specs import HW_UNITS, TOPOLOGY_UNITS, Hardware, HardwareFamily, Topology
 
 __all__ = ["DEFAULT_FAMILY", "HARDWARE_FAMILIES", "TAGS", "Declared", "get_family",
-           "provenance", "read_family"]
+           "provenance", "read_family", "unknown_family"]
 
 #: How a value is known: measured (a cited measurement), datasheet (a vendor's data
 #: sheet or documentation), inferred (chosen by simcore without a direct citation).
@@ -204,10 +205,24 @@ def get_family(family: str | HardwareFamily | None) -> HardwareFamily:
     if isinstance(family, HardwareFamily):
         return family
     for name, fam in HARDWARE_FAMILIES.items():
-        if name.lower() == str(family).lower():
+        if name.lower() == str(family).strip().lower():
             return fam
-    raise SpecError(
-        f"unknown hardware family {family!r}; pass one of {list(HARDWARE_FAMILIES)}"
+    raise unknown_family(family)
+
+
+def unknown_family(family: object) -> SpecError:
+    """The one-line error of an unknown family name: the closest known names (a prefix
+    such as ``H100`` for ``H100-SXM`` first), then every known one.
+
+    Examples
+    --------
+    >>> print(unknown_family("H100"))
+    unknown hardware family 'H100'; did you mean 'H100-SXM'? Known: SiP, A100-80G, A100-40G, H100-SXM, H200 (simcore families compares them)
+    """
+    hint = did_you_mean(str(family), list(HARDWARE_FAMILIES)) if isinstance(family, str) else ""
+    return SpecError(
+        f"unknown hardware family {family!r}; {hint + ' ' if hint else ''}Known: "
+        f"{', '.join(HARDWARE_FAMILIES)} (simcore families compares them)"
     )
 
 

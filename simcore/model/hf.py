@@ -6,6 +6,10 @@ It reads the decoder-only families the catalogue ships (Llama, Mistral, Mixtral,
 DeepSeek, Gemma, Phi, GPT-OSS, Falcon, GPT-2) and refuses what simcore does not model
 (encoder-decoder configs such as T5 or BART) with one line saying what to pass instead.
 Every bad field raises :class:`~simcore.errors.SpecError` naming it.
+
+:func:`cached_hf_config` finds a model's ``config.json`` in the local Hugging Face cache
+by its id, offline (``huggingface_hub.try_to_load_from_cache``: files only, never the
+network), in the folder :func:`hf_cache_dir` names.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 from ..errors import SpecError
 from .checks import show
 
-__all__ = ["hf_model_kwargs", "read_hf_config"]
+__all__ = ["cached_hf_config", "hf_cache_dir", "hf_model_kwargs", "looks_like_hub_id",
+           "read_hf_config"]
 
 _MISSING: Any = object()
 #: Keys naming the decoder depth; a config without one at the top level is read from its
@@ -315,3 +320,85 @@ def read_hf_config(path: str) -> tuple[dict[str, Any], str]:
         return cfg, raw
     mt = cfg.get("model_type")
     return cfg, mt if isinstance(mt, str) and mt.strip() else fallback
+
+
+def hf_cache_dir() -> str:
+    """The local Hugging Face hub cache, found as ``huggingface_hub`` finds it, from the
+    environment at the time of the call: ``HF_HUB_CACHE``, else ``HUGGINGFACE_HUB_CACHE``,
+    else ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
+    ``~/.cache/huggingface/hub``.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.path.basename(hf_cache_dir()) != ""
+    True
+    """
+    env = os.environ
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return os.path.expanduser(os.path.expandvars(env[key]))
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "huggingface")
+    return os.path.join(os.path.expanduser(os.path.expandvars(home)), "hub")
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """Whether ``text`` is spelled like a Hugging Face model id (``org/name``: one slash,
+    neither part empty, not a path that starts with ``.``, ``/`` or ``~``, not a ``.json``
+    file name).
+
+    Examples
+    --------
+    >>> looks_like_hub_id("meta-llama/Llama-3.1-8B"), looks_like_hub_id("./cfg/config.json")
+    (True, False)
+    """
+    org, sep, name = text.strip().partition("/")
+    return (bool(sep and org and name) and "/" not in name and "\\" not in text
+            and not text.startswith((".", "~", os.sep)) and not name.endswith(".json")
+            and not any(c.isspace() for c in text.strip()))
+
+
+def cached_hf_config(repo_id: str, *, cache_dir: str | None = None) -> str | None:
+    """The path of ``repo_id``'s ``config.json`` in the local Hugging Face cache, or None.
+
+    Offline: ``huggingface_hub.try_to_load_from_cache`` reads the cache's files only
+    (``models--<org>--<name>/refs/main`` names the snapshot; the id's case need not
+    match the folder's); when ``refs/main`` is absent (a download pinned to a
+    revision), the newest snapshot holding a ``config.json`` is taken. ``cache_dir``
+    defaults to :func:`hf_cache_dir`.
+    """
+    folder = cache_dir or hf_cache_dir()
+    if not looks_like_hub_id(repo_id):
+        return None
+    want = "models--" + repo_id.strip().replace("/", "--")
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return None
+    # the cache keeps the id's case; a differently cased id finds its folder too
+    repo = want if want in entries else next(
+        (e for e in entries if e.lower() == want.lower()), None)
+    if repo is None:
+        return None
+    repo_id = repo.removeprefix("models--").replace("--", "/", 1)
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # a declared dependency; without it, read the layout directly
+        found: Any = None
+    else:
+        try:
+            found = try_to_load_from_cache(repo_id, "config.json", cache_dir=folder)
+        except ValueError:  # huggingface_hub refuses the id's spelling
+            return None
+    if isinstance(found, str) and os.path.isfile(found):
+        return found
+    snapshots = os.path.join(folder, repo, "snapshots")
+    try:
+        revisions = os.listdir(snapshots)
+    except OSError:
+        return None
+    configs = [p for r in revisions if os.path.isfile(p := os.path.join(snapshots, r,
+                                                                         "config.json"))]
+    return max(configs, key=os.path.getmtime) if configs else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numbers
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
@@ -135,6 +135,10 @@ class Model:
     n_local_layers : int
         How many layers are local; the others attend to the whole context (Gemma 2: every
         other layer; Gemma 3: five of six; GPT-OSS: alternate; Mistral 7B v0.1: all).
+    note : str
+        How the model was found when not by its own name (a model-card alias, the local
+        Hugging Face cache: :func:`simcore.model.presets.load_model`), for the commands'
+        notes. Not part of the shape: ``==`` and ``hash`` ignore it.
 
     Notes
     -----
@@ -190,6 +194,7 @@ class Model:
     qk_rope_head_dim: int = 0
     sliding_window: int = 0
     n_local_layers: int = 0
+    note: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
