@@ -100,7 +100,7 @@ def keys_in_window(first: int, last: int, window: int) -> float:
     return total
 
 
-def window_keys(n: int, window: int) -> float:
-    """Keys the first ``n`` queries of a sequence attend to under a ``window``-token
-    sliding window."""
-    return keys_in_window(1, n, window)
+def window_keys(n: int, w: int) -> float:
+    """Keys the first ``n`` queries of a sequence attend to under a ``w``-token sliding
+    window."""
+    return keys_in_window(1, n, w)

@@ -1,7 +1,14 @@
 """Plain-python reference twin of :mod:`simcore.kernels.inference` (the test oracle).
 
-One (hardware, layout) point at a time, straight from the specs and the formulas in
-DESIGN.md, with no packing and no two-stage factorisation. Slow and readable.
+One (hardware, layout) point at a time, straight from the specs (``Model``, ``Workload``,
+``Topology``, ``Layout``) and the formulas in DESIGN.md, with no packing. Each physics
+piece shares its name with the kernel piece it mirrors (``simcore.kernels.twin_table``)
+and takes the same quantities, named alike: the specs in place of the packed bundles,
+the layout's own labels (``"head"``, ``"TP+CP"``, ``"kv"``) in place of its codes. The
+roofline pieces return (FLOPs at the 16-bit rate, HBM bytes), the memory pieces bytes,
+and a collective the kernel adds to a per-tier accumulator returns ``(ns, launches)``
+over ``links``, the (GB/s, alpha ns) of each tier. :func:`evaluate_point` sums the pieces
+by name into the step time. Slow and readable.
 """
 
 from __future__ import annotations
@@ -9,7 +16,15 @@ from __future__ import annotations
 import math
 
 from . import collectives_ref as coll
-from .common_ref import TIERS, Layout, keys_in_window, moe_permute_elems, op_time
+from .common_ref import (
+    Layout,
+    keys_in_window,
+    moe_permute_bytes,
+    moe_permute_elems,
+    op_time,
+    placement,
+    tier_alpha_ns,
+)
 from .common_ref import strides as _strides
 
 #: the shared pieces' old homes (now :mod:`.common_ref`), for callers not yet moved
@@ -19,6 +34,8 @@ __all__ = ["Layout", "_strides", "evaluate_point", "keys_in_window", "moe_permut
 _BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
 #: host time to launch one kernel that is not replayed from a CUDA graph (ns; measured, ~5 us)
 _HOST_LAUNCH_NS = 5000.0
+#: the busiest expert-parallel rank's routed tokens over the mean (capacity factor)
+_EP_CAPACITY = 1.25
 
 
 def cache_heads(model) -> int:
@@ -26,15 +43,55 @@ def cache_heads(model) -> int:
     return 1 if model.is_mla else model.n_kv_heads
 
 
-def attention_widths(model, decode: bool) -> tuple[int, int]:
-    """(score, value) width per query head. MLA decode runs absorbed (DeepSeek-V2 §2.1.2,
-    FlashMLA): queries score against the latent and its RoPE key, values are the latent."""
-    if decode and model.is_mla:
-        return model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
-    return model.head_dim, model.value_head_dim
+def _tier(span: int, topology) -> int:
+    return coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)
 
 
-def is_valid(model, workload, topology, lay: Layout) -> bool:
+def _causal_pairs(s_q: float, s_kv: float) -> float:
+    """(query, key) pairs of the last ``s_q`` tokens of an ``s_kv``-token sequence."""
+    return s_q * s_kv - s_q * (s_q - 1) / 2
+
+
+def _attention_params(model) -> tuple[float, float, float]:
+    """Attention weights per layer by how TP shards them: (by query head, by KV head, not
+    at all). MLA's down-projections to the query and KV latents are replicated on every
+    TP rank, its per-head up-projections shard with Q and O."""
+    d = model.d_model
+    if model.is_mla:
+        kv_w = 0
+        rep_w = d * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
+    else:
+        kv_w = d * model.n_kv_heads * (model.head_dim + model.value_head_dim)
+        rep_w = 0
+    return model.attn_params_per_layer - kv_w - rep_w, kv_w, rep_w
+
+
+def _router_params(model) -> float:
+    return model.ffn_params_per_layer - model.n_experts * model.expert_params
+
+
+def _token_kv(model, shard, bytes_per_kv: float) -> float:
+    """Cache bytes per token of context on one rank: K and V of its KV heads, or MLA's
+    latent and RoPE key (held whole per head group)."""
+    kv_heads, seq_share = shard[0], shard[1]
+    if model.is_mla:
+        return seq_share * (model.kv_lora_rank + model.qk_rope_head_dim) * bytes_per_kv
+    return seq_share * kv_heads * (model.head_dim + model.value_head_dim) * bytes_per_kv
+
+
+# --- pieces: precision, placement of the tokens, attention geometry ------------------------
+def precision(model, workload, topology) -> tuple:
+    """(bytes per weight, activation, KV element and message element, matmul rate against
+    the 16-bit peak); messages carry 16-bit GEMM outputs even when the inputs are 8-bit."""
+    wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)
+    ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)
+    kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
+    rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
+    return wb, ab, kvb, max(ab, 2), rate * topology.mm_ratio
+
+
+def layout_valid(lay: Layout, model, workload, topology) -> bool:
+    """Whether the layout fits the system and divides the model, batch and sequence."""
     n_dev = lay.cp * lay.tp * lay.pp * lay.dp
     if n_dev > topology.n_devices:
         return False
@@ -57,288 +114,388 @@ def is_valid(model, workload, topology, lay: Layout) -> bool:
     return True
 
 
-def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:
-    """Latency, fit and breakdown of one (hardware, layout) point."""
-    nan = float("nan")
-    if not is_valid(model, workload, topology, lay):
-        return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
-                    mem_bytes=None)
+def token_counts(dp: int, pp: int, cp: int, workload) -> tuple:
+    """(sequences per replica, micro-batches in flight, sequences per pass, mixed prompt
+    tokens per pass, tokens per device, tokens per replica). Decode with PP keeps
+    min(pp, batch) micro-batches in flight; continuous batching mixes other requests'
+    prompt tokens into a decode pass, split like the batch."""
     decode = workload.mode == "decode"
-    cp, tp, pp, dp = lay.cp, lay.tp, lay.pp, lay.dp
-    d, h, kvh, hd = model.d_model, model.n_heads, cache_heads(model), model.head_dim
-    vhd = model.value_head_dim
-    wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)  # weights
-    ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)  # activations (matmul inputs)
-    kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
-    mm_rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
-    B, s_q, s_kv = workload.batch, workload.s_q, workload.s_kv
-
-    # FLOP per ns of the matmuls; FP8 / INT8 ones at their own factor
-    mm_eff = efficiency.compute
-    if workload.act_dtype in ("fp8", "int8") and efficiency.lowp_compute is not None:
-        mm_eff = efficiency.lowp_compute
-    # the family's achievable matmul fraction relative to Hopper's scales every matmul
-    peak = hardware.peak_tflops_f16 * 1e12 * mm_eff / 1e9 * mm_rate * topology.mm_ratio
-    attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
-    attn_peak = hardware.peak_tflops_f16 * 1e12 * attn_eff / 1e9
-    hbm = hardware.bw_hbm_gbs * efficiency.memory  # bytes per ns
-    net = efficiency.network
-    net_inter = net if efficiency.network_inter is None else efficiency.network_inter
-    net_sip = net_inter if efficiency.network_sip is None else efficiency.network_sip
-    link = {
-        "intra": (hardware.bw_intra_gbs * net, topology.alpha_intra_ns),
-        "inter": (hardware.bw_inter_gbs * net_inter, topology.alpha_inter_ns),
-        "intersip": (hardware.bw_intersip_gbs * net_sip, topology.alpha_intersip_ns),
-    }
-    strides = _strides(lay)
-
-    def tier(span: int) -> str:
-        return TIERS[coll.tier_of(span, topology.pes_per_cube, topology.pes_per_sip)]
-
-    tp_link = link[tier(coll.group_span(tp, strides["tp"]))]
-    cp_link = link[tier(coll.group_span(cp, strides["cp"]))]
-    pp_link = link[tier(coll.group_span(pp, strides["pp"]))]
-
-    seqs_replica = -(-B // dp)
-    # decode with PP: min(pp, batch) micro-batches in flight; one micro-batch per pass
+    seqs_replica = -(-workload.batch // dp)
     in_flight = min(pp, seqs_replica) if decode else 1
-    replica_batch = -(-seqs_replica // in_flight)
-    q_local = 1 if decode else s_q / cp
-    # continuous batching: prompt tokens of other requests in the same decode pass, split
-    # over the replicas and the micro-batches in flight like the batch
+    seqs_pass = -(-seqs_replica // in_flight)
+    q_local = 1 if decode else workload.s_q / cp
     mixed = workload.prefill_tokens / dp / in_flight if decode else 0.0
-    tokens_local = replica_batch * q_local + mixed
-    tokens_replica = replica_batch * s_q + mixed
-    qk, vd = attention_widths(model, decode)
+    return (seqs_replica, in_flight, seqs_pass, mixed, seqs_pass * q_local + mixed,
+            seqs_pass * workload.s_q + mixed)
 
-    # local (sliding-window) layers cache and attend to at most `window` tokens; the
-    # quantities below are averages over the layers
+
+def attention_widths(model, decode: bool) -> tuple[int, int]:
+    """(score, value) width per query head. MLA decode runs absorbed (DeepSeek-V2 §2.1.2,
+    FlashMLA): queries score against the latent and its RoPE key, values are the latent."""
+    if decode and model.is_mla:
+        return model.kv_lora_rank + model.qk_rope_head_dim, model.kv_lora_rank
+    return model.head_dim, model.value_head_dim
+
+
+def attention_span(model, s_q: float, s_kv: float, mix_ctx: float) -> tuple:
+    """(causal share of the s_q x s_kv pairs, tokens cached, pairs attended over full causal
+    ones, context of the mixed prompt tokens), averaged over global and local
+    (sliding-window) layers."""
+    full = _causal_pairs(s_q, s_kv)
     L, n_loc, window = model.n_layers, model.n_local_layers, model.sliding_window
+    if not n_loc:
+        return full / (s_q * s_kv), s_kv, 1.0, mix_ctx
 
     def per_layer(global_value: float, local_value: float) -> float:
         return ((L - n_loc) * global_value + n_loc * local_value) / L
 
-    def pairs(queries: int, context: int, local: bool) -> float:
-        """(query, key) pairs of the last `queries` tokens of a `context`-token sequence."""
-        if local:
-            return keys_in_window(context - queries + 1, context, window)
-        return queries * context - queries * (queries - 1) / 2
+    local = keys_in_window(s_kv - s_q + 1, s_kv, window)
+    return (full / (s_q * s_kv), per_layer(s_kv, min(s_kv, window)),
+            per_layer(full, local) / full, per_layer(mix_ctx, min(mix_ctx, window)))
 
-    cached = per_layer(s_kv, min(s_kv, window)) if n_loc else s_kv
-    seq_pairs = per_layer(pairs(s_q, s_kv, False), pairs(s_q, s_kv, True)) if n_loc else (
-        pairs(s_q, s_kv, False))
-    ctx = workload.prefill_context
-    mixed_ctx = per_layer(ctx, min(ctx, window)) if n_loc else ctx
 
-    # KV layout on a TP rank
-    if lay.kv_shard_mode == "head":
-        kv_heads, seq_share, q_heads = (kvh / tp if tp <= kvh else 1), 1.0, h / tp
-        kv_weight_ranks = min(tp, kvh)
-    elif lay.kv_shard_mode == "seq":
-        kv_heads, seq_share, q_heads, kv_weight_ranks = kvh, 1 / tp, h, tp
-    else:
-        kv_heads, seq_share, q_heads, kv_weight_ranks = 1, kvh / tp, h / kvh, kvh
-    # cache bytes per token of context on this rank: K and V of its KV heads, or MLA's
-    # latent and RoPE key (kv_lora_rank + qk_rope_head_dim elements, held whole per head group)
+def kv_sharding(kvm: str, tp: int, model) -> tuple:
+    """(KV heads, share of each sequence, query heads, ranks the K/V weights split over)
+    per TP rank, by ``kv_shard_mode``."""
+    kvh, h = cache_heads(model), model.n_heads
+    if kvm == "head":
+        return (kvh / tp if tp <= kvh else 1), 1.0, h / tp, min(tp, kvh)
+    if kvm == "seq":
+        return kvh, 1 / tp, h, tp
+    return 1, kvh / tp, h / kvh, kvh
+
+
+def kv_cache_bytes(model, tokens, shard, s_cache: float, cp: int, bytes_per_kv: float) -> tuple:
+    """(cache bytes one pass reads, cache bytes a device holds) per layer."""
+    per_seq = (s_cache / cp) * _token_kv(model, shard, bytes_per_kv)
+    return tokens[2] * per_seq, tokens[0] * per_seq
+
+
+# --- pieces: attention ---------------------------------------------------------------------
+def attention_weights(model, tp: int, shard) -> float:
+    """Attention parameters per device and layer."""
+    qo_w, kv_w, rep_w = _attention_params(model)
+    return qo_w / tp + kv_w / shard[3] + rep_w
+
+
+def attention_projections(model, tokens, tp, attn_w, mm_rate, bytes_per_weight, bytes_per_act):
+    """(FLOPs, bytes) of the QKV and O projections; the replicated part in full per rank."""
+    rep_w = _attention_params(model)[2]
+    t = tokens[4]
+    flops = 2 * t * ((model.attn_params_per_layer - rep_w) / tp + rep_w) / mm_rate
+    return flops, attn_w * bytes_per_weight + t * model.d_model * bytes_per_act * (2 + 2 / tp)
+
+
+def attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp, cp,
+                          bytes_per_act, bytes_per_kv, kv_read):
+    """(FLOPs, bytes) of decode attention: read the cache, Q and O; the mixed prompt tokens
+    write their K and V and attend (decompressed) to ``ctx_mix`` earlier tokens."""
+    _, _, seqs_pass, mixed, tokens_local, _ = tokens
+    pairs = pair_frac * _causal_pairs(s_q, s_kv)
+    hd_sum = model.head_dim + model.value_head_dim
+    flops = (seqs_pass * pairs * 2 * (qk + vd) + mixed * ctx_mix * 2 * hd_sum) * model.n_heads / (tp * cp)
+    qo = tokens_local * shard[2] * (qk + vd) * bytes_per_act
+    return flops, kv_read + qo + mixed * _token_kv(model, shard, bytes_per_kv)
+
+
+def attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk, vd, tp, cp,
+                           bytes_per_act, bytes_per_kv, kv_read):
+    """(FLOPs, bytes) of prefill attention: write the cache, read the keys each query
+    attends to (MLA: K and V decompressed per head, written and read), read Q, write O."""
+    seqs_pass, tokens_local = tokens[2], tokens[4]
+    pairs = pair_frac * _causal_pairs(s_q, s_kv)
+    flops = seqs_pass * pairs * 2 * (qk + vd) * model.n_heads / (tp * cp)
+    qo = tokens_local * shard[2] * (qk + vd) * bytes_per_act
     if model.is_mla:
-        token_kv = seq_share * (model.kv_lora_rank + model.qk_rope_head_dim) * kvb
+        dec_token = shard[1] * shard[2] * (model.head_dim + model.value_head_dim) * bytes_per_act
+        kv = kv_read + seqs_pass * (s_kv / cp) * dec_token + seqs_pass * dec_token * pairs / s_q
     else:
-        token_kv = seq_share * kv_heads * (hd + vhd) * kvb
-    kv_bytes = replica_batch * (cached / cp) * token_kv
-    kv_held = seqs_replica * (cached / cp) * token_kv
+        kv = kv_read + seqs_pass * _token_kv(model, shard, bytes_per_kv) * pairs / s_q
+    return flops, kv + qo
 
-    # attention weights: MLA's down-projections to the query and KV latents are replicated
-    # on every TP rank, its per-head up-projections shard with Q and O
-    if model.is_mla:
-        kv_w = 0
-        rep_w = d * (model.q_lora_rank + model.kv_lora_rank + model.qk_rope_head_dim)
-    else:
-        kv_w = d * kvh * (hd + vhd)
-        rep_w = 0
-    qo_w = model.attn_params_per_layer - kv_w - rep_w
-    attn_weights = qo_w / tp + kv_w / kv_weight_ranks + rep_w
 
-    ops = {}  # name -> (flops, bytes)
-    ops["attn_linear"] = (
-        2 * tokens_local * ((model.attn_params_per_layer - rep_w) / tp + rep_w),
-        attn_weights * wb + tokens_local * d * ab * (2 + 2 / tp),
-    )
-    qo_traffic = tokens_local * q_heads * (qk + vd) * ab
-    if decode:  # read the cache
-        kv_traffic = kv_bytes
-    elif model.is_mla:  # write the latent; K and V decompressed per head, written and read
-        dec_token = seq_share * q_heads * (hd + vhd) * ab
-        kv_traffic = (kv_bytes + replica_batch * (s_kv / cp) * dec_token
-                      + replica_batch * dec_token * seq_pairs / s_q)
-    else:  # write the cache, read the keys each query attends to
-        kv_traffic = kv_bytes + replica_batch * token_kv * seq_pairs / s_q
-    # the mixed prompt tokens write their K, V and attend to prefill_context earlier tokens
-    kv_traffic += mixed * token_kv
-    # FlashAttention / paged decode attention, at the 16-bit rate and its own factor; the
-    # mixed prompt tokens attend in the decompressed form
-    core_flops = (replica_batch * seq_pairs * 2 * (qk + vd)
-                  + mixed * mixed_ctx * 2 * (hd + vhd)) * h / (tp * cp)
-    ops["attn_core"] = (core_flops, kv_traffic + qo_traffic)
-    wide = lay.ffn_shard_scope == "TP+CP" and cp > 1
-    ffn_ranks = tp * cp if wide else tp
-    ffn_tokens = tokens_replica if wide else tokens_local
-    if model.n_experts > 1:
-        p_idle = 1 - model.top_k / model.n_experts  # an expert no token routes to
-        experts_read = model.n_experts * (1 - p_idle ** ffn_tokens)
-    else:
-        experts_read = 1
-    router = model.ffn_params_per_layer - model.n_experts * model.expert_params
-    ep = lay.ep
+def cp_ring(ring: str, cp, tier_cp, kv_read, tokens, shard, qk, vd, bytes_per_msg, topology):
+    """(bytes, link latency ns) of ring attention: cp - 1 blocks of KV or of Q, O, m, l."""
+    if cp <= 1:
+        return 0.0, 0.0
+    block = kv_read if ring == "kv" else tokens[4] * shard[2] * ((qk + vd) * bytes_per_msg + 8)
+    return (cp - 1) * block, (cp - 1) * tier_alpha_ns(topology, tier_cp)
+
+
+def splitk_combine(links, kvm, tp, model, tokens, shard, qk, vd, bytes_per_msg, strides,
+                   tier_tp, topology) -> tuple:
+    """(ns, launches) of the split-K combine of sequence-sharded KV: the kernel folds one
+    all-gather of Q and one all-reduce of O, m, l into 3(g-1) link latencies."""
+    if kvm not in ("seq", "head_seq"):
+        return 0.0, 0
+    group = tp if kvm == "seq" else tp // cache_heads(model)
+    if group <= 1:  # a one-rank split-K combine launches nothing
+        return 0.0, 0
+    g_link = links[tier_tp if kvm == "seq" else _tier(group * strides[0], topology)]
+    q_b = tokens[4] * shard[2] * qk * bytes_per_msg
+    o_b = tokens[4] * shard[2] * (vd * bytes_per_msg + 8)
+    return coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link), 2
+
+
+# --- pieces: FFN and MoE -------------------------------------------------------------------
+def ffn_shard(ffs: str, tp: int, cp: int, tokens) -> tuple:
+    """(ranks the FFN weights split over, tokens the FFN sees)."""
+    if ffs == "TP+CP" and cp > 1:
+        return tp * cp, tokens[5]
+    return tp, tokens[4]
+
+
+def experts_touched(n_experts, top_k, n_tokens) -> float:
+    """Expected experts any of ``n_tokens`` tokens routes to (uniform top-k routing)."""
+    if n_experts <= 1:
+        return 1
+    p_idle = 1 - top_k / n_experts  # an expert one token does not route to
+    return n_experts * (1 - p_idle ** n_tokens)
+
+
+def ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per_act):
+    """(FLOPs, bytes) of the dense FFN or the experts sharded like it."""
+    flops = 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks / mm_rate
+    touched = experts_touched(model.n_experts, model.top_k, ffn_tokens)
+    read = (touched * model.expert_params + _router_params(model)) / ffn_ranks
+    return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
+
+
+def expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight,
+                    bytes_per_act):
+    """(FLOPs, bytes) of the experts under expert parallelism: the busiest rank's routed
+    tokens at the capacity factor, the weights of its experts the DP replicas' tokens touch."""
+    E, k, t = model.n_experts, model.top_k, tokens[4]
+    router = _router_params(model)
+    mine = E / ep * (1 - (1 - k / E) ** (t * dp))
+    flops = 2 * t * (k * model.expert_params * _EP_CAPACITY + router) / tp / mm_rate
+    read = mine * model.expert_params / (tp * dp / ep) + router / tp
+    return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
+
+
+def elementwise_bytes(model, tokens, ffn_tokens, tp, ep, bytes_per_act) -> float:
+    """Residual adds and norms (hidden state read and written twice), MoE token permutes."""
+    nbytes = 4 * tokens[4] * model.d_model * bytes_per_act
+    if model.n_experts > 1:  # EP: each TP rank's 1/tp slice
+        rows = tokens[4] / tp if ep > 1 else ffn_tokens
+        nbytes += (moe_permute_bytes(model.top_k, model.d_model, bytes_per_act, rows)
+                   * model.n_moe_layers / model.n_layers)
+    return nbytes
+
+
+def lm_head(model, tokens, tp, mm_rate, bytes_per_weight) -> tuple:
+    """(FLOPs, bytes) of the LM head for the last positions: weights, fp32 logits."""
+    V, d, seqs = model.vocab_size, model.d_model, tokens[2]
+    return 2 * seqs * d * V / tp / mm_rate, V * d * bytes_per_weight / tp + seqs * V / tp * 4
+
+
+# --- pieces: collectives -------------------------------------------------------------------
+def tp_allreduce(links, act_bytes, tp, strides, topology) -> tuple:
+    """(ns, launches) of an all-reduce over TP."""
+    if tp <= 1:
+        return 0.0, 0
+    return coll.allreduce_hier_ns(act_bytes, tp, strides[0], topology.pes_per_cube,
+                                  topology.pes_per_sip, links, topology.nvls), 1
+
+
+def ffn_tpcp_allreduce(links, model, tokens, bytes_per_msg, tp, cp, strides, tier_cp, decode,
+                       topology) -> tuple:
+    """(ns, launches): the replica's FFN output all-reduced over TP x CP, after (prefill)
+    an all-gather of its tokens across CP."""
+    nbytes = tokens[5] * model.d_model * bytes_per_msg
+    span = max(coll.group_span(tp, strides[0]), coll.group_span(cp, strides[1]))
+    ns = coll.allreduce_hier_ns(nbytes, tp * cp, span / (tp * cp), topology.pes_per_cube,
+                                topology.pes_per_sip, links, topology.nvls)
+    if decode:
+        return ns, 1
+    return ns + coll.allgather_ns(nbytes, cp, *links[tier_cp]), 2
+
+
+def moe_alltoall(links, model, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep,
+                 strides, tier_tp, topology) -> tuple:
+    """(ns, launches) of the MoE dispatch (activation dtype) and combine (16-bit outputs)
+    over the EP group, then the TP ranks' all-gather of their slices."""
+    ep_span = max(coll.group_span(tp, strides[0]), coll.group_span(dp, strides[3]))
+    ep_bw, ep_alpha = links[_tier(ep_span, topology)]
+    sent = tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * (ep - 1) / ep
+    ns = sent / ep_bw + 2 * coll.phase_steps(ep) * ep_alpha
+    if tp <= 1:
+        return ns, 2
+    tp_bw, tp_alpha = links[tier_tp]
+    return ns + (tp - 1) / tp * act_bytes / tp_bw + coll.phase_steps(tp) * tp_alpha, 3
+
+
+# --- pieces: pipeline, memory, model FLOPs, launches -----------------------------------------
+def pipeline_layers(model, pp, decode, tokens) -> tuple:
+    """(layers per stage, layer slots on the critical path, micro-batches): decode passes
+    every layer once per token; prefill runs one micro-batch per sequence through 1F1B."""
+    lps = math.ceil(model.n_layers / pp)
+    micro = 1 if decode else tokens[0]
+    return lps, model.n_layers if decode else lps * (micro + pp - 1) / micro, micro
+
+
+def pp_p2p(model, pp, tier_pp, tokens, micro, bytes_per_msg, topology) -> tuple:
+    """(bytes, link latency ns) of the pp - 1 pipeline sends of one micro-batch."""
+    if pp <= 1:
+        return 0.0, 0.0
+    return ((pp - 1) * tokens[4] / micro * model.d_model * bytes_per_msg,
+            (pp - 1) * tier_alpha_ns(topology, tier_pp))
+
+
+def weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, bytes_per_weight) -> tuple:
+    """(bytes of one layer's weights, of the embedding / LM head) per device."""
+    ffn_w = model.ffn_params_per_layer / ffn_ranks
     if ep > 1:
-        ranks_per_expert = tp * dp / ep
-        routed = model.top_k * model.expert_params * 1.25  # busiest rank: capacity 1.25
-        p_idle = 1 - model.top_k / model.n_experts
-        mine = model.n_experts / ep * (1 - p_idle ** (tokens_local * dp))
-        ops["ffn"] = (
-            2 * tokens_local * (routed + router) / tp,
-            (mine * model.expert_params / ranks_per_expert + router / tp) * wb
-            + 2 * tokens_local * d * ab,
-        )
+        ffn_w = model.n_experts / ep * model.expert_params / (tp * dp / ep) + _router_params(model) / tp
+    layer = (attn_w + ffn_w + model.norm_params_per_layer) * bytes_per_weight
+    tables = 1 if (pp > 1 or model.tied_embeddings) else 2  # PP: the last stage's LM head
+    return layer, model.vocab_size * model.d_model * tables * bytes_per_weight / tp
+
+
+def activation_bytes(model, tokens, ffn_ranks, tp, bytes_per_act) -> float:
+    """Hidden state, FFN intermediate and fp32 logits per device."""
+    ffn_act = model.d_ff * min(model.top_k, model.n_experts) / ffn_ranks
+    return (tokens[4] * (4 * model.d_model + 2 * ffn_act) * bytes_per_act
+            + tokens[2] * model.vocab_size / tp * 4)
+
+
+def model_flops(model, workload, pair_frac, ctx_mix) -> float:
+    """Reported FLOPs per step: no embedding gather, the LM head only where logits are
+    needed, attention decompressed (the model's FLOPs, whatever the kernel computes)."""
+    B, s_q, d = workload.batch, workload.s_q, model.d_model
+    per_token = model.n_active_params - model.embedding_params - d
+    pair_flops = 2 * (model.head_dim + model.value_head_dim) * model.n_heads * model.n_layers
+    flops = (2 * per_token * B * s_q + 2 * d * model.vocab_size * B
+             + pair_flops * B * pair_frac * _causal_pairs(s_q, workload.s_kv))
+    if workload.mode == "decode":
+        p = workload.prefill_tokens
+        flops += 2 * per_token * p + pair_flops * p * ctx_mix
+    return flops
+
+
+def layer_launches(model) -> float:
+    """A layer's kernels: 10 with two norms, one more or fewer per norm, 4 more for MoE."""
+    return 10 + (model.n_norms_per_layer - 2) + (4 if model.n_experts > 1 else 0)
+
+
+def step_overheads(workload, pp, layer_mult, n_ops) -> tuple:
+    """(launches per step, share of the framework floor, host launch ns): embedding, final
+    norm, head, sampling and the pipeline sends; a quarter of the floor with CUDA graphs;
+    5 us per launch from the host unless decode replays a graph, where served steps that
+    admit a prompt (the mixed tokens over twice the mean context, at most 1) run eagerly."""
+    graphs = workload.mode == "decode" and workload.cuda_graphs
+    step_ops = 4 + 2 * (pp - 1)
+    eager = 1.0
+    if graphs:
+        p, ctx = workload.prefill_tokens, workload.prefill_context
+        eager = min(p / (2 * ctx), 1.0) if (p > 0 and ctx > 0) else 0.0
+    return step_ops, 0.25 if graphs else 1.0, _HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops)
+
+
+# --- the point: the pieces summed by name ---------------------------------------------------
+def hardware_rates(hardware, topology, efficiency, workload) -> tuple:
+    """(matmul FLOP/ns at the 16-bit rate, attention-core FLOP/ns, HBM bytes/ns, links):
+    ``links`` the (GB/s, alpha ns) of each tier; FP8 / INT8 matmuls at their own factor."""
+    mm_eff = efficiency.compute
+    if workload.act_dtype in ("fp8", "int8") and efficiency.lowp_compute is not None:
+        mm_eff = efficiency.lowp_compute
+    attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
+    net = efficiency.network
+    net_inter = net if efficiency.network_inter is None else efficiency.network_inter
+    net_sip = net_inter if efficiency.network_sip is None else efficiency.network_sip
+    links = [(hardware.bw_intra_gbs * net, topology.alpha_intra_ns),
+             (hardware.bw_inter_gbs * net_inter, topology.alpha_inter_ns),
+             (hardware.bw_intersip_gbs * net_sip, topology.alpha_intersip_ns)]
+    return (hardware.peak_tflops_f16 * 1e3 * mm_eff, hardware.peak_tflops_f16 * 1e3 * attn_eff,
+            hardware.bw_hbm_gbs * efficiency.memory, links)
+
+
+def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:
+    """Latency, fit and breakdown of one (hardware, layout) point."""
+    nan = float("nan")
+    if not layout_valid(lay, model, workload, topology):
+        return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
+                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
+                    mem_bytes=None)
+    decode = workload.mode == "decode"
+    cp, tp, pp, dp, ep = lay.cp, lay.tp, lay.pp, lay.dp, lay.ep
+    s_q, s_kv = workload.s_q, workload.s_kv
+    wb, ab, kvb, msg, mm_rate = precision(model, workload, topology)
+    peak, attn_peak, hbm, links = hardware_rates(hardware, topology, efficiency, workload)
+    st, tier_tp, tier_cp, tier_pp, _, _ = placement(lay, topology)
+    tokens = token_counts(dp, pp, cp, workload)
+    qk, vd = attention_widths(model, decode)
+    _, s_cache, pair_frac, ctx_mix = attention_span(model, s_q, s_kv, workload.prefill_context)
+    shard = kv_sharding(lay.kv_shard_mode, tp, model)
+    kv_read, kv_held = kv_cache_bytes(model, tokens, shard, s_cache, cp, kvb)
+    ffn_ranks, ffn_tokens = ffn_shard(lay.ffn_shard_scope, tp, cp, tokens)
+
+    attn_w = attention_weights(model, tp, shard)
+    ops = {"attn_linear": attention_projections(model, tokens, tp, attn_w, mm_rate, wb, ab)}
+    ops["attn_core"] = (
+        attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp,
+                              cp, ab, kvb, kv_read) if decode else
+        attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk, vd, tp, cp, ab,
+                               kvb, kv_read))
+    ops["ffn"] = (expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
+                  if ep > 1 else ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, wb, ab))
+    t_elem = elementwise_bytes(model, tokens, ffn_tokens, tp, ep, ab) / hbm
+
+    act = tokens[4] * model.d_model * msg
+    if lay.ffn_shard_scope == "TP+CP" and cp > 1:
+        ffn_out = ffn_tpcp_allreduce(links, model, tokens, msg, tp, cp, st, tier_cp, decode,
+                                     topology)
+    elif ep > 1:
+        ffn_out = moe_alltoall(links, model, tokens, act, ab, msg, tp, dp, ep, st, tier_tp,
+                               topology)
     else:
-        ops["ffn"] = (
-            2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-            (experts_read * model.expert_params + router) / ffn_ranks * wb
-            + 2 * ffn_tokens * d * ab,
-        )
-    head = (2 * replica_batch * d * model.vocab_size / tp,
-            model.vocab_size * d * wb / tp + replica_batch * model.vocab_size / tp * 4)
-    elementwise = 4 * tokens_local * d * ab  # residual adds and norms: hidden state r/w twice
-    if model.n_experts > 1:  # token permutation per MoE layer
-        rows = tokens_local / tp if ep > 1 else ffn_tokens  # EP: each TP rank's 1/tp slice
-        elementwise += (moe_permute_elems(model.top_k) * d * ab * rows
-                        * model.n_moe_layers / model.n_layers)
+        ffn_out = tp_allreduce(links, act, tp, st, topology)
+    collectives = (tp_allreduce(links, act, tp, st, topology), ffn_out,
+                   splitk_combine(links, lay.kv_shard_mode, tp, model, tokens, shard, qk, vd,
+                                  msg, st, tier_tp, topology))
+    comm = sum(ns for ns, _ in collectives)
+    launches = layer_launches(model) + sum(n for _, n in collectives)
+    ring_bytes, ring_alpha = cp_ring(lay.cp_ring_variant, cp, tier_cp, kv_read, tokens, shard,
+                                     qk, vd, msg, topology)
+    ring = ring_bytes / links[tier_cp][0] + ring_alpha
 
     def roofline(flops: float, nbytes: float, rate: float = peak) -> tuple[float, str]:
         return op_time(flops / rate, nbytes / hbm, efficiency.roofline_overlap)
 
-    # communication of one layer (not overlapped)
-    comm = 0.0
-    links = [link[t] for t in TIERS]
-    cube, sip = topology.pes_per_cube, topology.pes_per_sip
-    msg = max(ab, 2)  # messages carry 16-bit GEMM outputs even when the GEMM inputs are 8-bit
-    act = tokens_local * d * msg
-    nvls = topology.nvls
-    # a layer's kernels: 10 with two norms, one more or fewer per norm
-    launches = 10 + (model.n_norms_per_layer - 2) + (4 if model.n_experts > 1 else 0)
-    if tp > 1:
-        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links, nvls)
-        launches += 1
-    if wide:
-        span = max(coll.group_span(tp, strides["tp"]), coll.group_span(cp, strides["cp"]))
-        comm += coll.allreduce_hier_ns(tokens_replica * d * msg, tp * cp, span / (tp * cp), cube,
-                                       sip, links, nvls)
-        launches += 1
-        if not decode:
-            comm += coll.allgather_ns(tokens_replica * d * msg, cp, *cp_link)
-            launches += 1
-    elif ep > 1:
-        ep_span = max(coll.group_span(tp, strides["tp"]), coll.group_span(dp, strides["dp"]))
-        ep_bw, ep_alpha = link[tier(ep_span)]
-        # dispatch at the activation dtype, combine of the experts' 16-bit outputs
-        sent = tokens_local / tp * model.top_k * d * (ab + msg) * (ep - 1) / ep
-        comm += sent / ep_bw + 2 * coll.phase_steps(ep) * ep_alpha
-        launches += 2
-        if tp > 1:
-            comm += ((tp - 1) / tp * act / tp_link[0]
-                     + coll.phase_steps(tp) * tp_link[1])
-            launches += 1
-    elif tp > 1:
-        comm += coll.allreduce_hier_ns(act, tp, strides["tp"], cube, sip, links, nvls)
-        launches += 1
-    if lay.kv_shard_mode == "seq" or lay.kv_shard_mode == "head_seq":
-        group = tp if lay.kv_shard_mode == "seq" else tp // kvh
-        g_link = link[tier(group * strides["tp"])]
-        q_b = tokens_local * q_heads * qk * msg
-        o_b = tokens_local * q_heads * (vd * msg + 8)
-        launches += 2 if group > 1 else 0  # a one-rank split-K combine launches nothing
-        # the kernel folds one all-gather + one all-reduce into 3(g-1) link latencies
-        comm += coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
-
-    ring = 0.0
-    if cp > 1:
-        if lay.cp_ring_variant == "kv":
-            block = kv_bytes
-        else:
-            block = tokens_local * q_heads * ((qk + vd) * msg + 8)
-        ring = (cp - 1) * coll.p2p_ns(block, *cp_link)
-
     times = {name: roofline(*fb, rate=attn_peak if name == "attn_core" else peak)
              for name, fb in ops.items()}
-    t_core = times["attn_core"][0]
     u = efficiency.comm_contention  # compute a collective running under it takes
-    exposed = ring if decode else max(u * ring, ring - t_core)
-
-    layers_per_stage = math.ceil(model.n_layers / pp)
-    micro = 1 if decode else replica_batch
-    path_layers = model.n_layers if decode else layers_per_stage * (micro + pp - 1) / micro
-    t_pp = (pp - 1) * coll.p2p_ns(tokens_local / micro * d * msg, *pp_link) if pp > 1 else 0.0
-
-    t_head, head_kind = roofline(*head)
-    layer_time = sum(t for t, _ in times.values()) + exposed + comm
-    t_elem = elementwise / hbm
-    # launches: per layer on the path, once per step (embedding, final norm, head,
-    # sampling, pipeline sends) and the framework's floor (a quarter with CUDA graphs)
-    floor = 0.25 if (decode and workload.cuda_graphs) else 1.0
-    # each launch from the host costs 5 us more, unless decode replays a CUDA graph; a
-    # served step admitting a prompt runs eagerly: prompts admitted per step (the mixed-in
-    # prompt tokens over a prompt's length, twice the mean prefill context), at most 1
-    host_launch = _HOST_LAUNCH_NS
-    if decode and workload.cuda_graphs:
-        mixed = 0.0
-        if workload.prefill_tokens > 0 and workload.prefill_context > 0:
-            mixed = min(workload.prefill_tokens / (2 * workload.prefill_context), 1.0)
-        host_launch = _HOST_LAUNCH_NS * mixed
-    overhead = ((path_layers * launches + 4 + 2 * (pp - 1))
-                * (efficiency.op_latency_ns + host_launch)
+    exposed = ring if decode else max(u * ring, ring - times["attn_core"][0])
+    layers_per_stage, path_layers, micro = pipeline_layers(model, pp, decode, tokens)
+    pp_bytes, pp_alpha = pp_p2p(model, pp, tier_pp, tokens, micro, msg, topology)
+    t_pp = pp_bytes / links[tier_pp][0] + pp_alpha
+    t_head, head_kind = roofline(*lm_head(model, tokens, tp, mm_rate, wb))
+    step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches)
+    overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
                 + floor * efficiency.step_overhead_ns)
+    layer_time = sum(t for t, _ in times.values()) + exposed + comm
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     # the scheduler's cost per sequence of the replica runs on the host one step ahead
     # (overlap scheduling): the step takes the longer of the two
-    host = seqs_replica * efficiency.seq_overhead_ns
+    host = tokens[0] * efficiency.seq_overhead_ns
     if host > latency:
         overhead += host - latency
         latency = host
-    compute = path_layers * sum(t for t, kind in times.values() if kind == "compute")
-    memory = path_layers * (sum(t for t, kind in times.values() if kind == "memory") + t_elem)
-    compute += t_head if head_kind == "compute" else 0.0
-    memory += t_head if head_kind == "memory" else 0.0
-    comm_total = path_layers * (exposed + comm) + t_pp
+    bound = {kind: sum(t for t, k in times.values() if k == kind) for kind in ("compute", "memory")}
+    head = {"compute": 0.0, "memory": 0.0, head_kind: t_head}
 
-    # memory per device
-    ffn_weights = model.ffn_params_per_layer / ffn_ranks
-    if ep > 1:
-        ffn_weights = model.n_experts / ep * model.expert_params / (tp * dp / ep) + router / tp
-    layer_bytes = (attn_weights + ffn_weights + model.norm_params_per_layer) * wb
-    emb = (model.vocab_size * d * wb / tp) if pp > 1 else (
-        model.vocab_size * d * (1 if model.tied_embeddings else 2) * wb / tp)
-    ffn_act = model.d_ff * min(model.top_k, model.n_experts) / ffn_ranks
-    act_bytes = tokens_local * (4 * d + 2 * ffn_act) * ab + replica_batch * model.vocab_size / tp * 4
+    layer_bytes, emb = weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, wb)
+    act_bytes = activation_bytes(model, tokens, ffn_ranks, tp, ab)
     mem = layers_per_stage * (layer_bytes + kv_held) + emb + act_bytes
-
-    produced = B if decode else B * s_q
-    # reported FLOPs: no embedding gather; LM head only where logits are needed (B rows)
-    per_token = model.n_active_params - model.embedding_params - d
-    # attention in the decompressed form (the model's FLOPs, whatever the kernel computes)
-    pair_flops = 2 * (hd + vhd) * h * model.n_layers
-    flops = (2 * per_token * B * s_q + 2 * d * model.vocab_size * B
-             + pair_flops * B * seq_pairs)
-    if decode:
-        flops += (2 * per_token * workload.prefill_tokens
-                  + pair_flops * workload.prefill_tokens * mixed_ctx)
     seconds = latency / 1e9
     return dict(
         latency_ns=latency,
-        throughput_tok_s=produced / seconds,
-        flops_per_device=flops / (cp * tp * pp * dp) / seconds,
-        compute_ns=compute,
-        memory_ns=memory,
-        comm_ns=comm_total,
+        throughput_tok_s=(workload.batch if decode else workload.batch * s_q) / seconds,
+        flops_per_device=model_flops(model, workload, pair_frac, ctx_mix) / (cp * tp * pp * dp)
+        / seconds,
+        compute_ns=path_layers * bound["compute"] + head["compute"],
+        memory_ns=path_layers * (bound["memory"] + t_elem) + head["memory"],
+        comm_ns=path_layers * (exposed + comm) + t_pp,
         overhead_ns=overhead,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable,
         valid=True,
