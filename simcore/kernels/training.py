@@ -164,7 +164,7 @@ def _block_span(o, k, E, per):
 
 
 @jit()
-def ep_dispatch_copies(E, k, g, kc, round_robin):
+def ep_dispatch_copies(n_experts, top_k, ep, k_ep, round_robin):
     """Expected (ranks, cubes) that one token's k routed experts reach: E experts placed
     contiguously over g EP ranks, kc of them per cube (g / kc cubes).
 
@@ -172,6 +172,10 @@ def ep_dispatch_copies(E, k, g, kc, round_robin):
     ranks, and the same with g / kc cubes. ``round_robin`` (NeMo Automodel's
     ``FakeBalancedGate``, its benchmarks' router): token i takes experts i·k … i·k + k − 1
     (mod E), so the average runs over the E start offsets (i·k) mod E."""
+    E = n_experts
+    k = top_k
+    g = ep
+    kc = k_ep
     if E < g or g <= 1.0:  # not a valid EP layout (masked): any finite value
         return 1.0, 1.0
     ie = int(E)
@@ -295,13 +299,13 @@ def attention_weights(mp, tp):
 
 
 @jit()
-def attention_projections(mp, T, tp, bw, passes):
+def attention_projections(mp, tokens, tp, bw, passes):
     """Forward + backward GEMMs of the attention projections (QKV, O) for ``T`` tokens:
     ``(FLOPs, HBM bytes)``; bytes are the rank's weights and the projections' inputs and
     outputs (``bw`` bytes per element)."""
-    f_lin = (passes * 2.0 * T * (mp.qo_params + mp.kv_params) / tp
-             + passes * 2.0 * T * mp.rep_params)
-    b_lin = passes * (attention_weights(mp, tp) * bw + T * mp.d_model * bw * (2.0 + 2.0 / tp))
+    f_lin = (passes * 2.0 * tokens * (mp.qo_params + mp.kv_params) / tp
+             + passes * 2.0 * tokens * mp.rep_params)
+    b_lin = passes * (attention_weights(mp, tp) * bw + tokens * mp.d_model * bw * (2.0 + 2.0 / tp))
     return f_lin, b_lin
 
 
@@ -337,19 +341,19 @@ def attention_core(mp, wp, cp, tp, bw, passes, causal, pair_frac):
 
 
 @jit()
-def ffn_gemms(mp, T, ffn_tokens, shard, tp, ep, bw, passes):
+def ffn_gemms(mp, tokens, ffn_tokens, shard, tp, ep, bw, passes):
     """Forward + backward GEMMs of the FFN (dense, or the routed and shared experts and
     the router) for ``ffn_tokens`` tokens over ``shard`` ranks: ``(FLOPs, HBM bytes)``.
 
     Without EP the weights read are those of the experts the tokens touch; with EP (``ep``
-    > 1) the FLOPs per device stay (each rank's T/tp tokens, k copies, spread evenly over
+    > 1) the FLOPs per device stay (each rank's tokens / tp, k copies, spread evenly over
     the EP ranks: routing imbalance is not modelled) and each rank reads its local experts
-    whole (of E/ep, those its T·k/tp routed copies touch)."""
+    whole (of E/ep, those its tokens·k/tp routed copies touch)."""
     E = mp.n_experts
     d = mp.d_model
     f_ffn = passes * 2.0 * ffn_tokens * mp.ffn_active_params / shard
     if ep > 1.0:
-        local = min(E / ep, T * mp.top_k / tp)
+        local = min(E / ep, tokens * mp.top_k / tp)
         b_ffn = passes * ((local * mp.expert_params + mp.router_params / tp) * bw
                           + 2.0 * ffn_tokens * d * bw)
         return f_ffn, b_ffn
@@ -360,17 +364,17 @@ def ffn_gemms(mp, T, ffn_tokens, shard, tp, ep, bw, passes):
 
 
 @jit()
-def lm_head(mp, m, T, tp, bw):
+def lm_head(mp, m, tokens, tp, bw):
     """The LM head over the step's ``m`` micro-batches, forward + backward:
     ``(FLOPs, HBM bytes)`` (its weights, and the fp32 logits written and read)."""
-    f_head = m * 3.0 * 2.0 * T * mp.d_model * mp.vocab_size / tp
+    f_head = m * 3.0 * 2.0 * tokens * mp.d_model * mp.vocab_size / tp
     b_head = m * (3.0 * mp.vocab_size * mp.d_model * bw / tp
-                  + 2.0 * T * mp.vocab_size / tp * 4.0)
+                  + 2.0 * tokens * mp.vocab_size / tp * 4.0)
     return f_head, b_head
 
 
 @jit()
-def elementwise_bytes(mp, T, tok_res, ffn_tokens, shard, tp, bw, passes):
+def elementwise_bytes(mp, tokens, tok_res, ffn_tokens, shard, tp, bw, passes):
     """HBM bytes of the fused element-wise ops per layer, every pass: 2 norms (read +
     write) and 2 residual adds (2 reads + 1 write) on the ``tok_res`` (SP-sharded)
     residual-stream tokens, RoPE on Q and K, the FFN activation (SwiGLU reads 2 d_ff and
@@ -378,12 +382,12 @@ def elementwise_bytes(mp, T, tok_res, ffn_tokens, shard, tp, bw, passes):
     d = mp.d_model
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0  # ~3 d_ff gated, 2 d_ff GeLU
     return passes * bw * (tok_res * 10.0 * d
-                          + T * 2.0 * (mp.n_heads / tp + kv_heads_per_rank(mp, tp))
+                          + tokens * 2.0 * (mp.n_heads / tp + kv_heads_per_rank(mp, tp))
                           * mp.head_dim + ffn_tokens * ffn_elem / shard)
 
 
 @jit()
-def eager_elementwise_bytes(mp, T, tok_res, ffn_tokens, shard, tp, passes):
+def eager_elementwise_bytes(mp, tokens, tok_res, ffn_tokens, shard, tp, passes):
     """Extra HBM bytes per layer, every pass, of PyTorch-eager element-wise ops over fused
     ones, as torchtitan's Llama writes them (``torchtitan/models/norms.py`` ``RMSNorm``
     and ``models/llama/model.py`` ``apply_rotary_emb`` / ``FeedForward`` at 9dec370): an
@@ -393,7 +397,7 @@ def eager_elementwise_bytes(mp, T, tok_res, ffn_tokens, shard, tp, passes):
     ``silu(a) * b`` is a second kernel, 10 bytes per FFN element against 6 (the FFN's
     elements count gate, up and output: a third of them is the product's width)."""
     d = mp.d_model
-    rope_elems = T * (mp.n_heads / tp + kv_heads_per_rank(mp, tp)) * mp.head_dim
+    rope_elems = tokens * (mp.n_heads / tp + kv_heads_per_rank(mp, tp)) * mp.head_dim
     ffn_elem = mp.ffn_active_params / d if d > 0.0 else 0.0
     extra = tok_res * 2.0 * 32.0 * d + rope_elems * 16.0
     if mp.gated_ffn == 1.0:
@@ -409,7 +413,7 @@ def moe_permutes(mp, rows, bw, passes):
 
 
 @jit()
-def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw, fwd_passes):
+def fp8_cast_bytes(mp, tokens, tok_res, ffn_tokens, tp, shard, ep_div, bw, fwd_passes):
     """HBM bytes per layer and micro-batch of Transformer Engine's FP8 casts: each
     forward pass casts every GEMM's activation operand, the backward every GEMM's output
     gradient; a cast reads the 16-bit tensor and writes an FP8 copy and its transpose
@@ -419,7 +423,7 @@ def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw, fwd_passe
 
     Per token on one device, layer-averaged over dense and MoE layers: the QKV input
     (``d`` on the sequence-parallel shard), the O input (query width / tp), the FC1
-    input (``d`` per routed copy; ``ep_div`` = tp when EP spreads a rank's T/tp tokens'
+    input (``d`` per routed copy; ``ep_div`` = tp when EP spreads a rank's tokens / tp'
     copies), the FC2 input (``ffn_width`` / shard: every copy's expert width); the
     gradients of the QKV output (query + KV width / tp), the O output (``d``), the
     gate/up output and the FC2 output (``d`` per copy). MLA's projections are read as
@@ -428,15 +432,15 @@ def fp8_cast_bytes(mp, T, tok_res, ffn_tokens, ftp, shard, ep_div, bw, fwd_passe
     d = mp.d_model
     s_m = mp.moe_layers / mp.n_layers
     k = mp.top_k if s_m > 0.0 else 1.0
-    q_w = mp.qo_params / (2.0 * d) / ftp
-    qkv_w = (mp.qo_params / 2.0 + mp.kv_params) / d / ftp
+    q_w = mp.qo_params / (2.0 * d) / tp
+    qkv_w = (mp.qo_params / 2.0 + mp.kv_params) / d / tp
     ff = ffn_tokens * mp.ffn_width / shard
     up = (2.0 if mp.gated_ffn == 1.0 else 1.0) * ff
     routed = ffn_tokens * s_m * k / ep_div
     dense = ffn_tokens * (1.0 - s_m)
     fused = tok_res * d * (2.0 - s_m)
-    inputs = T * q_w + routed * d + ff
-    grads = T * qkv_w + T * d + up + (routed + dense) * d
+    inputs = tokens * q_w + routed * d + ff
+    grads = tokens * qkv_w + tokens * d + up + (routed + dense) * d
     return fwd_passes * (2.0 * fused + (bw + 2.0) * inputs) + (bw + 2.0) * grads
 
 
@@ -508,9 +512,9 @@ def moe_alltoalls_per_layer(mp, wp):
 
 
 @jit()
-def moe_alltoall(acc, mp, wp, topo, T, tp, ep, k_ep, tier_ep, count):
+def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
     """``count`` MoE dispatch or combine all-to-alls over the EP group (``k_ep`` ranks per
-    cube, spanning ``tier_ep``) of each rank's T/tp tokens, into ``acc``: per routed
+    cube, spanning ``tier_ep``) of each rank's tokens / tp, into ``acc``: per routed
     expert, k copies (Megatron's alltoall dispatcher), or (``wp.moe_per_rank``, DeepEP)
     once per destination rank, once per node over the scale-out tier (forwarded inside
     the node over NVLink)."""
@@ -522,10 +526,10 @@ def moe_alltoall(acc, mp, wp, topo, T, tp, ep, k_ep, tier_ep, count):
                                             wp.moe_round_robin == 1.0)
         a0, a1, h0, h1 = node_dedup_alltoall_factors(ep, k_ep, topo.nics_per_cube, cube,
                                                      c_rank, c_cube)
-        msg = T / tp * d * bw  # one token row
+        msg = tokens / tp * d * bw  # one token row
     else:
         a0, a1, h0, h1 = alltoall_factors(ep, k_ep, topo.nics_per_cube, cube)
-        msg = T / tp * mp.top_k * d * bw
+        msg = tokens / tp * mp.top_k * d * bw
     acc[0] += count * a0 * msg
     acc[tier_ep] += count * a1 * msg
     acc[3] += count * (h0 * topo.alpha_intra_ns + h1 * tier_alpha_ns(topo, tier_ep))
@@ -599,24 +603,24 @@ def pipeline_p2p(act, tp, pp, vs, m, topo, tier_pp):
 
 # --- once per step: gradients and the optimizer --------------------------------------------
 @jit()
-def grad_reduce(tail, step, params, G, k, tier, zs, m, gb, bw, topo):
-    """The data-parallel gradient reduction of ``params`` over G members: ZeRO 2-3 a
+def grad_reduce(tail, step, params, g, k, tier, zs, m, gb, pw, topo):
+    """The data-parallel gradient reduction of ``params`` over g members: ZeRO 2-3 a
     reduce-scatter per micro-batch (ZeRO 2: + one all-gather of the updated parameters),
     ZeRO 1 one reduce-scatter + one all-gather, ZeRO 0 one all-reduce. Gradients go to
     ``tail`` (they may overlap the backward), the parameter all-gathers to ``step`` (after
     the step: never hidden). ``gb``: bytes per gradient, ``bw``: per gathered parameter."""
-    if G <= 1.0:
+    if g <= 1.0:
         return
     grads = params * gb
     if zs >= 2:  # gradients partitioned: reduce-scatter after every micro-batch
-        group_collective(tail, grads, G, k, tier, topo, False, m, False)
+        group_collective(tail, grads, g, k, tier, topo, False, m, False)
         if zs == 2:  # then all-gather the updated 16-bit parameters once
-            group_collective(step, params * bw, G, k, tier, topo, False, 1.0, False)
+            group_collective(step, params * pw, g, k, tier, topo, False, 1.0, False)
     elif zs == 1:  # reduce-scatter the gradients, all-gather the updated parameters
-        group_collective(tail, grads, G, k, tier, topo, False, 1.0, False)
-        group_collective(step, params * bw, G, k, tier, topo, False, 1.0, False)
+        group_collective(tail, grads, g, k, tier, topo, False, 1.0, False)
+        group_collective(step, params * pw, g, k, tier, topo, False, 1.0, False)
     else:  # one all-reduce per step
-        group_collective(tail, grads, G, k, tier, topo, True, 1.0, True)
+        group_collective(tail, grads, g, k, tier, topo, True, 1.0, True)
 
 
 @jit()
@@ -651,14 +655,14 @@ def stage_params(mp, layer_dense, layer_exp, lps, tp, pp):
 
 
 @jit()
-def optimizer_step(wp, p_dev, p_dense, p_exp, G, f_edp, use_ep):
+def optimizer_step(wp, p_dev, p_dense, p_exp, g_sh, g_edp, use_ep):
     """The Adam step on the device: ``(parameters it updates, HBM bytes)``; ZeRO 1-3
-    shard them over the G members (experts over the EDP group); HBM-bound
+    shard them over the g_sh members (experts over the EDP group); HBM-bound
     (``ADAM_BYTES_PER_PARAM`` + the gradient), on the host with offload (0 bytes)."""
     zs = int(wp.zero_stage)
-    opt_share = p_dev / G if zs >= 1 else p_dev
+    opt_share = p_dev / g_sh if zs >= 1 else p_dev
     if use_ep and zs >= 1:
-        opt_share = p_dense / G + p_exp / f_edp
+        opt_share = p_dense / g_sh + p_exp / g_edp
     if wp.offload >= 1.0:
         return opt_share, 0.0
     return opt_share, opt_share * (ADAM_BYTES_PER_PARAM + wp.grad_bytes)
@@ -698,35 +702,35 @@ def zero_state_bytes(stage, sixteen_bit, fsdp):
 
 
 @jit()
-def model_states(wp, p_dense, p_exp, p_dev, largest, G, f_edp, pw, use_ep):
+def model_states(wp, p_dense, p_exp, p_dev, largest, g_sh, g_edp, pw, use_ep):
     """Model-state bytes per device. Megatron: weights (16-bit or FP8, ``pw``) + main
-    grads whole, fp32 master weights + Adam (12 B; /G with the distributed optimizer);
+    grads whole, fp32 master weights + Adam (12 B; /g_sh with the distributed optimizer);
     DeepSpeed / FSDP: :func:`zero_state_bytes` (ZeRO-3 holds the fully gathered largest
     layer, its parameters + gradients). Routed experts over the EDP group."""
     zs = int(wp.zero_stage)
     gb = wp.grad_bytes
     if int(wp.framework) == 1:
-        states = (pw + gb + (12.0 if zs == 0 else 12.0 / G)) * p_dense
+        states = (pw + gb + (12.0 if zs == 0 else 12.0 / g_sh)) * p_dense
         if use_ep:  # routed experts over the expert-data-parallel group
-            states += (pw + gb + (12.0 if zs == 0 else 12.0 / f_edp)) * p_exp
+            states += (pw + gb + (12.0 if zs == 0 else 12.0 / g_edp)) * p_exp
         return states
     whole, part = zero_state_bytes(zs, int(wp.precision) != 2, int(wp.framework) == 2)
-    states = whole * (largest if zs == 3 else p_dev) + part * p_dense / G
+    states = whole * (largest if zs == 3 else p_dev) + part * p_dense / g_sh
     if use_ep:  # routed experts sharded over the expert-data-parallel group
-        states += part * p_exp / f_edp
+        states += part * p_exp / g_edp
     return states
 
 
 @jit()
-def zero_offload(wp, p_dev, p_dense, p_exp, largest, G, f_edp, opt_share, bw, p_lin, m,
+def zero_offload(wp, p_dev, p_dense, p_exp, largest, g_sh, g_edp, opt_share, bw, p_lin, m,
                  topo, use_ep):
     """ZeRO-Offload (``wp.offload`` 1; fp32 master, m, v and the 16-bit gradients on
     the host) and ZeRO-Infinity (2; parameters fetched for every pass): ``(device state
     bytes, host bytes, PCIe time ns per step)``."""
     zs = int(wp.zero_stage)
-    p_gpu = p_dev / G if zs == 3 else p_dev
+    p_gpu = p_dev / g_sh if zs == 3 else p_dev
     if use_ep and zs == 3:
-        p_gpu = p_dense / G + p_exp / f_edp
+        p_gpu = p_dense / g_sh + p_exp / g_edp
     states = 2.0 * p_gpu + (4.0 * largest if zs == 3 else 0.0)
     host = opt_share * 14.0
     pcie = topo.pcie_gbs if topo.pcie_gbs > 0.0 else 1.0
@@ -739,48 +743,48 @@ def zero_offload(wp, p_dev, p_dense, p_exp, largest, G, f_edp, opt_share, bw, p_
 
 
 @jit()
-def activation_bytes_per_layer(s, b, d, a, t, recompute, sp, fp8, flash):
+def activation_bytes_per_layer(seq, mb, d, heads, tp, recompute, sp, fp8_saved, flash):
     """Korthikanti et al. 2022, Table 2 (16-bit activations) for one layer, one micro-batch.
 
     Per token and hidden unit: 10 bytes outside the TP shards without sequence
     parallelism (the two norm inputs 4, the QKV and FC1 inputs 4, two dropout masks 2)
     and 24 inside (Q, K, V 6, the attention output 2, the GeLU input 8, the FC2 input
-    8), + 5·a·s/d of attention scores unless they are recomputed (or never stored, as
-    with flash attention: ``recompute`` 1). ``fp8``: Transformer Engine's ``Linear``
+    8), + 5·heads·seq/d of attention scores unless they are recomputed (or never stored,
+    as with flash attention: ``recompute`` 1). ``fp8_saved``: Transformer Engine's ``Linear``
     saves the FP8 cast of its input (1 byte instead of 2) for the weight gradient: the
     QKV and FC1 inputs take 2 bytes off the replicated part, FC2's 4 off the sharded
     one; the output projection's FP8 input is 1 more byte where a flash core keeps its
     16-bit output O for its own backward (``flash``: 24 → 21), 1 less where nothing else
     needs O (unfused: 24 → 19)."""
     if recompute == 2:  # full: only each layer's input is kept
-        return 2.0 * s * b * d / (t if sp else 1.0)
-    rep = 8.0 if fp8 else 10.0
+        return 2.0 * seq * mb * d / (tp if sp else 1.0)
+    rep = 8.0 if fp8_saved else 10.0
     shard = 24.0
-    if fp8:
+    if fp8_saved:
         shard = 21.0 if flash else 19.0
     if sp:
-        per = (rep + shard) / t
+        per = (rep + shard) / tp
     else:
-        per = rep + shard / t
+        per = rep + shard / tp
     if recompute == 0:
-        per += 5.0 * a * s / (d * t)
-    return s * b * d * per
+        per += 5.0 * heads * seq / (d * tp)
+    return seq * mb * d * per
 
 
 @jit()
-def op_sac_bytes_per_layer(s, b, d, kv_w, f_w, gated, t, sp):
+def op_sac_bytes_per_layer(seq, mb, d, kv_width, ffn_width, gated, tp, sp):
     """Per-operator selective checkpointing as torchtitan applies it (16-bit): a layer
     keeps its input, the outputs of its matmuls except every second one (Q, V, the
     attention output, the first FFN matmul and, gated, the down projection; K, O and the
     gated up projection are recomputed) and, under TP, the reduce-scattered outputs.
     ``kv_w``: local K/V width (KV heads on this rank x head_dim); ``f_w``: local width of
     the first FFN matmul per token (top_k x d_ff for MoE)."""
-    width = d / (t if sp else 1.0) + 2.0 * d / t + kv_w + f_w
+    width = d / (tp if sp else 1.0) + 2.0 * d / tp + kv_width + ffn_width
     if gated:
         width += d  # partial sums of the down projection: full width before the reduce
-    if t > 1.0:
-        width += 2.0 * d / t  # reduce-scatter outputs of attention and FFN
-    return 2.0 * s * b * width
+    if tp > 1.0:
+        width += 2.0 * d / tp  # reduce-scatter outputs of attention and FFN
+    return 2.0 * seq * mb * width
 
 
 @jit()
@@ -815,12 +819,12 @@ def activation_memory(mp, wp, cp, tp, pp, m, lps):
 
 
 @jit()
-def logit_bytes(mp, wp, T, tp):
+def logit_bytes(mp, wp, tokens, tp):
     """The loss's logit buffers at its peak: a fused / compiled loss keeps the fp32
     softmax (``FUSED_LOSS_BYTES`` per element); PyTorch's eager
     ``cross_entropy(logits.float())`` the fp32 log-softmax and the fp32 gradients of its
     output and input (``EAGER_LOSS_BYTES``)."""
-    return T * mp.vocab_size / tp * (EAGER_LOSS_BYTES if wp.eager_loss == 1.0
+    return tokens * mp.vocab_size / tp * (EAGER_LOSS_BYTES if wp.eager_loss == 1.0
                                      else FUSED_LOSS_BYTES)
 
 

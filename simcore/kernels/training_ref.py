@@ -96,7 +96,7 @@ def ep_groups(ep: int, tp: int, cp: int, dp: int, strides, cube: int):
     return (True, *shape(ep_parts), *shape(edp_parts))
 
 
-def ep_dispatch_copies(n_experts: int, top_k: int, ep: int, per_node: int,
+def ep_dispatch_copies(n_experts: int, top_k: int, ep: int, k_ep: int,
                        round_robin: bool) -> tuple[float, float]:
     """Mean (ranks, nodes) one token's routed experts live on: experts contiguous over the
     ep ranks, ``per_node`` EP ranks per node. Random: k distinct experts uniformly
@@ -106,7 +106,7 @@ def ep_dispatch_copies(n_experts: int, top_k: int, ep: int, per_node: int,
     E, k = int(n_experts), int(top_k)
     if E < ep or ep <= 1:  # not a valid EP layout (masked)
         return 1.0, 1.0
-    n_nodes = max(round(ep / per_node), 1)
+    n_nodes = max(round(ep / k_ep), 1)
     if not round_robin:
         def reach(groups: int) -> float:
             return groups * (1 - math.comb(E - E // groups, k) / math.comb(E, k))
@@ -189,19 +189,19 @@ def attention_weights(model, tp: float) -> float:
             + rep_w)
 
 
-def attention_projections(model, tokens: float, tp: float, wb: float, passes: float):
+def attention_projections(model, tokens: float, tp: float, bw: float, passes: float):
     _, rep_w = _attn_split(model)
     return (passes * 2 * tokens * ((model.attn_params_per_layer - rep_w) / tp + rep_w),
-            passes * (attention_weights(model, tp) * wb + tokens * model.d_model * wb
+            passes * (attention_weights(model, tp) * bw + tokens * model.d_model * bw
                       * (2 + 2 / tp)))
 
 
-def kv_block_bytes(model, mb: float, s: float, cp: float, tp: float, wb: float) -> float:
+def kv_block_bytes(model, mb: float, s: float, cp: float, tp: float, bw: float) -> float:
     return mb * (s / cp) * kv_heads_per_rank(model, tp) * (model.head_dim
-                                                           + model.value_head_dim) * wb
+                                                           + model.value_head_dim) * bw
 
 
-def attention_core(model, workload, cp: float, tp: float, wb: float, passes: float,
+def attention_core(model, workload, cp: float, tp: float, bw: float, passes: float,
                    causal: float, pair_frac: float):
     """Scores (head_dim) and values (v_head_dim) per pair and head; K and V read for the
     keys each query attends to. An unfused core computes every (query, key) score and
@@ -211,15 +211,15 @@ def attention_core(model, workload, cp: float, tp: float, wb: float, passes: flo
     width = model.head_dim + model.value_head_dim
     flash = workload.attention in ("flash", "flash2")
     pairs = s * s * causal * pair_frac if flash else s * s
-    scores = 0.0 if flash else 4 * wb * mb * (h / tp) * (s / cp) * s
+    scores = 0.0 if flash else 4 * bw * mb * (h / tp) * (s / cp) * s
     return (passes * 2 * mb * pairs * width * h / (tp * cp),
-            passes * (kv_block_bytes(model, mb, s, cp, tp, wb)
-                      + mb * kv_heads_per_rank(model, tp) * width * wb * pairs / s
-                      + mb * (s / cp) * (h / tp) * width * wb + scores))
+            passes * (kv_block_bytes(model, mb, s, cp, tp, bw)
+                      + mb * kv_heads_per_rank(model, tp) * width * bw * pairs / s
+                      + mb * (s / cp) * (h / tp) * width * bw + scores))
 
 
-def ffn_gemms(model, tokens: float, ffn_tokens: float, ffn_ranks: float, tp: float, ep: float,
-              wb: float, passes: float):
+def ffn_gemms(model, tokens: float, ffn_tokens: float, shard: float, tp: float, ep: float,
+              bw: float, passes: float):
     """Weights read per pass: with EP the rank's local experts whole (those its T·k/tp
     routed token copies touch), the rest (router, shared, dense) by TP."""
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
@@ -229,42 +229,43 @@ def ffn_gemms(model, tokens: float, ffn_tokens: float, ffn_ranks: float, tp: flo
     else:
         experts = (min(model.n_experts, ffn_tokens * model.top_k) if model.n_experts > 1
                    else 1)
-        read = (experts * model.expert_params + router) / ffn_ranks
-    return (passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks,
-            passes * (read * wb + 2 * ffn_tokens * model.d_model * wb))
+        read = (experts * model.expert_params + router) / shard
+    return (passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / shard,
+            passes * (read * bw + 2 * ffn_tokens * model.d_model * bw))
 
 
-def lm_head(model, m: float, tokens: float, tp: float, wb: float):
+def lm_head(model, m: float, tokens: float, tp: float, bw: float):
     v, d = model.vocab_size, model.d_model
-    return (m * 3 * 2 * tokens * d * v / tp, m * (3 * v * d * wb / tp + 2 * tokens * v / tp * 4))
+    return (m * 3 * 2 * tokens * d * v / tp, m * (3 * v * d * bw / tp + 2 * tokens * v / tp * 4))
 
 
-def elementwise_bytes(model, tokens, residual, ffn_tokens, ffn_ranks, tp, wb, passes) -> float:
-    """Norms + residual adds on the residual stream, RoPE on Q and K, the activation."""
+def elementwise_bytes(model, tokens, tok_res, ffn_tokens, shard, tp, bw, passes) -> float:
+    """Norms + residual adds on the (``tok_res`` tokens of the) residual stream, RoPE on Q
+    and K, the activation."""
     d = model.d_model
-    return passes * wb * (residual * (2 * 2 * d + 2 * 3 * d)
+    return passes * bw * (tok_res * (2 * 2 * d + 2 * 3 * d)
                           + tokens * 2 * (model.n_heads / tp + kv_heads_per_rank(model, tp))
                           * model.head_dim
-                          + ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks)
+                          + ffn_tokens * model.ffn_active_params_per_layer / d / shard)
 
 
-def eager_elementwise_bytes(model, tokens, residual, ffn_tokens, ffn_ranks, tp, passes) -> float:
+def eager_elementwise_bytes(model, tokens, tok_res, ffn_tokens, shard, tp, passes) -> float:
     """PyTorch eager (torchtitan's Llama without torch.compile): per element, an RMSNorm
     36 bytes against 4 fused (two per layer), RoPE on Q and K 20 against 4, the SwiGLU
     product 10 against 6 per FFN element."""
     d = model.d_model
-    ffn = ffn_tokens * model.ffn_active_params_per_layer / d / ffn_ranks
-    return passes * (residual * 2 * 32 * d
+    ffn = ffn_tokens * model.ffn_active_params_per_layer / d / shard
+    return passes * (tok_res * 2 * 32 * d
                      + tokens * (model.n_heads / tp + kv_heads_per_rank(model, tp))
                      * model.head_dim * 16 + (ffn / 3 * 4 if model.gated_ffn else 0.0))
 
 
-def moe_permutes(model, rows: float, wb: float, passes: float) -> float:
-    return (passes * moe_permute_elems(model.top_k) * model.d_model * wb * rows
+def moe_permutes(model, rows: float, bw: float, passes: float) -> float:
+    return (passes * moe_permute_elems(model.top_k) * model.d_model * bw * rows
             * model.n_moe_layers / model.n_layers)
 
 
-def fp8_cast_bytes(model, tokens, residual, ffn_tokens, tp, ffn_ranks, ep_div, wb,
+def fp8_cast_bytes(model, tokens, tok_res, ffn_tokens, tp, shard, ep_div, bw,
                    fwd_passes) -> float:
     """Transformer Engine casts each GEMM's activation operand in every forward pass and
     its output gradient once in the backward: read 16 bits, write FP8 + its transpose
@@ -275,14 +276,14 @@ def fp8_cast_bytes(model, tokens, residual, ffn_tokens, tp, ffn_ranks, ep_div, w
     copies = model.top_k if moe_share else 1
     query = (model.attn_params_per_layer - kv_w - rep_w) / 2 / d / tp  # O input width
     width = model.ffn_active_params_per_layer / ((3 if model.gated_ffn else 2) * d)
-    fc2_in = ffn_tokens * width / ffn_ranks
+    fc2_in = ffn_tokens * width / shard
     routed = ffn_tokens * moe_share * copies / ep_div
     dense_rows = ffn_tokens * (1 - moe_share)
-    norm_fused = residual * d + residual * d * (1 - moe_share)
+    norm_fused = tok_res * d + tok_res * d * (1 - moe_share)
     act_in = tokens * query + routed * d + fc2_in
     grad_out = (tokens * (query + kv_w / d / tp) + tokens * d
                 + (2 if model.gated_ffn else 1) * fc2_in + (routed + dense_rows) * d)
-    return fwd_passes * (2 * norm_fused + (wb + 2) * act_in) + (wb + 2) * grad_out
+    return fwd_passes * (2 * norm_fused + (bw + 2) * act_in) + (bw + 2) * grad_out
 
 
 # --- per layer and micro-batch: collectives (ns over ``links``) -----------------------------
@@ -354,7 +355,7 @@ def zero3_param_gathers(links, params, g, k, tier, topology, workload, pw) -> fl
     return group_collective(links, params * pw, g, k, tier, topology, False, n, False)
 
 
-def cp_ring(lay: Layout, model, workload, tp, wb, topology, tier_cp):
+def cp_ring(lay: Layout, model, workload, tp, bw, topology, tier_cp):
     """(bytes, link latency ns) of the ring; it reruns with the attention core: full
     recompute, or an unfused core that selective or per-op checkpointing recomputes."""
     cp = lay.cp
@@ -362,44 +363,44 @@ def cp_ring(lay: Layout, model, workload, tp, wb, topology, tier_cp):
         return 0.0, 0.0
     mb, s, rc = workload.micro_batch, workload.s_kv, workload.recompute
     if lay.cp_ring_variant == "kv":
-        block = kv_block_bytes(model, mb, s, cp, tp, wb)
+        block = kv_block_bytes(model, mb, s, cp, tp, bw)
     else:
         block = mb * (s / cp) * (model.n_heads / tp) * ((model.head_dim + model.value_head_dim)
-                                                        * wb + 8)
+                                                        * bw + 8)
     flash = workload.attention in ("flash", "flash2")
     n = (4 if (rc == "full" or (rc != "none" and not flash)) else 3) * (cp - 1)
     return n * block, n * tier_alpha_ns(topology, tier_cp)
 
 
-def kernels_per_layer(model, elem_passes, per_block, n_a2a, tp, ep) -> float:
+def kernels_per_layer(model, p_elem, n_half, n_a2a, tp, ep) -> float:
     moe_share = model.n_moe_layers / model.n_layers if model.n_experts > 1 else 0.0
-    n = elem_passes * (10 + (model.n_norms_per_layer - 2) + 4 * moe_share)
-    return n + (2 * per_block if tp > 1 else 0) + (n_a2a if ep > 1 else 0)
+    n = p_elem * (10 + (model.n_norms_per_layer - 2) + 4 * moe_share)
+    return n + (2 * n_half if tp > 1 else 0) + (n_a2a if ep > 1 else 0)
 
 
 # --- the pipeline ---------------------------------------------------------------------------
-def pipeline_schedule(model, pp, m, v):
+def pipeline_schedule(model, pp, m, vs):
     """(layers per stage, micro-batch slots with the interleaved bubble, layer slots)."""
     per_stage = math.ceil(model.n_layers / pp)
-    per_slot = m + (pp - 1) / v
+    per_slot = m + (pp - 1) / vs
     return per_stage, per_slot, per_stage * per_slot
 
 
-def pipeline_p2p(act, tp, pp, v, m, topology, tier_pp):
+def pipeline_p2p(act, tp, pp, vs, m, topology, tier_pp):
     """Megatron scatter/gather: a pipeline send carries 1/TP of the activation."""
     if pp <= 1:
         return 0.0, 0.0
-    n = 2 * (v * m + pp - 2)
+    n = 2 * (vs * m + pp - 2)
     return n * act / tp, n * tier_alpha_ns(topology, tier_pp)
 
 
 # --- once per step: gradients and the optimizer ----------------------------------------------
-def grad_reduce(links, params, g, k, tier, zs, m, grad_bytes, pw, topology):
+def grad_reduce(links, params, g, k, tier, zs, m, gb, pw, topology):
     """(gradient reduction, parameter all-gather after the step) of ``params``, in ns."""
     def over(nbytes, allreduce):
         return group_collective(links, nbytes, g, k, tier, topology, allreduce, 1, allreduce)
 
-    grads = params * grad_bytes
+    grads = params * gb
     if zs >= 2:  # reduce-scatter after every micro-batch
         return m * over(grads, False), over(params * pw, False) if zs == 2 else 0.0
     if zs == 1:
@@ -407,32 +408,32 @@ def grad_reduce(links, params, g, k, tier, zs, m, grad_bytes, pw, topology):
     return over(grads, True), 0.0
 
 
-def grad_reduce_overlap(workload, ffn_passes, m, per_slot) -> float:
+def grad_reduce_overlap(workload, p_ffn, m, slots) -> float:
     """Share of the layer slots' compute an overlapped gradient reduction hides under."""
     if not workload.grad_overlap:
         return 0.0
-    return 2 / ffn_passes * (m if workload.zero_stage >= 2 else 1) / per_slot
+    return 2 / p_ffn * (m if workload.zero_stage >= 2 else 1) / slots
 
 
-def layer_params(model, tp, ep, ffn_ranks):
+def layer_params(model, tp, ep, shard):
     """(dense, local routed experts) parameters of one layer on a device."""
     if ep > 1:
         router = model.ffn_params_per_layer - model.n_experts * model.expert_params
         return (attention_weights(model, tp) + router / tp + model.norm_params_per_layer,
                 model.n_experts / ep * model.expert_params)
-    return (attention_weights(model, tp) + model.ffn_params_per_layer / ffn_ranks
+    return (attention_weights(model, tp) + model.ffn_params_per_layer / shard
             + model.norm_params_per_layer, 0.0)
 
 
-def stage_params(model, layer_dense, layer_expert, per_stage, tp, pp):
+def stage_params(model, layer_dense, layer_exp, lps, tp, pp):
     emb = model.vocab_size * model.d_model / tp if pp > 1 else model.embedding_params / tp
-    return per_stage * layer_dense + emb, per_stage * layer_expert
+    return lps * layer_dense + emb, lps * layer_exp
 
 
-def optimizer_step(workload, params, dense, expert, g_sh, g_edp, use_ep):
+def optimizer_step(workload, p_dev, p_dense, p_exp, g_sh, g_edp, use_ep):
     """(parameters the device updates, HBM bytes of the Adam step; 0 on the host)."""
-    opt = (dense / g_sh + expert / g_edp) if workload.zero_stage >= 1 else params
-    return opt, 0.0 if workload.offload != "none" else opt * (ADAM_BYTES_PER_PARAM
+    opt_share = (p_dense / g_sh + p_exp / g_edp) if workload.zero_stage >= 1 else p_dev
+    return opt_share, 0.0 if workload.offload != "none" else opt_share * (ADAM_BYTES_PER_PARAM
                                                               + workload.grad_bytes)
 
 
@@ -444,49 +445,49 @@ def zero_state_bytes(stage: int, sixteen_bit: bool, fsdp: bool) -> tuple[float, 
     return whole, part
 
 
-def model_states(workload, dense, expert, params, largest, g_sh, g_edp, pw, use_ep) -> float:
+def model_states(workload, p_dense, p_exp, p_dev, largest, g_sh, g_edp, pw, use_ep) -> float:
     zs = workload.zero_stage
     if workload.framework == "megatron":
         # parameters + gradients whole, fp32 master weights + Adam (12 B) over the group
         gb = workload.grad_bytes
         return sum((pw + gb + (12 if zs == 0 else 12 / g)) * p
-                   for p, g in ((dense, g_sh), (expert, g_edp)))
+                   for p, g in ((p_dense, g_sh), (p_exp, g_edp)))
     whole, part = zero_state_bytes(zs, workload.precision != "fp32",
                                    workload.framework == "fsdp")
     # DeepSpeed: ZeRO-3 keeps only the fully gathered largest layer whole
-    return (whole * (largest if zs == 3 else params) + part * dense / g_sh
-            + part * expert / g_edp)
+    return (whole * (largest if zs == 3 else p_dev) + part * p_dense / g_sh
+            + part * p_exp / g_edp)
 
 
-def zero_offload(workload, params, dense, expert, largest, g_sh, g_edp, opt_params, wb,
-                 lin_passes, m, topology, use_ep):
+def zero_offload(workload, p_dev, p_dense, p_exp, largest, g_sh, g_edp, opt_share, bw,
+                 p_lin, m, topology, use_ep):
     """(device state bytes, host bytes, PCIe ns per step) with ZeRO-Offload / -Infinity."""
     zs = workload.zero_stage
-    on_gpu = dense / g_sh + expert / g_edp if zs == 3 else params
+    on_gpu = p_dense / g_sh + p_exp / g_edp if zs == 3 else p_dev
     states = 2 * on_gpu + (4 * largest if zs == 3 else 0)
-    host = 14 * opt_params  # fp32 master, Adam m and v, 16-bit gradients
-    t_host = opt_params * (2 + wb) / topology.pcie_gbs
+    host = 14 * opt_share  # fp32 master, Adam m and v, 16-bit gradients
+    t_host = opt_share * (2 + bw) / topology.pcie_gbs
     if workload.offload == "optimizer+params":
         states = 4 * largest
         host += 2 * on_gpu
-        t_host += lin_passes * m * on_gpu * wb / topology.pcie_gbs
+        t_host += p_lin * m * on_gpu * bw / topology.pcie_gbs
     return states, host, t_host
 
 
-def activation_bytes_per_layer(seq: float, micro: int, d: int, heads: int, tp: int,
-                               recompute: str, sequence_parallel: bool,
+def activation_bytes_per_layer(seq: float, mb: int, d: int, heads: int, tp: int,
+                               recompute: str, sp: bool,
                                fp8_saved: bool = False, flash: bool = True) -> float:
-    """Korthikanti et al. 2022, Table 2, bytes for one layer and micro-batch; with
+    """Korthikanti et al. 2022, Table 2, bytes for one layer and mb-batch; with
     ``fp8_saved`` (Transformer Engine) every GEMM input is kept as a 1-byte FP8 copy:
     QKV and FC1 (10 → 8 outside the TP shards), FC2 and the output projection (24 → 21
     inside them with a flash core, which also keeps the 16-bit attention output for its
     backward; 24 → 19 unfused)."""
-    sbh = seq * micro * d
+    sbh = seq * mb * d
     if recompute == "full":
-        return 2 * sbh / (tp if sequence_parallel else 1)
+        return 2 * sbh / (tp if sp else 1)
     attn_scores = 5 * heads * seq / d
     outside, inside = (8, 21 if flash else 19) if fp8_saved else (10, 24)
-    if sequence_parallel:
+    if sp:
         per = (outside + inside) / tp
     else:
         per = outside + inside / tp
@@ -495,8 +496,8 @@ def activation_bytes_per_layer(seq: float, micro: int, d: int, heads: int, tp: i
     return sbh * per
 
 
-def op_sac_bytes_per_layer(seq, micro, d, kv_width, ffn_width, gated, tp, sp) -> float:
-    """torchtitan's per-op selective checkpointing, bytes for one layer and micro-batch:
+def op_sac_bytes_per_layer(seq, mb, d, kv_width, ffn_width, gated, tp, sp) -> float:
+    """torchtitan's per-op selective checkpointing, bytes for one layer and mb-batch:
     the layer input, the outputs of Q, V, attention, the first FFN matmul and (gated FFN)
     the down projection's partial sums; under TP the two reduce-scattered outputs."""
     width = d / (tp if sp else 1) + 2 * d / tp + kv_width + ffn_width
@@ -504,10 +505,10 @@ def op_sac_bytes_per_layer(seq, micro, d, kv_width, ffn_width, gated, tp, sp) ->
         width += d
     if tp > 1:
         width += 2 * d / tp
-    return 2 * seq * micro * width
+    return 2 * seq * mb * width
 
 
-def activation_memory(model, workload, cp, tp, pp, m, per_stage) -> float:
+def activation_memory(model, workload, cp, tp, pp, m, lps) -> float:
     """The first stage's in-flight micro-batches of activations (+ the recomputed layer)."""
     rc, sp, v = workload.recompute, workload.sequence_parallel, workload.virtual_stages
     flash = workload.attention in ("flash", "flash2")
@@ -523,7 +524,7 @@ def activation_memory(model, workload, cp, tp, pp, m, per_stage) -> float:
     in_flight = min(pp, m)
     if v > 1 and pp > 1:
         in_flight *= 1 + (pp - 1) / (pp * v)
-    mem = per_stage * in_flight * layer
+    mem = lps * in_flight * layer
     if rc == "full":
         mem += activation_bytes_per_layer(s, mb, d, h, tp, "selective" if flash else "none",
                                           sp, fp8_saved, flash)
