@@ -426,6 +426,15 @@ def pareto_mask(points: np.ndarray) -> np.ndarray:
     return _mask(points)
 
 
+def request_kernels() -> Any:
+    """The request-level serving simulator, :mod:`simcore.kernels.requests` (its
+    ``StepTables``, ``simulate_instance`` and ``kv_transfer_done``): the studies reach the
+    kernels through the engine only."""
+    from ..kernels import requests
+
+    return requests
+
+
 @dataclass(frozen=True)
 class Prepared:
     """Validated specs and the per-layout coefficients, built once."""

@@ -1,0 +1,286 @@
+"""Request-level serving simulator (numba). Twin: ``requests_ref``.
+
+One serving instance (an aggregated replica, a disaggregated prefill worker or a decode
+worker) steps a scheduler shaped like vLLM V1's: every step it first schedules the running
+requests in admission order (each gets ``min(tokens still to compute, budget left)``
+tokens, so a long prompt is prefilled in chunks and a decode gets one token), then admits
+waiting requests first-come first-served while the token budget, ``max_seqs`` and the
+free KV-cache blocks allow (continuous batching, mixed prefill / decode batches). A
+running request that needs a block when none is free preempts the newest running request
+(recompute: its blocks are freed and it goes back to the front of the queue with nothing
+computed); no request is admitted in a step that preempted. The step lasts
+:func:`step_ns`, priced from the layout's cost tables (:class:`StepTables`); a request
+whose computed tokens reach its known tokens samples its next token at the step's end.
+
+Pieces, each with a twin of the same name in ``requests_ref``: :func:`segment`,
+:func:`table_ns`, :func:`decode_part_ns`, :func:`prefill_part_ns`, :func:`step_ns`,
+:func:`blocks_for`; drivers: :func:`simulate_instance`, :func:`kv_transfer_done`.
+Times are float64 ns, token and block counts int64. Requests are given sorted by arrival.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._numba import jit
+
+__all__ = ["StepTables", "blocks_for", "decode_part_ns", "kv_transfer_done", "prefill_part_ns",
+           "segment", "simulate_instance", "step_ns", "table_ns"]
+
+
+class StepTables(NamedTuple):
+    """Step costs of one layout, in ns, interpolated bilinearly (extrapolated linearly
+    past the grid's ends).
+
+    ``pre_ns[k, j]``: a prefill of ``pre_batch[k]`` sequences of ``pre_tokens[j]`` tokens
+    each (launching every kernel). ``dec_ns[b, c]``: a decode step of ``dec_batch[b]``
+    sequences at context ``dec_ctx[c]`` (replaying CUDA graphs). Every grid is increasing,
+    float64, with at least two points.
+    """
+
+    pre_batch: np.ndarray
+    pre_tokens: np.ndarray
+    pre_ns: np.ndarray
+    dec_batch: np.ndarray
+    dec_ctx: np.ndarray
+    dec_ns: np.ndarray
+
+
+@jit()
+def segment(xs, x):
+    """(i, w): ``x`` lies at ``xs[i] + w · (xs[i+1] - xs[i])``; the first or last segment
+    (``w`` < 0 or > 1) outside the grid."""
+    n = xs.shape[0]
+    i = 0
+    while i < n - 2 and x > xs[i + 1]:
+        i += 1
+    return i, (x - xs[i]) / (xs[i + 1] - xs[i])
+
+
+@jit()
+def table_ns(xs, ys, z, x, y):
+    """``z`` (over ``xs`` x ``ys``) at ``(x, y)``, bilinear; below ``ys[0]`` (fewer tokens
+    or a shorter context than the grid's first) at ``ys[0]``, and never below ``z[0, 0]``
+    (the cheapest step on the grid: a step costs at least its fixed overheads)."""
+    i, wx = segment(xs, x)
+    j, wy = segment(ys, y)
+    if wy < 0.0 and j == 0:
+        wy = 0.0
+    lo = z[i, j] * (1.0 - wx) + z[i + 1, j] * wx
+    hi = z[i, j + 1] * (1.0 - wx) + z[i + 1, j + 1] * wx
+    v = lo * (1.0 - wy) + hi * wy
+    if v < z[0, 0]:
+        v = z[0, 0]
+    return v
+
+
+@jit()
+def decode_part_ns(tables, n_dec, ctx_sum):
+    """A decode step of ``n_dec`` sequences whose contexts sum to ``ctx_sum`` tokens,
+    priced at their mean context."""
+    return table_ns(tables.dec_batch, tables.dec_ctx, tables.dec_ns, float(n_dec),
+                    ctx_sum / n_dec)
+
+
+@jit()
+def prefill_part_ns(tables, tokens, pairs):
+    """Prefill chunks holding ``tokens`` tokens with ``pairs`` (query, key) attention pairs
+    in all (a chunk of ``m`` tokens after ``p`` cached ones has ``m·p + m(m+1)/2``),
+    priced as the ``k`` sequences of ``s`` tokens with the same tokens (``k·s``) and pairs
+    (``k·s(s+1)/2``): ``s = 2·pairs/tokens - 1``, ``k = tokens / s``."""
+    s = 2.0 * pairs / tokens - 1.0
+    k = tokens / s
+    return table_ns(tables.pre_batch, tables.pre_tokens, tables.pre_ns, k, s)
+
+
+@jit()
+def step_ns(tables, n_dec, ctx_sum, tokens, pairs):
+    """One scheduler step: decode only, prefill only, or mixed. A mixed step is the
+    prefill's cost plus the decode's above a batch-1 decode at the shortest context (the
+    decode tokens ride in the prefill's forward: weights and step overheads once)."""
+    if tokens == 0:
+        return decode_part_ns(tables, n_dec, ctx_sum)
+    pre = prefill_part_ns(tables, tokens, pairs)
+    if n_dec == 0:
+        return pre
+    base = table_ns(tables.dec_batch, tables.dec_ctx, tables.dec_ns, 1.0, tables.dec_ctx[0])
+    extra = decode_part_ns(tables, n_dec, ctx_sum) - base
+    if extra < 0.0:
+        extra = 0.0
+    return pre + extra
+
+
+@jit()
+def blocks_for(tokens, block_size):
+    """KV-cache blocks holding ``tokens`` tokens."""
+    return (tokens + block_size - 1) // block_size
+
+
+@jit()
+def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
+                      n_blocks, block_size):
+    """Step one instance's scheduler until every request finished or was dropped.
+
+    Per request (sorted by ``arrival_ns``): ``prompt`` tokens known at arrival, of which
+    ``cached`` already have their KV (a disaggregated decode worker receives them), and
+    ``max_new`` tokens to sample (>= 1). A request whose final KV (``prompt + max_new -
+    1`` tokens) needs more than ``n_blocks`` blocks can never run: dropped (times -1).
+
+    Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
+    that sampled its first and its last token, the start of the first step that scheduled
+    it, how often it was preempted, and the number of steps run.
+    """
+    n = arrival_ns.shape[0]
+    first_ns = np.full(n, -1.0)
+    last_ns = np.full(n, -1.0)
+    start_ns = np.full(n, -1.0)
+    preemptions = np.zeros(n, dtype=np.int64)
+    computed = np.zeros(n, dtype=np.int64)
+    tokens = np.zeros(n, dtype=np.int64)
+    sampled = np.zeros(n, dtype=np.int64)
+    held = np.zeros(n, dtype=np.int64)
+    sched = np.zeros(n, dtype=np.int64)
+    running = np.empty(max(n, 1), dtype=np.int64)
+    queue = np.empty(max(n, 1), dtype=np.int64)  # ring buffer of waiting requests
+    for i in range(n):
+        computed[i] = cached[i]
+        tokens[i] = prompt[i]
+    n_run = 0
+    q_head = 0
+    q_len = 0
+    free = n_blocks
+    t = 0.0
+    nxt = 0
+    done = 0
+    steps = 0
+    while done < n:
+        if n_run == 0 and q_len == 0 and arrival_ns[nxt] > t:
+            t = arrival_ns[nxt]
+        while nxt < n and arrival_ns[nxt] <= t:
+            if blocks_for(prompt[nxt] + max_new[nxt] - 1, block_size) > n_blocks:
+                done += 1  # can never hold its KV: dropped
+            else:
+                queue[(q_head + q_len) % n] = nxt
+                q_len += 1
+            nxt += 1
+        if n_run == 0 and q_len == 0:
+            continue
+        budget = token_budget
+        n_dec = 0
+        ctx_sum = 0.0
+        pre_tokens = 0
+        pairs = 0.0
+        preempted = False
+        k = 0
+        while k < n_run and budget > 0:  # running requests first, in admission order
+            r = running[k]
+            m = min(tokens[r] - computed[r], budget)
+            need = blocks_for(computed[r] + m, block_size) - held[r]
+            lost = False
+            while need > free:  # preempt the newest running request (recompute)
+                v = running[n_run - 1]
+                n_run -= 1
+                free += held[v]
+                held[v] = 0
+                computed[v] = 0
+                preemptions[v] += 1
+                q_head = (q_head - 1) % n
+                queue[q_head] = v
+                q_len += 1
+                preempted = True
+                if v == r:
+                    lost = True
+                    break
+            if lost:
+                break
+            held[r] += need
+            free -= need
+            sched[r] = m
+            budget -= m
+            if m == 1 and computed[r] >= 1:
+                n_dec += 1
+                ctx_sum += computed[r] + 1
+            else:
+                pre_tokens += m
+                pairs += m * computed[r] + m * (m + 1) / 2.0
+            k += 1
+        while not preempted and q_len > 0 and budget > 0 and n_run < max_seqs:
+            r = queue[q_head]  # waiting requests, first come first served
+            m = min(tokens[r] - computed[r], budget)
+            need = blocks_for(computed[r] + m, block_size)
+            if need > free:
+                break
+            q_head = (q_head + 1) % n
+            q_len -= 1
+            running[n_run] = r
+            n_run += 1
+            held[r] = need
+            free -= need
+            sched[r] = m
+            budget -= m
+            if start_ns[r] < 0.0:
+                start_ns[r] = t
+            if m == 1 and computed[r] >= 1:
+                n_dec += 1
+                ctx_sum += computed[r] + 1
+            else:
+                pre_tokens += m
+                pairs += m * computed[r] + m * (m + 1) / 2.0
+        if n_dec == 0 and pre_tokens == 0:
+            continue  # everything running was preempted: admit again next pass
+        t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
+        steps += 1
+        kept = 0
+        for k in range(n_run):
+            r = running[k]
+            m = sched[r]
+            sched[r] = 0
+            finished = False
+            if m > 0:
+                computed[r] += m
+                if computed[r] == tokens[r]:
+                    sampled[r] += 1
+                    tokens[r] += 1
+                    if first_ns[r] < 0.0:
+                        first_ns[r] = t
+                    last_ns[r] = t
+                    if sampled[r] == max_new[r]:
+                        finished = True
+            if finished:
+                free += held[r]
+                held[r] = 0
+                done += 1
+            else:
+                running[kept] = r
+                kept += 1
+        n_run = kept
+    return first_ns, last_ns, start_ns, preemptions, steps
+
+
+@jit()
+def kv_transfer_done(ready_ns, span_ns, transfer_ns, n_layers, layerwise):
+    """When each request's KV cache has reached its decode worker, over one link.
+
+    Requests in the order given (their prefill's end, ``ready_ns``); ``span_ns`` is how
+    long their prefill ran, ``transfer_ns`` the whole transfer. ``layerwise``: layer ``l``
+    of ``n_layers`` is sent as soon as it is computed (the link idle), so the last layer
+    leaves at the prefill's end; otherwise the transfer starts after the prefill. The
+    link carries one transfer at a time; it never holds up the next prefill.
+    """
+    n = ready_ns.shape[0]
+    out = np.empty(n)
+    link_free = -np.inf
+    for i in range(n):
+        lead = span_ns[i] * (n_layers - 1) / n_layers if layerwise else 0.0
+        done = ready_ns[i] + transfer_ns[i] / n_layers
+        whole = ready_ns[i] - lead + transfer_ns[i]
+        if whole > done:
+            done = whole
+        queued = link_free + transfer_ns[i]
+        if queued > done:
+            done = queued
+        out[i] = done
+        link_free = done
+    return out

@@ -1,0 +1,172 @@
+"""Plain-Python twin of :mod:`simcore.kernels.requests`: the same scheduler written as a
+discrete-event loop over lists and a deque, the same pieces under the same names.
+
+Tests compare the two on hypothesis-drawn traces (the same per-request times, exactly);
+the arithmetic is written in the kernel's order so floats agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+
+def segment(xs: Sequence[float], x: float) -> tuple[int, float]:
+    i = 0
+    while i < len(xs) - 2 and x > xs[i + 1]:
+        i += 1
+    return i, (x - xs[i]) / (xs[i + 1] - xs[i])
+
+
+def table_ns(xs: Sequence[float], ys: Sequence[float], z: Any, x: float, y: float) -> float:
+    i, wx = segment(xs, x)
+    j, wy = segment(ys, y)
+    if wy < 0.0 and j == 0:
+        wy = 0.0
+    lo = float(z[i][j]) * (1.0 - wx) + float(z[i + 1][j]) * wx
+    hi = float(z[i][j + 1]) * (1.0 - wx) + float(z[i + 1][j + 1]) * wx
+    return max(lo * (1.0 - wy) + hi * wy, float(z[0][0]))
+
+
+def decode_part_ns(tables: Any, n_dec: int, ctx_sum: float) -> float:
+    return table_ns(list(tables.dec_batch), list(tables.dec_ctx), tables.dec_ns, float(n_dec),
+                    ctx_sum / n_dec)
+
+
+def prefill_part_ns(tables: Any, tokens: int, pairs: float) -> float:
+    s = 2.0 * pairs / tokens - 1.0
+    return table_ns(list(tables.pre_batch), list(tables.pre_tokens), tables.pre_ns,
+                    tokens / s, s)
+
+
+def step_ns(tables: Any, n_dec: int, ctx_sum: float, tokens: int, pairs: float) -> float:
+    if tokens == 0:
+        return decode_part_ns(tables, n_dec, ctx_sum)
+    pre = prefill_part_ns(tables, tokens, pairs)
+    if n_dec == 0:
+        return pre
+    base = table_ns(list(tables.dec_batch), list(tables.dec_ctx), tables.dec_ns, 1.0,
+                    float(tables.dec_ctx[0]))
+    return pre + max(decode_part_ns(tables, n_dec, ctx_sum) - base, 0.0)
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
+class _Request:
+    __slots__ = ("arrival", "computed", "first", "held", "index", "last", "max_new",
+                 "preemptions", "prompt", "sampled", "start", "tokens")
+
+    def __init__(self, index: int, arrival: float, prompt: int, cached: int, max_new: int):
+        self.index, self.arrival, self.prompt, self.max_new = index, arrival, prompt, max_new
+        self.computed, self.tokens, self.sampled, self.held = cached, prompt, 0, 0
+        self.first = self.last = self.start = -1.0
+        self.preemptions = 0
+
+
+def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached: Sequence[int],
+                      max_new: Sequence[int], tables: Any, token_budget: int, max_seqs: int,
+                      n_blocks: int, block_size: int) -> tuple[list[float], list[float],
+                                                               list[float], list[int], int]:
+    reqs = [_Request(i, float(a), int(p), int(c), int(m))
+            for i, (a, p, c, m) in enumerate(zip(arrival_ns, prompt, cached, max_new,
+                                                  strict=True))]
+    pending = deque(reqs)  # not arrived yet
+    waiting: deque[_Request] = deque()
+    running: list[_Request] = []
+    free, t, steps, left = n_blocks, 0.0, 0, len(reqs)
+
+    def cost_of(r: _Request, m: int, acc: list[Any]) -> None:
+        if m == 1 and r.computed >= 1:
+            acc[0] += 1
+            acc[1] += r.computed + 1
+        else:
+            acc[2] += m
+            acc[3] += m * r.computed + m * (m + 1) / 2.0
+
+    while left:
+        if not running and not waiting and pending[0].arrival > t:
+            t = pending[0].arrival  # idle: jump to the next arrival
+        while pending and pending[0].arrival <= t:
+            r = pending.popleft()
+            if blocks_for(r.prompt + r.max_new - 1, block_size) > n_blocks:
+                left -= 1  # dropped
+            else:
+                waiting.append(r)
+        if not running and not waiting:
+            continue
+        budget, acc, scheduled, preempted = token_budget, [0, 0.0, 0, 0.0], {}, False
+        for r in list(running):
+            if budget <= 0 or r not in running:
+                break
+            m = min(r.tokens - r.computed, budget)
+            need = blocks_for(r.computed + m, block_size) - r.held
+            while need > free:
+                v = running.pop()
+                free += v.held
+                v.held, v.computed = 0, 0
+                v.preemptions += 1
+                waiting.appendleft(v)
+                preempted = True
+                if v is r:
+                    break
+            if r not in running:
+                break
+            r.held += need
+            free -= need
+            scheduled[r.index] = m
+            budget -= m
+            cost_of(r, m, acc)
+        while not preempted and waiting and budget > 0 and len(running) < max_seqs:
+            r = waiting[0]
+            m = min(r.tokens - r.computed, budget)
+            need = blocks_for(r.computed + m, block_size)
+            if need > free:
+                break
+            waiting.popleft()
+            running.append(r)
+            r.held = need
+            free -= need
+            scheduled[r.index] = m
+            budget -= m
+            if r.start < 0.0:
+                r.start = t
+            cost_of(r, m, acc)
+        if not scheduled:
+            continue
+        t += step_ns(tables, acc[0], acc[1], acc[2], acc[3])
+        steps += 1
+        still = []
+        for r in running:
+            m = scheduled.get(r.index, 0)
+            if m:
+                r.computed += m
+                if r.computed == r.tokens:
+                    r.sampled += 1
+                    r.tokens += 1
+                    if r.first < 0.0:
+                        r.first = t
+                    r.last = t
+            if m and r.sampled == r.max_new:
+                free += r.held
+                r.held = 0
+                left -= 1
+            else:
+                still.append(r)
+        running = still
+    return ([r.first for r in reqs], [r.last for r in reqs], [r.start for r in reqs],
+            [r.preemptions for r in reqs], steps)
+
+
+def kv_transfer_done(ready_ns: Sequence[float], span_ns: Sequence[float],
+                     transfer_ns: Sequence[float], n_layers: int, layerwise: bool) -> list[float]:
+    out, link_free = [], -math.inf
+    for ready, span, whole_ns in zip(ready_ns, span_ns, transfer_ns, strict=True):
+        lead = span * (n_layers - 1) / n_layers if layerwise else 0.0
+        done = max(ready + whole_ns / n_layers, ready - lead + whole_ns, link_free + whole_ns)
+        out.append(done)
+        link_free = done
+    return out

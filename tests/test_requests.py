@@ -1,0 +1,135 @@
+"""The request-level serving simulator (``simcore.kernels.requests``) against its
+plain-Python discrete-event twin (``requests_ref``) on hypothesis-drawn traces: the same
+per-request times, bit for bit, and the scheduler's invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simcore.kernels import requests as kernel
+from simcore.kernels import requests_ref as twin
+
+#: each piece and its twin share a name
+PIECES = ("segment", "table_ns", "decode_part_ns", "prefill_part_ns", "step_ns", "blocks_for",
+          "simulate_instance", "kv_transfer_done")
+
+
+def _grid(draw, lo: float, n: int) -> np.ndarray:
+    steps = draw(st.lists(st.floats(1.25, 4.0), min_size=n - 1, max_size=n - 1))
+    return lo * np.cumprod([1.0, *steps])
+
+
+@st.composite
+def tables(draw) -> kernel.StepTables:
+    """Cost tables growing in every direction (as the engine's do), in ns."""
+    pb = _grid(draw, 1.0, draw(st.integers(2, 4)))
+    pt = _grid(draw, 8.0, draw(st.integers(2, 5)))
+    db = _grid(draw, 1.0, draw(st.integers(2, 4)))
+    dc = _grid(draw, 16.0, draw(st.integers(2, 4)))
+    a, b, c = (draw(st.floats(1e3, 1e7)) for _ in range(3))
+    pre = a + b * pb[:, None] * pt[None, :] / 64 + c * pb[:, None] * (pt[None, :] / 64) ** 2
+    d0, d1, d2 = (draw(st.floats(1e3, 1e7)) for _ in range(3))
+    dec = d0 + d1 * db[:, None] / 8 + d2 * db[:, None] * dc[None, :] / 4096
+    return kernel.StepTables(pb, pt, pre, db, dc, dec)
+
+
+@st.composite
+def traces(draw) -> dict:
+    n = draw(st.integers(1, 24))
+    gaps = draw(st.lists(st.sampled_from([0.0, 1e3, 1e5, 1e6, 1e7, 3e7]), min_size=n, max_size=n))
+    prompt = np.array(draw(st.lists(st.integers(1, 160), min_size=n, max_size=n)), np.int64)
+    cached = np.array([draw(st.integers(0, int(p) - 1)) for p in prompt], np.int64)
+    return dict(arrival_ns=np.cumsum(gaps), prompt=prompt, cached=cached,
+                max_new=np.array(draw(st.lists(st.integers(1, 30), min_size=n, max_size=n)),
+                                 np.int64),
+                tables=draw(tables()), token_budget=draw(st.integers(1, 300)),
+                max_seqs=draw(st.integers(1, 12)), n_blocks=draw(st.integers(1, 80)),
+                block_size=draw(st.sampled_from([1, 2, 4, 16])))
+
+
+def test_pieces__every_jitted_function_has_a_twin():
+    for name in PIECES:
+        assert callable(getattr(kernel, name)) and callable(getattr(twin, name)), name
+
+
+@given(tables(), st.floats(0.5, 600.0), st.floats(1.0, 9000.0))
+def test_table_ns__matches_twin(tab, x, y):
+    assert kernel.table_ns(tab.pre_batch, tab.pre_tokens, tab.pre_ns, x, y) == \
+        twin.table_ns(list(tab.pre_batch), list(tab.pre_tokens), tab.pre_ns, x, y)
+
+
+@given(tables(), st.integers(0, 64), st.integers(1, 5000), st.integers(0, 4000),
+       st.integers(0, 3000))
+def test_step_ns__matches_twin(tab, n_dec, ctx, tokens, prefix):
+    if n_dec == 0 and tokens == 0:
+        tokens = 1
+    ctx_sum = float(n_dec * ctx)
+    pairs = tokens * prefix + tokens * (tokens + 1) / 2.0
+    assert kernel.step_ns(tab, n_dec, ctx_sum, tokens, pairs) == \
+        twin.step_ns(tab, n_dec, ctx_sum, tokens, pairs)
+
+
+@given(traces())
+def test_simulate_instance__kernel_matches_discrete_event_twin(case):
+    got = kernel.simulate_instance(**case)
+    want = twin.simulate_instance(**case)
+    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
+                          want[:4], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), name
+    assert got[4] == want[4]
+
+
+@given(traces())
+def test_simulate_instance__invariants(case):
+    first, last, start, _, steps = kernel.simulate_instance(**case)
+    fits = kernel.blocks_for(case["prompt"] + case["max_new"] - 1, case["block_size"]) \
+        <= case["n_blocks"]
+    served = first >= 0
+    assert np.array_equal(served, fits)  # every request that can fit is served, others dropped
+    arr = case["arrival_ns"]
+    assert np.all(start[served] >= arr[served])
+    assert np.all(first[served] > start[served]) and np.all(last[served] >= first[served])
+    # one token per request per step at most: the last token needs max_new steps
+    assert steps >= (case["max_new"][served].max() if served.any() else 0)
+
+
+@given(tables(), st.integers(2, 400), st.integers(1, 50))
+def test_simulate_instance__one_request_alone_takes_its_unloaded_times(tab, isl, osl):
+    """A lone request: TTFT is the prefill of its prompt (chunks of the budget), then
+    osl - 1 decode steps at growing contexts."""
+    first, last, *_ = kernel.simulate_instance(
+        np.array([5.0]), np.array([isl]), np.array([0]), np.array([osl]), tab, 10_000, 8,
+        10_000, 16)
+    assert first[0] - 5.0 == pytest.approx(twin.prefill_part_ns(tab, isl, isl * (isl + 1) / 2))
+    dec = sum(twin.decode_part_ns(tab, 1, float(isl + j + 1)) for j in range(osl - 1))
+    assert last[0] - first[0] == pytest.approx(dec, rel=1e-12)
+
+
+def test_simulate_instance__small_cache_preempts_and_still_finishes():
+    tab = kernel.StepTables(np.array([1.0, 2.0]), np.array([16.0, 4096.0]),
+                            np.array([[1e6, 2e6], [2e6, 4e6]]), np.array([1.0, 64.0]),
+                            np.array([16.0, 4096.0]), np.array([[1e6, 2e6], [3e6, 6e6]]))
+    n = 12
+    case = dict(arrival_ns=np.zeros(n), prompt=np.full(n, 40), cached=np.zeros(n, np.int64),
+                max_new=np.full(n, 40), tables=tab, token_budget=512, max_seqs=16,
+                n_blocks=30, block_size=16)
+    first, last, _, pre, _ = kernel.simulate_instance(**case)
+    assert (first > 0).all() and pre.sum() > 0
+    ref = twin.simulate_instance(**case)
+    assert np.array_equal(last, ref[1]) and np.array_equal(pre, ref[3])
+
+
+@given(st.lists(st.tuples(st.floats(0, 1e9), st.floats(0, 1e8), st.floats(0, 1e8)),
+                min_size=1, max_size=20), st.integers(1, 128), st.booleans())
+def test_kv_transfer_done__matches_twin_and_bounds(rows, n_layers, layerwise):
+    ready = np.sort(np.array([r[0] for r in rows]))
+    span = np.array([r[1] for r in rows])
+    whole = np.array([r[2] for r in rows])
+    got = kernel.kv_transfer_done(ready, span, whole, n_layers, layerwise)
+    assert np.array_equal(got, twin.kv_transfer_done(ready, span, whole, n_layers, layerwise))
+    assert np.all(got >= ready + whole / n_layers)  # the last layer leaves after the prefill
+    if not layerwise:
+        assert np.all(got >= ready + whole)
