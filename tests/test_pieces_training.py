@@ -12,6 +12,7 @@ bytes over each tier's GB/s plus its latency.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 import numpy as np
@@ -30,15 +31,18 @@ from test_kernels import (
 
 from simcore.kernels import common_ref, schema, training, training_ref
 from simcore.kernels._numba import Kernel
-from simcore.kernels.twin_table_training import TRAINING_TWINS
+from simcore.kernels.twin_table import DRIVERS, TWINS
 
 REL = 1e-9
+#: the training block of the twin table
+TRAINING_TWINS = tuple(t for t in TWINS if t.kernel_module == "training")
 
 #: the arguments of each piece, in order (kernel and twin alike)
 ARGS: dict[str, tuple[str, ...]] = {
     "layout_valid": ("lay", "model", "workload", "topology"),
     "gradient_group": ("lay", "strides", "tier_dp", "tier_cp", "cube"),
     "ep_groups": ("iep", "itp", "icp", "idp", "strides", "cube"),
+    "expert_blocks_spanned": ("expert_start", "itop_k", "in_experts", "experts_per_rank"),
     "ep_dispatch_copies": ("n_experts", "top_k", "ep", "k_ep", "round_robin"),
     "expert_groups": ("lay", "model", "workload", "strides", "topology"),
     "work_per_device": ("lay", "workload"),
@@ -94,7 +98,7 @@ ARGS: dict[str, tuple[str, ...]] = {
 }
 
 #: arguments the training row passes as ints or bools (everything else a float)
-INTS = {"iep", "itp", "icp", "idp", "tier_dp", "tier_cp", "tier_tp", "tier_sh", "tier_ep",
+INTS = {"iep", "itp", "icp", "idp", "expert_start", "itop_k", "in_experts", "experts_per_rank", "tier_dp", "tier_cp", "tier_tp", "tier_sh", "tier_ep",
         "tier_tpcp", "tier_pp", "zs", "lps", "recompute"}
 BOOLS = {"round_robin", "allreduce", "in_switch", "sp", "use_ep", "sixteen_bit", "fsdp",
          "gated", "fp8_saved", "flash"}
@@ -127,7 +131,8 @@ def training_points(draw):
     # arguments some pieces take besides the point's own (a collective's kind, ...)
     extra = st.fixed_dictionaries({
         **{k: st.booleans() for k in ("allreduce", "in_switch", "sixteen_bit", "fsdp")},
-        "recompute": st.sampled_from(["none", "selective", "full"])})
+        "recompute": st.sampled_from(["none", "selective", "full"]),
+        "expert_start": st.integers(0, 255), "expert_block": st.integers(1, 256)})
     return model, workload, topology, draw(hardware), draw(efficiencies), lay, draw(extra)
 
 
@@ -152,13 +157,15 @@ def _context(model, workload, topology, hw, eff, lay, extra) -> dict:
     opt_share, _ = tr.optimizer_step(workload, p_dense + p_exp, p_dense, p_exp, g_sh, g_edp,
                                      use_ep)
     return dict(
-        extra, model=model, workload=workload, topology=topology, lay=lay, strides=strides,
+        {k: v for k, v in extra.items() if not k.startswith("expert_")}, model=model, workload=workload, topology=topology, lay=lay, strides=strides,
         links=training_ref._links(hw, topology, eff), cube=cube,
         tp=lay.tp, cp=lay.cp, pp=lay.pp, ep=lay.ep, iep=lay.ep, itp=lay.tp, icp=lay.cp,
         idp=lay.dp, tier_tp=t_tp, tier_cp=t_cp, tier_pp=t_pp, tier_dp=t_dp, tier_tpcp=t_tpcp,
         g_sh=g_sh, k_sh=k_sh, tier_sh=t_sh, g_edp=g_edp, k_ep=k_ep, tier_ep=t_ep,
         k_tp=training_ref._per_cube(lay.tp, strides[0], cube),
-        n_experts=model.n_experts, top_k=model.top_k,
+        n_experts=model.n_experts, top_k=model.top_k, itop_k=model.top_k,
+        in_experts=model.n_experts, expert_start=extra["expert_start"] % model.n_experts,
+        experts_per_rank=1 + (extra["expert_block"] - 1) % model.n_experts,
         round_robin=workload.moe_routing == "round_robin",
         m=m, tokens=tokens, tok_res=tok_res, ffn_tokens=ffn_tokens, shard=shard,
         ep_div=lay.tp if use_ep else 1, ffn_rows=ffn_tokens / (lay.tp if use_ep else 1),
@@ -252,18 +259,21 @@ def test_training_validity_piece__matches_twin_on_any_layout(pair, model, worklo
 
 
 def test_training_pieces__every_kernel_piece_has_a_twin_entry():
-    pieces = {name for name, fn in vars(training).items()
-              if isinstance(fn, Kernel) and fn.py_func.__module__ == training.__name__
-              and not name.startswith("_")}
+    jitted = {name for name, fn in vars(training).items()
+              if isinstance(fn, Kernel) and fn.py_func.__module__ == training.__name__}
     listed = {p.name for p in TRAINING_TWINS}
-    assert pieces == listed
+    assert jitted == listed | set(DRIVERS["training"])
+    assert not listed & set(DRIVERS["training"])
     assert set(ARGS) == listed
-    for p in TRAINING_TWINS:  # a piece and its twin share a name and their arguments
-        twin_params = [n for n in p.twin.__code__.co_varnames[:p.twin.__code__.co_argcount]]
-        kernel_argc = p.kernel.py_func.__code__.co_argcount
-        n_acc = sum(a.startswith("@") for a in ARGS[p.name])
-        assert len(ARGS[p.name]) == kernel_argc, p.name
-        assert len(twin_params) == kernel_argc - max(n_acc - 1, 0), p.name
+    # a piece and its twin share their parameter names: the specs for the packed bundles,
+    # the links for the accumulators
+    spec = {"mp": "model", "wp": "workload", "topo": "topology", "acc": "links",
+            "tail": "links"}
+    for p in TRAINING_TWINS:
+        kernel = [spec.get(n, n) for n in inspect.signature(p.kernel.py_func).parameters
+                  if n != "step"]
+        assert kernel == list(inspect.signature(p.twin).parameters), p.name
+        assert len(ARGS[p.name]) == len(inspect.signature(p.kernel.py_func).parameters), p.name
 
 
 def test_training_pieces__no_function_over_120_lines():

@@ -153,14 +153,16 @@ def ep_groups(ep, tp, cp, dp, strides, cube):
 
 
 @jit()
-def _block_span(o, k, E, per):
-    """Groups of ``per`` consecutive experts that experts o … o + k − 1 (mod E) touch (E /
-    per groups when per divides E; an uneven split has a last, partial block)."""
-    last = o + k - 1
+def expert_blocks_spanned(start, k, n_experts, per):
+    """Groups of ``per`` consecutive experts (E / per groups when per divides E; an uneven
+    split has a last, partial group) that the k ≤ E experts start … start + k − 1 (mod E)
+    fall in."""
+    E = n_experts
+    last = start + k - 1
     if last < E:
-        return float(last // per - o // per + 1)
+        return float(last // per - start // per + 1)
     blocks = float((E - 1) // per + 1)
-    return min(blocks, blocks - o // per + (last - E) // per + 1.0)  # wraps once
+    return min(blocks, blocks - start // per + (last - E) // per + 1.0)  # wraps once
 
 
 @jit()
@@ -194,8 +196,8 @@ def ep_dispatch_copies(n_experts, top_k, ep, k_ep, round_robin):
     tot_c = 0.0
     for j in range(ie):
         o = (j * ik) % ie
-        tot_r += _block_span(o, ik, ie, per_r)
-        tot_c += _block_span(o, ik, ie, per_c)
+        tot_r += expert_blocks_spanned(o, ik, ie, per_r)
+        tot_c += expert_blocks_spanned(o, ik, ie, per_c)
     return tot_r / ie, tot_c / ie
 
 @jit()

@@ -112,9 +112,15 @@ def ep_dispatch_copies(n_experts: int, top_k: int, ep: int, k_ep: int,
             return groups * (1 - math.comb(E - E // groups, k) / math.comb(E, k))
         return reach(int(ep)), reach(n_nodes)
     starts = [(i * k) % E for i in range(E)]
-    ranks = [len({((o + j) % E) // (E // int(ep)) for j in range(k)}) for o in starts]
-    nodes = [len({((o + j) % E) // (E // n_nodes) for j in range(k)}) for o in starts]
+    ranks = [expert_blocks_spanned(o, k, E, E // int(ep)) for o in starts]
+    nodes = [expert_blocks_spanned(o, k, E, E // n_nodes) for o in starts]
     return sum(ranks) / len(starts), sum(nodes) / len(starts)
+
+
+def expert_blocks_spanned(start: int, k: int, n_experts: int, per: int) -> float:
+    """Groups of ``per`` consecutive experts that experts start … start + k − 1 (mod E)
+    fall in, by listing them."""
+    return float(len({((start + j) % n_experts) // per for j in range(k)}))
 
 
 def expert_groups(lay: Layout, model, workload, strides, topology):
