@@ -153,7 +153,7 @@ def test_estimate_training__bf16_states_are_fp16s_not_fp32s():
     assert z["bf16"] == pytest.approx((2 + 18 / 8) * n, rel=1e-5)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(stage=st.integers(0, 3), mbs=st.integers(1, 16), ckpt=st.booleans(),
        mp=st.sampled_from([1, 2, 4]))
 def test_estimate_training__memory_is_states_plus_activations_per_sample(stage, mbs, ckpt, mp):

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcore.cli import main
@@ -137,6 +137,7 @@ def test_metrics__cost_directions_registered():
         objective_directions("latency,bogus")
 
 
+@settings(max_examples=300, deadline=None)
 @given(st.integers(1, 60), st.integers(1, 4), st.integers(0, 2**32 - 1),
        st.lists(st.sampled_from(["latency", "cost_usd", "power_w", "tokens_per_s_per_gpu",
                                  "throughput"]), min_size=1, max_size=4, unique=True))

@@ -224,7 +224,7 @@ def _workloads(draw):
     return Workload(mode, batch=draw(st.integers(1, 32)), s_kv=s_kv)
 
 
-@settings(max_examples=25)
+@settings(max_examples=150)
 @given(_small_models(), _workloads(), st.sampled_from(HW_KNOBS), st.floats(0.1, 10.0))
 def test_physics__any_model_doubling_a_knob_never_worsens(model, wl, knob, scale):
     base = Hardware().as_dict()
@@ -581,7 +581,7 @@ def test_evaluate_best__pruned_sweep_is_the_unpruned_one(model, wl, family, metr
     assert len(p.live_layouts(metric, prune=True)[1]) > 0  # and it did skip some
 
 
-@settings(max_examples=30)
+@settings(max_examples=150)
 @given(_small_models(), _workloads(), st.sampled_from(["latency", "throughput", "FLOPS"]),
        st.floats(0.25, 4.0), st.floats(0.25, 4.0))
 def test_evaluate_best__pruning_never_changes_a_winner(model, wl, metric, intra, inter):

@@ -1055,7 +1055,7 @@ def test_plot__full_disk_leaves_no_zero_byte_png(tmp_path, monkeypatch):
 DOUBLING_REL_TOL = 1e-12
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(knob=st.sampled_from(simcore.model.specs.HW_KNOBS),
        s_kv=st.sampled_from([512, 4096, 32768]), batch=st.integers(1, 8),
        mode=st.sampled_from(["decode", "prefill"]))
@@ -1075,7 +1075,7 @@ def test_property__doubling_a_knob_never_hurts_beyond_rounding(knob, s_kv, batch
 THROUGHPUT_REL_TOL = 1e-12
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=100, deadline=None)  # 18 distinct inputs: all of them
 @given(dp=st.sampled_from([1, 2, 4]), k=st.integers(1, 6))
 def test_property__decode_throughput_grows_with_even_batches(dp, k):
     space = {"tp": (1,), "dp": (dp,), "pp": (1,), "cp": (1,)}
@@ -1088,7 +1088,7 @@ def test_property__decode_throughput_grows_with_even_batches(dp, k):
     assert np.all(tput[1][both] >= tput[0][both] * (1 - THROUGHPUT_REL_TOL))
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(chunk_size=st.integers(1, 12), damaged=st.sets(st.integers(0, 11), max_size=4))
 def test_property__any_damage_to_any_chunks_is_repaired(chunk_size, damaged, tmp_path_factory):
     p = prepare("Llama 3.1 8B", WL, space=TINY,
