@@ -21,7 +21,8 @@ __all__ = [
     "PAGES", "footer", "MAX_JOINT", "model_choices", "family_choices", "load_model_input", "count_joint",
     "run_explore", "explore_table", "table_csv", "dataset_netcdf", "point_labels",
     "run_serving", "serving_table", "run_validation", "validation_table",
-    "breakdown_table", "load_deepspeed_config", "run_autotune", "trials_table",
+    "breakdown_table", "load_deepspeed_config", "autotune_job", "run_autotune", "tune",
+    "trials_table", "tune_defaults",
     "FRONTIER_PALETTE", "OFF_FRONTIER_COLOUR", "explore_chart", "DESIGN_EXAMPLES",
     "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
     "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS", "MAX_BREAKDOWN_BARS",
@@ -77,6 +78,14 @@ def model_choices() -> list[str]:
     from ..model.presets import PRESETS, catalogue
 
     return list(PRESETS) + [k for k in catalogue() if k not in PRESETS]
+
+
+def tune_defaults() -> Any:
+    """The Autotune page's defaults: ``simcore tune``'s
+    (:data:`simcore.autotune.training.TUNE_DEFAULTS`)."""
+    from ..autotune.training import TUNE_DEFAULTS
+
+    return TUNE_DEFAULTS
 
 
 def family_choices() -> list[str]:
@@ -461,13 +470,49 @@ def load_deepspeed_config(upload: bytes | str) -> dict[str, Any]:
     return cfg
 
 
-def run_autotune(cfg: Mapping[str, Any], *, model: Any = "Llama 2 7B",
-                 family: str = "A100-80G", n_gpus: int = 8) -> Any:
+def autotune_job(cfg: Mapping[str, Any], *, model: Any = None, family: str | None = None,
+                 n_gpus: int | None = None, seq_len: int | None = None,
+                 precision: str | None = None) -> tuple[Any, str]:
+    """The simulated autotuner of a DeepSpeed config and its header line, built as
+    ``simcore tune --model M --family F --gpus N --config ds.json`` builds them.
+
+    The same defaults (:data:`simcore.autotune.training.TUNE_DEFAULTS`: Llama 2 7B,
+    A100-80G, 8 GPUs, sequence 2048) and the same precision rule
+    (:func:`~simcore.autotune.training.settle_precision`: the config's ``fp16`` /
+    ``bf16``, else fp16), so the page and the command give the same numbers for one
+    job; the header (:meth:`~simcore.autotune.Autotuner.describe`) says the precision
+    and why.
+    """
     from ..autotune import Autotuner, SimulatorRunner
+    from ..autotune.training import TUNE_DEFAULTS, settle_precision
 
     try:
-        return Autotuner(dict(cfg), SimulatorRunner(model, family=family, n_gpus=int(n_gpus))
-                         ).tune()
+        settled, note = settle_precision(cfg, precision)
+        runner = SimulatorRunner(
+            TUNE_DEFAULTS.model if model is None else model,
+            family=TUNE_DEFAULTS.family if family is None else family,
+            n_gpus=TUNE_DEFAULTS.n_gpus if n_gpus is None else int(n_gpus),
+            seq_len=TUNE_DEFAULTS.seq_len if seq_len is None else int(seq_len))
+        tuner = Autotuner(settled, runner)
+    except (SimcoreInputError, ValueError, TypeError, KeyError) as exc:
+        raise SimcoreInputError(" ".join(str(exc).split()) or type(exc).__name__) from None
+    return tuner, tuner.describe(note)
+
+
+def run_autotune(cfg: Mapping[str, Any], *, model: Any = None, family: str | None = None,
+                 n_gpus: int | None = None, seq_len: int | None = None,
+                 precision: str | None = None) -> Any:
+    """Tune ``cfg`` on the simulator (:func:`autotune_job`: ``simcore tune``'s defaults
+    and precision rule); the :class:`~simcore.autotune.TuneResult`."""
+    tuner, _ = autotune_job(cfg, model=model, family=family, n_gpus=n_gpus,
+                            seq_len=seq_len, precision=precision)
+    return tune(tuner)
+
+
+def tune(tuner: Any) -> Any:
+    """``tuner.tune()``, its input errors as one-line :class:`SimcoreInputError`."""
+    try:
+        return tuner.tune()
     except (SimcoreInputError, ValueError, TypeError, KeyError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split()) or type(exc).__name__) from None
 

@@ -288,13 +288,14 @@ def page_autotune(demo: bool = False) -> None:
     st.header("Autotune: simulated DeepSpeed autotuning (no GPUs)")
     up = st.file_uploader("DeepSpeed config JSON", type=["json"], key="tune_upload")
     c1, c2, c3 = st.columns(3)
+    default = L.tune_defaults()  # simcore tune's, so the two agree on one job
     choices = L.model_choices()
-    model = c1.selectbox("model", choices, index=choices.index("Llama 2 7B")
-                         if "Llama 2 7B" in choices else 0, key="tune_model")
+    model = c1.selectbox("model", choices, index=choices.index(default.model)
+                         if default.model in choices else 0, key="tune_model")
     fams = L.family_choices()
-    family = c2.selectbox("GPU family", fams, index=fams.index("A100-80G")
-                          if "A100-80G" in fams else 0, key="tune_family")
-    n_gpus = c3.number_input("GPUs", min_value=1, value=8, key="tune_gpus")
+    family = c2.selectbox("GPU family", fams, index=fams.index(default.family)
+                          if default.family in fams else 0, key="tune_family")
+    n_gpus = c3.number_input("GPUs", min_value=1, value=default.n_gpus, key="tune_gpus")
     example = json.dumps(L.EXAMPLE_DEEPSPEED_CONFIG)
     upload = (up.getvalue() if up is not None
               else st.session_state.get("tune_upload_bytes", example.encode() if demo else None))
@@ -303,8 +304,10 @@ def page_autotune(demo: bool = False) -> None:
         return
     try:
         cfg = L.load_deepspeed_config(upload)
+        tuner, header = L.autotune_job(cfg, model=model, family=family, n_gpus=int(n_gpus))
+        st.caption(header)
         with st.spinner("tuning on the simulator"):
-            res = L.run_autotune(cfg, model=model, family=family, n_gpus=int(n_gpus))
+            res = L.tune(tuner)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
         return

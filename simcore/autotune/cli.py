@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -47,7 +46,7 @@ from .config import (
 )
 from .results import NoResultError, TuneResult
 from .runners import CommandRunner, MalformedExperimentWarning, SimulatorRunner
-from .training import PRECISIONS
+from .training import DEFAULT_PRECISION, PRECISIONS, TUNE_DEFAULTS, settle_precision
 from .tuner import Autotuner, rank
 
 __all__ = ["add_tune_parsers", "main", "rank_command", "tune_command"]
@@ -151,26 +150,29 @@ def add_tune_parsers(subparsers: Any) -> None:
     )
     t.add_argument("--model", metavar="NAME|CONFIG_JSON",
                    help=f"simulate: a preset ({', '.join(PRESETS)}) or a HuggingFace config.json")
-    t.add_argument("--gpus", default="8", metavar="N",
-                   help="simulate: total GPUs (default 8; --num_gpus/--num_nodes win)")
+    t.add_argument("--gpus", default=str(TUNE_DEFAULTS.n_gpus), metavar="N",
+                   help=f"simulate: total GPUs (default {TUNE_DEFAULTS.n_gpus}; "
+                        "--num_gpus/--num_nodes win)")
     t.add_argument("--gpu-mem-gb", metavar="GB", help="simulate: HBM per GPU (default: the family's)")
     t.add_argument("--metric", metavar="METRIC",
                    help="latency, throughput or FLOPS (default: the config's, else throughput)")
-    t.add_argument("--family", default="A100-80G", metavar="FAMILY",
-                   help=f"simulate: hardware family: {', '.join(HARDWARE_FAMILIES)} (default A100-80G)")
+    t.add_argument("--family", default=TUNE_DEFAULTS.family, metavar="FAMILY",
+                   help=f"simulate: hardware family: {', '.join(HARDWARE_FAMILIES)} "
+                        f"(default {TUNE_DEFAULTS.family})")
     t.add_argument("--stages", metavar="all|S|S,S",
                    help="ZeRO stages to try (default: the config's, else 0 as in DeepSpeed)")
     t.add_argument("--stage-early-stop", choices=("on", "off"), default=None,
                    help='with "stage": "all": stop at the first ZeRO stage that does not '
                         "improve, as DeepSpeed does (default: on for real runs, off when "
                         "simulated, where every stage costs nothing)")
-    t.add_argument("--s-kv", "--seq-len", dest="seq_len", default="2048", metavar="TOKENS",
-                   help="simulate: tokens per sample, the sequence length (default 2048; "
-                        "--seq-len is the old spelling)")
+    t.add_argument("--s-kv", "--seq-len", dest="seq_len", default=str(TUNE_DEFAULTS.seq_len),
+                   metavar="TOKENS",
+                   help="simulate: tokens per sample, the sequence length (default "
+                        f"{TUNE_DEFAULTS.seq_len}; --seq-len is the old spelling)")
     t.add_argument("--activation-checkpointing", action="store_true",
                    help="simulate: the model recomputes activations (full recomputation)")
     t.add_argument("--precision", metavar="|".join(PRECISIONS),
-                   help="training precision (default: the config's, else fp16)")
+                   help=f"training precision (default: the config's, else {DEFAULT_PRECISION})")
     t.add_argument("--tuner", metavar="gridsearch|random|model_based",
                    help="search strategy (default: the config's, else gridsearch)")
     t.add_argument("--full", action="store_true",
@@ -224,7 +226,10 @@ def _load_config(path: str) -> dict[str, Any]:
     return cfg
 
 
-def _apply_overrides(cfg: dict[str, Any], args: argparse.Namespace) -> None:
+def _apply_overrides(cfg: dict[str, Any], args: argparse.Namespace,
+                     user_args: Sequence[str] = ()) -> str:
+    """Apply the command line's overrides to ``cfg`` (in place); return the precision
+    note (:func:`~simcore.autotune.training.settle_precision`: which and why)."""
     at = cfg.get("autotuning")
     at = dict(at) if isinstance(at, dict) else ({} if at is None else at)
     if not isinstance(at, dict):
@@ -254,25 +259,19 @@ def _apply_overrides(cfg: dict[str, Any], args: argparse.Namespace) -> None:
         cfg["zero_optimization"] = {**(zero if isinstance(zero, dict) else {}),
                                     "stage": _stages(args.stages)}
     precision = args.precision
-    if precision is None and not any(
-        isinstance(cfg.get(k), dict) and cfg[k].get("enabled") in (True, "auto")
-        for k in ("fp16", "bf16")
-    ):
-        precision = "fp16"
-    if precision is not None:
-        if precision not in PRECISIONS:
-            raise _BadOption(f"--precision {precision!r} is unknown; pass one of "
-                             f"{', '.join(PRECISIONS)}")
-        for k in ("fp16", "bf16"):
-            sect = cfg.get(k) if isinstance(cfg.get(k), dict) else None
-            if k == precision:
-                cfg[k] = {**(sect or {}), "enabled": True}
-            elif sect is not None:
-                cfg[k] = {**sect, "enabled": False}
+    if precision is not None and precision not in PRECISIONS:
+        raise _BadOption(f"--precision {precision!r} is unknown; pass one of "
+                         f"{', '.join(PRECISIONS)}")
+    settled, note = settle_precision(cfg, precision, user_args=user_args,
+                                     asked_as="--precision")
+    cfg.clear()
+    cfg.update(settled)
+    return note
 
 
-def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
-    """The tuner the command line asks for, and the folder to write to."""
+def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None, str]:
+    """The tuner the command line asks for, the folder to write to and the precision
+    note (which precision, and why)."""
     spec = ds.launch_spec_from_namespace(args)
     script = spec.user_script
     simulate = args.model is not None
@@ -294,7 +293,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
                          "config.json) to simulate, or a training script with its "
                          "--deepspeed_config to run real experiments")
     cfg = _load_config(path) if path else {}
-    _apply_overrides(cfg, args)
+    precision = _apply_overrides(cfg, args, spec.user_args)
     seed = args.seed
     try:
         seed = int(seed)
@@ -319,7 +318,7 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
         tuner = Autotuner(cfg, runner, seed=seed, command=cmd,
                           launch=spec if script is not None else None, resources=resources,
                           stage_early_stop=early)
-        return tuner, out
+        return tuner, out, precision
     assert resources is not None
     try:
         command = CommandRunner.from_ds_config(
@@ -330,14 +329,15 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None]:
     tuner = Autotuner(cfg, command, seed=seed, stage_early_stop=early)
     if checked.overwrite:  # DeepSpeed's default: a fresh run (folders checked above)
         ds.clear_folders(checked.results_dir, checked.exps_dir)
-    return tuner, out
+    return tuner, out, precision
 
 
 def _simulator(args: argparse.Namespace, resources: ds.Resources | None) -> SimulatorRunner:
     model = _model(args.model)
-    gpus = resources.n_gpus if resources is not None else (_pos_int("--gpus", args.gpus) or 8)
+    gpus = resources.n_gpus if resources is not None else (_pos_int("--gpus", args.gpus)
+                                                           or TUNE_DEFAULTS.n_gpus)
     mem = _pos_float("--gpu-mem-gb", args.gpu_mem_gb)
-    seq = _pos_int("--s-kv", args.seq_len) or 2048
+    seq = _pos_int("--s-kv", args.seq_len) or TUNE_DEFAULTS.seq_len
     try:
         family = get_family(args.family)
     except ValueError as exc:
@@ -368,25 +368,6 @@ def _write(prog: str, result: TuneResult, out: str) -> dict[str, Path] | None:
     return paths
 
 
-def _describe(tuner: Autotuner) -> str:
-    c, r = tuner.config, tuner.runner
-    if isinstance(r, SimulatorRunner):
-        what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
-                f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
-                f"activation checkpointing {'on' if r.activation_checkpointing else 'off'}")
-    else:
-        launch = tuner.launch
-        job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""
-        where = f" ({tuner.resources.include()})" if tuner.resources else ""
-        what = f"{job} on {r.n_gpus} GPUs{where}"
-    stages = f"stages {list(c.stages)}"
-    if c.stage_is_all:
-        how = "early stop on, as DeepSpeed" if tuner.stage_early_stop else "every stage"
-        stages = f'stages "all" ({how})'
-    return (f"{what}, {c.precision}, tuner {c.tuner_type} ({'fast' if c.fast else 'full'}), "
-            f"{stages}, metric {c.metric}")
-
-
 def tune_command(args: argparse.Namespace) -> int:
     """Handler of ``simcore tune``; returns the exit code.
 
@@ -403,11 +384,13 @@ def tune_command(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UnknownAutotuningKeyWarning)
         warnings.simplefilter("always", UnusedAutotuningKeyWarning)
         try:
-            tuner, out = _tune_setup(args)
+            tuner, out, precision = _tune_setup(args)
         except (_BadOption, AutotuneConfigError, ds.LauncherArgsError) as exc:
             return _err("tune", str(exc))
     _report(caught)
-    print(_describe(tuner))
+    if isinstance(tuner.runner, SimulatorRunner) and tuner.runner.model.note:
+        print(f"note: {tuner.runner.model.note}")
+    print(tuner.describe(precision))
     result = tuner.tune()
     print(result.summary())
     if not result.found:

@@ -45,6 +45,7 @@ from . import deepspeed as ds
 from .results import Experiment, Trial, atomic_write_text
 from .training import (
     PRECISIONS,
+    TUNE_DEFAULTS,
     TrainingEngine,
     TrainingEstimate,
     TrainingRun,
@@ -151,12 +152,12 @@ class SimulatorRunner:
 
     def __init__(
         self,
-        model: str | Model = "Llama 2 7B",
+        model: str | Model = TUNE_DEFAULTS.model,
         *,
-        family: str | HardwareFamily = "A100-80G",
-        n_gpus: int = 8,
+        family: str | HardwareFamily = TUNE_DEFAULTS.family,
+        n_gpus: int = TUNE_DEFAULTS.n_gpus,
         gpu_mem_gb: float | None = None,
-        seq_len: int = 2048,
+        seq_len: int = TUNE_DEFAULTS.seq_len,
         activation_checkpointing: bool = False,
         precision: str | None = None,
         efficiency: Efficiency | None = None,

@@ -40,9 +40,9 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,18 +51,95 @@ from ..model.specs import Efficiency, Hardware, HardwareFamily, Model, Workload
 from .config import precision_of
 
 __all__ = [
+    "DEFAULT_PRECISION",
     "PRECISIONS",
+    "TUNE_DEFAULTS",
+    "TuneDefaults",
     "TrainingEngine",
     "TrainingEstimate",
     "TrainingRun",
     "estimate_training",
     "precision_of",
+    "settle_precision",
     "simulate_runs",
     "with_memory",
 ]
 
 #: Accepted training precisions (fp16 and bf16: DeepSpeed's 16-bit model-state formula).
 PRECISIONS: tuple[str, ...] = ("fp16", "bf16", "fp32")
+
+class TuneDefaults(NamedTuple):
+    """What a simulated tuning job assumes when not told otherwise."""
+
+    model: str
+    family: str
+    n_gpus: int
+    seq_len: int
+
+
+#: The simulated job's defaults, declared once for :class:`~simcore.autotune.SimulatorRunner`,
+#: ``simcore tune --model`` and the app's Autotune page (with :data:`DEFAULT_PRECISION`).
+TUNE_DEFAULTS = TuneDefaults(model="Llama 2 7B", family="A100-80G", n_gpus=8, seq_len=2048)
+
+#: The training precision of a DeepSpeed config that enables neither ``fp16`` nor
+#: ``bf16`` (DeepSpeed itself would train it in fp32), for ``simcore tune`` and the app
+#: alike: :func:`settle_precision`.
+DEFAULT_PRECISION = "fp16"
+
+
+def settle_precision(ds_config: Mapping[str, Any], precision: str | None = None, *,
+                     user_args: Sequence[str] = (), asked_as: str = "asked for"
+                     ) -> tuple[dict[str, Any], str]:
+    """A copy of ``ds_config`` with its training precision settled, and a note saying
+    which precision and why (for the header of ``simcore tune`` and the app's page).
+
+    ``precision`` (``fp16``, ``bf16`` or ``fp32``; ``asked_as`` names where it came from,
+    e.g. ``"--precision"``) wins: its section is enabled and the other 16-bit one
+    disabled. Otherwise a config that enables ``fp16`` or ``bf16`` (``true``, or
+    ``"auto"`` resolved from the script's ``--fp16`` / ``--bf16`` in ``user_args``) keeps
+    it, and one that enables neither gets :data:`DEFAULT_PRECISION`. One rule for
+    ``simcore tune`` and the app, so the same job gives the same numbers in both.
+
+    Examples
+    --------
+    >>> settle_precision({"autotuning": {"enabled": True}})[1]
+    'fp16 (the default: the DeepSpeed config enables neither fp16 nor bf16, which DeepSpeed would train in fp32)'
+    >>> settle_precision({"bf16": {"enabled": True}})[1]
+    'bf16 (DeepSpeed config: bf16.enabled)'
+    >>> cfg, note = settle_precision({"bf16": {"enabled": True}}, "fp32", asked_as="--precision")
+    >>> cfg, note
+    ({'bf16': {'enabled': False}}, 'fp32 (--precision)')
+    """
+    if precision is not None and precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is unknown; pass one of "
+                         f"{', '.join(PRECISIONS)}")
+    cfg = dict(ds_config)
+    enabled = {k: cfg[k].get("enabled") for k in ("fp16", "bf16")
+               if isinstance(cfg.get(k), Mapping) and cfg[k].get("enabled") in (True, "auto")}
+    if precision is None and enabled:
+        settled = precision_of(cfg, user_args=user_args)
+        key, on = next(iter(enabled.items()))
+        if on is True:
+            return cfg, f"{settled} (DeepSpeed config: {key}.enabled)"
+        if settled != "fp32":
+            return cfg, f'{settled} (DeepSpeed config: {settled}.enabled "auto" and the ' \
+                        f"script's --{settled})"
+        return cfg, (f'fp32 (DeepSpeed config: {key}.enabled "auto" without --{key} in the '
+                     "script's arguments)")
+    if precision is None:
+        precision = DEFAULT_PRECISION
+        why = ("the default: the DeepSpeed config enables neither fp16 nor bf16, which "
+               "DeepSpeed would train in fp32")
+    else:
+        why = asked_as
+    for k in ("fp16", "bf16"):
+        section = cfg.get(k) if isinstance(cfg.get(k), Mapping) else None
+        if k == precision:
+            cfg[k] = {**(section or {}), "enabled": True}
+        elif section is not None:
+            cfg[k] = {**section, "enabled": False}
+    return cfg, f"{precision} ({why})"
+
 
 #: Bytes per gradient element of DeepSpeed's ``communication_data_type`` values.
 _COMM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}

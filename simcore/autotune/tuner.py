@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import os
 import random
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -242,6 +243,31 @@ class Autotuner:
         if self._stage_early_stop is not None:
             return self._stage_early_stop
         return bool(getattr(self.runner, "costly", True))
+
+    def describe(self, precision: str | None = None) -> str:
+        """One line saying what is tuned: the job (model, GPUs, family and HBM, sequence
+        length, activation checkpointing when simulated; the script and hosts when
+        launched), the precision, the tuner, the stages and the metric. ``precision`` is
+        :func:`~simcore.autotune.training.settle_precision`'s note (which and why); by
+        default the config's precision. The header of ``simcore tune`` and of the app's
+        Autotune page."""
+        c, r = self.config, self.runner
+        if isinstance(r, SimulatorRunner):
+            what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
+                    f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
+                    "activation checkpointing "
+                    f"{'on' if r.activation_checkpointing else 'off'}")
+        else:
+            launch = self.launch
+            job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""
+            where = f" ({self.resources.include()})" if self.resources else ""
+            what = f"{job} on {r.n_gpus} GPUs{where}"
+        stages = f"stages {list(c.stages)}"
+        if c.stage_is_all:
+            how = "early stop on, as DeepSpeed" if self.stage_early_stop else "every stage"
+            stages = f'stages "all" ({how})'
+        return (f"{what}, precision {precision or c.precision}, tuner {c.tuner_type} "
+                f"({'fast' if c.fast else 'full'}), {stages}, metric {c.metric}")
 
     def __repr__(self) -> str:
         c = self.config

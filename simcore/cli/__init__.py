@@ -3,7 +3,8 @@
 Commands (the table :data:`COMMANDS`): ``evaluate`` (the default) prints the best
 layouts for a model and workload on a hardware family; ``explore`` runs the co-design
 explorer; ``validate`` compares predictions with published measurements; ``tune`` and
-``rank`` drive the autotuner. Shared options come from :mod:`simcore.cli.options`, rows
+``rank`` drive the autotuner; ``models`` and ``families`` list what ``--model`` and
+``--family`` accept. Shared options come from :mod:`simcore.cli.options`, rows
 are written by :mod:`simcore.cli.output` (``--format table|json|csv``, ``--out FILE``).
 
 Exit codes of :func:`main`:
@@ -64,6 +65,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "re-rank an existing DeepSpeed autotuning folder with the correct direction"),
     "serving": ("simcore.cli.serving",
                 "serving planner: best deployment on a GPU budget under TTFT/TPOT limits"),
+    "models": ("simcore.cli.models",
+               "list the model presets and the catalogue with their shapes"),
+    "families": ("simcore.cli.families",
+                 "list the hardware families side by side; --provenance FAMILY: each value's "
+                 "source"),
     "app": ("simcore.cli.app", "start the web app (Streamlit; pip install \"simcore[app]\")"),
 }
 DEFAULT_COMMAND = "evaluate"

@@ -23,8 +23,8 @@ from typing import Any
 from ..errors import SpecError
 from .checks import show
 
-__all__ = ["cached_hf_config", "hf_cache_dir", "hf_model_kwargs", "looks_like_hub_id",
-           "read_hf_config"]
+__all__ = ["cached_hf_config", "hf_cache_dir", "hf_context_tokens", "hf_model_kwargs",
+           "looks_like_hub_id", "read_hf_config"]
 
 _MISSING: Any = object()
 #: Keys naming the decoder depth; a config without one at the top level is read from its
@@ -40,6 +40,10 @@ _UNTIED_BY_DEFAULT = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_m
                                 "qwen3_moe", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss"})
 #: ``vocab_size`` when a config omits it (transformers' Gemma3TextConfig default).
 _VOCAB_DEFAULTS = {"gemma3_text": 262_208, "gemma3": 262_208}
+#: Keys naming the context length a model was trained for, and its value when a config
+#: omits them (transformers' Gemma3TextConfig default); shown, never used in the physics.
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "seq_length")
+_CONTEXT_DEFAULTS = {"gemma3_text": 131_072, "gemma3": 131_072}
 _QWEN_TYPES = frozenset({"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
 #: Hugging Face model types of encoder-decoder (sequence-to-sequence) models: an encoder
 #: stack plus a decoder with cross-attention, which simcore does not model.
@@ -320,6 +324,33 @@ def read_hf_config(path: str) -> tuple[dict[str, Any], str]:
         return cfg, raw
     mt = cfg.get("model_type")
     return cfg, mt if isinstance(mt, str) and mt.strip() else fallback
+
+
+def hf_context_tokens(cfg: Any) -> int | None:
+    """The context length (tokens) a config.json declares: ``max_position_embeddings``
+    (GPT-2's ``n_positions``), read from a multimodal wrapper's ``text_config`` too, or
+    transformers' default for a model type that omits it; None if neither says.
+
+    Examples
+    --------
+    >>> hf_context_tokens({"max_position_embeddings": 131072})
+    131072
+    >>> hf_context_tokens({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text"}})
+    131072
+    """
+    if not isinstance(cfg, dict):
+        return None
+    for where in (cfg, cfg.get("text_config")):
+        if not isinstance(where, dict):
+            continue
+        for key in _CONTEXT_KEYS:
+            value = where.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    for where in (cfg.get("text_config"), cfg):
+        if isinstance(where, dict) and where.get("model_type") in _CONTEXT_DEFAULTS:
+            return _CONTEXT_DEFAULTS[where["model_type"]]
+    return None
 
 
 def hf_cache_dir() -> str:

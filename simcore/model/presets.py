@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import SpecError
 from .checks import did_you_mean
-from .hf import cached_hf_config, hf_cache_dir, looks_like_hub_id
+from .hf import cached_hf_config, hf_cache_dir, hf_context_tokens, looks_like_hub_id
 from .transformer import Model
 
 __all__ = [
@@ -172,6 +172,11 @@ class CatalogueEntry:
     def model(self) -> Model:
         """The :class:`Model`, named by its Hugging Face id."""
         return _catalogue_model(self.id)
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The context length the config declares (``max_position_embeddings``)."""
+        return hf_context_tokens(self.config())
 
 
 @functools.cache
