@@ -359,7 +359,7 @@ def read_json_file(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES
         raise SimcoreInputError(f"{name!r} is not UTF-8 text ({exc.reason} at byte "
                                 f"{exc.start}); pass a JSON file") from None
     except json.JSONDecodeError as exc:
-        raise SimcoreInputError(f"{name!r} is not valid JSON: {exc}") from None
+        raise SimcoreInputError(f"{name!r} is not valid JSON ({exc}); pass a JSON file") from None
     except RecursionError:
         raise SimcoreInputError(deep) from None
     check_json_value(data, source=repr(name), finite=finite)

@@ -57,6 +57,14 @@ CLASH_ARGV: list[tuple[list[str], str]] = [
      "--out and --plot's sensitivity chart both name 'x_sensitivity.png'"),
     ([*EXPLORE, "--dataset", "d.zarr", "--resume", "d.zarr"], "--dataset and --resume"),
     ([*EXPLORE, "--out", "x.png", "--plot", "link/x.png"], "--plot link/x_plot.png"),
+    ([*COMPARE, "--out", "x.svg", "--plot", "x.svg"], "--plot x_plot.svg"),
+    ([*COMPARE, "--format", "json", "--out", "./x.pdf", "--plot", "x.pdf"], "--plot x_plot.pdf"),
+    ([*COMPARE, "--out", "link/sub/../x.png", "--plot", "sub/../x.png"], "--out and --plot"),
+    ([*EXPLORE, "--format", "csv", "--out", "x_sensitivity.svg", "--plot", "x.svg"],
+     "--plot x_plot.svg"),
+    ([*EXPLORE, "--resume", "s.zarr", "--dataset", "./s.zarr"], "--dataset and --resume"),
+    ([*EXPLORE, "--rows", "sensitivity", "--format", "json", "--out", "x.png", "--plot", "x.png",
+      "--dataset", "d.nc"], "--out and --plot both name 'x.png'"),
 ]
 
 
@@ -136,6 +144,18 @@ CONFIGS: dict[str, str] = {
     "deep950.json": "deep950",
     "huge.json": "huge",
     "hosts": "fifo",
+    "hostdir": "folder",
+    "zero.json": "devzero",
+    "loop.json": "loop",
+    "latin1.json": "badutf8",
+    "array.json": "[1, 2]",
+    "empty.json": "",
+    "clip.json": '{"gradient_clipping": NaN, ' + _DS + "}",
+    "betas.json": '{"optimizer": {"params": {"betas": [0.9, NaN]}}, ' + _DS + "}",
+    "stage.json": '{"zero_optimization": {"stage": NaN}, ' + _DS + "}",
+    "mbs.json": '{"train_micro_batch_size_per_gpu": [1, Infinity], "autotuning": {}}',
+    "maxtbs.json": '{"autotuning": {"enabled": true, "max_train_batch_size": -Infinity}}',
+    "scale.json": '{"fp16": {"enabled": true, "loss_scale": Infinity}, ' + _DS + "}",
 }
 
 
@@ -148,6 +168,12 @@ def _make(path: Path, kind: str) -> None:
         path.write_text("[" * 100_000 + "]" * 100_000)
     elif kind == "deep950":
         path.write_text('{"a": ' * 950 + "1" + "}" * 950)
+    elif kind == "devzero":  # reading it never ends
+        path.symlink_to("/dev/zero")
+    elif kind == "loop":
+        path.symlink_to(path.name)
+    elif kind == "badutf8":
+        path.write_bytes(b'{"a": "\xff"}')
     elif kind == "huge":
         with open(path, "wb") as f:
             f.truncate(17 * 1024 * 1024)
@@ -203,6 +229,38 @@ AUTOTUNE_ARGV: list[tuple[list[str], list[str], int, str, str]] = [
      "nests lists or objects"),
     ([*TUNE, "--hostfile", "hosts"], ["hosts"], 2, "simcore tune: error: ",
      "hostfile: 'hosts' is a FIFO"),
+    ([*TUNE, "--hostfile", "hostdir"], ["hostdir"], 2, "simcore tune: error: ",
+     "hostfile: 'hostdir' is a folder"),
+    ([*TUNE, "--hostfile", "zero.json"], ["zero.json"], 2, "simcore tune: error: ",
+     "is a device or special file"),
+    ([*TUNE, "--config", "zero.json"], ["zero.json"], 2, "simcore tune: error: ",
+     "'zero.json' is a device or special file, not a file"),
+    ([*TUNE, "--config", "loop.json"], ["loop.json"], 2, "simcore tune: error: ",
+     "cannot read 'loop.json' (Too many levels of symbolic links)"),
+    ([*TUNE, "--config", "latin1.json"], ["latin1.json"], 2, "simcore tune: error: ",
+     "'latin1.json' is not UTF-8 text"),
+    ([*TUNE, "--config", "array.json"], ["array.json"], 2, "simcore tune: error: ",
+     "must hold a JSON object"),
+    ([*TUNE, "--config", "empty.json"], ["empty.json"], 2, "simcore tune: error: ",
+     "'empty.json' is not valid JSON (Expecting value: line 1 column 1 (char 0)); pass"),
+    ([*TUNE, "--config", "clip.json"], ["clip.json"], 2, "simcore tune: error: ",
+     "gradient_clipping is NaN"),
+    ([*TUNE, "--config", "betas.json"], ["betas.json"], 2, "simcore tune: error: ",
+     "optimizer.params.betas[1] is NaN"),
+    ([*TUNE, "--config", "stage.json"], ["stage.json"], 2, "simcore tune: error: ",
+     "zero_optimization.stage is NaN"),
+    ([*TUNE, "--config", "mbs.json"], ["mbs.json"], 2, "simcore tune: error: ",
+     "train_micro_batch_size_per_gpu[1] is Infinity"),
+    ([*TUNE, "--config", "maxtbs.json"], ["maxtbs.json"], 2, "simcore tune: error: ",
+     "autotuning.max_train_batch_size is -Infinity"),
+    ([*TUNE, "--config", "scale.json", "--precision", "fp16"], ["scale.json"], 2,
+     "simcore tune: error: ", "fp16.loss_scale is Infinity"),
+    (["rank", "r", "--config", "zero.json"], ["zero.json"], 2, "simcore rank: error: ",
+     "is a device or special file"),
+    (["rank", "r", "--config", "inf.json"], ["inf.json"], 2, "simcore rank: error: ",
+     "optimizer.params.lr is Infinity"),
+    (["rank", "r", "--config", "huge.json"], ["huge.json"], 2, "simcore rank: error: ",
+     "more than the 16,777,216 simcore reads"),
 ]
 
 
@@ -229,7 +287,12 @@ RANK_FOLDERS: list[tuple[dict[str, str], str]] = [
     ({"metrics.json": "huge"}, "more than the 16,777,216 simcore reads"),
     ({"metrics.json": "deep"}, "nests lists or objects more than 64 deep"),  # item 9
     ({"metrics.json": "deep950"}, "nests lists or objects more than 64 deep"),
+    ({"metrics.json": "devzero"}, "metrics.json' is a device or special file"),
+    ({"metrics.json": "badutf8"}, "is not UTF-8 text"),
+    ({"metrics.json": "{"}, "metrics.json' is not valid JSON"),
     ({"ds_config.json": "fifo"}, "ds_config.json' is a FIFO"),
+    ({"ds_config.json": "folder"}, "ds_config.json' is a folder"),
+    ({"ds_config.json": "devzero"}, "ds_config.json' is a device or special file"),
     ({"ds_config.json": "deep"}, "nests lists or objects"),
     ({"ds_config.json": '{"zero_optimization": {"stage": 1, "reduce_bucket_size": NaN}, '
                         '"train_micro_batch_size_per_gpu": 2}'},
@@ -249,6 +312,26 @@ def test_main__rank_reads_only_regular_bounded_json(files, names, tmp_path, caps
     out = tmp_path / "r" / "autotuning_results"
     cfg = _strict_json((out / "ds_config_optimal.json").read_text())
     assert cfg["train_micro_batch_size_per_gpu"] == 1
+
+
+#: metrics.json values no run can have: the trial fails with this note, the other wins
+RANK_VALUES: list[tuple[str, str]] = [
+    ('{"latency": NaN}', "latency nan is not a finite number"),
+    ('{"latency": Infinity}', "latency inf is not a finite number"),
+    ('{"latency": -5}', "latency -5 is not positive"),
+    ('{"latency": "fast"}', "no usable metric"),
+    ('{"throughput": 3}', "no usable metric"),
+]
+
+
+@pytest.mark.parametrize(("text", "note"), RANK_VALUES, ids=[t for t, _ in RANK_VALUES])
+def test_main__rank_unusable_metric_values_fail_their_trial(text, note, tmp_path, capsys):
+    _rank_folder(tmp_path / "r", {"metrics.json": text})
+    assert main(["rank", "r", "--metric", "latency"]) == 0
+    cap = capsys.readouterr()
+    assert note in cap.out and "best: ZeRO stage 1, micro-batch 1" in cap.out
+    assert "Traceback" not in cap.err
+    _strict_json((tmp_path / "r" / "autotuning_results" / "ds_config_optimal.json").read_text())
 
 
 def test_main__rank_fifo_logs_never_block(tmp_path, capsys, _no_hang):
@@ -328,6 +411,12 @@ COST_MODELS: dict[str, str] = {
     "overflow_total.toml": "base_usd = 1e307\n",
     "overflow.json": '{"knobs": {"pe_hbm_gb": {"usd_per_unit": 1e306, "exponent": 3}}}',
     "replace_only.toml": "replace = true\n",
+    "exp_million.toml": "[knobs.peak_tflops_f16]\nexponent = 1e6\n",
+    "w_per_unit.toml": "[knobs.bw_intra_gbs]\nw_per_unit = 1e308\n",
+    "base_w.toml": "base_w = 1e307\n",
+    "exp_inf.toml": "[knobs.bw_hbm_gbs]\nexponent = inf\n",
+    "base_nan.toml": "base_usd = nan\n",
+    "nan.json": '{"base_usd": NaN}',
 }
 
 
@@ -359,6 +448,17 @@ COST_ARGV: list[tuple[list[str], int, str]] = [
      "cost model 'fifo.toml': cannot read it: it is a FIFO (named pipe)"),
     ([*EXPLORE, "--cost-model", "folder.toml"], 2, "it is a folder, not a file"),
     ([*EXPLORE, "--cost-model", "deep.json"], 2, "nested too deeply"),
+    ([*BALANCED, "--cost-model", "exp_million.toml"], 2,
+     "the price of knobs.peak_tflops_f16 overflows to inf"),
+    ([*EXPLORE, "--cost-model", "w_per_unit.toml"], 2,
+     "the power of knobs.bw_intra_gbs overflows to inf at bw_intra_gbs=900 (w_exponent 1); "
+     "pass a smaller knobs.bw_intra_gbs.w_per_unit"),
+    ([*EXPLORE, "--cost-model", "base_w.toml"], 2,
+     "the total power over 256 devices overflows to inf"),
+    ([*EXPLORE, "--cost-model", "exp_inf.toml"], 2, "bw_hbm_gbs.exponent must be a finite number"),
+    ([*EXPLORE, "--cost-model", "base_nan.toml"], 2, "base_usd must be a finite number"),
+    ([*EXPLORE, "--cost-model", "nan.json"], 2, "base_usd must be a finite number"),
+    ([*EXPLORE, "--cost-model", "zero.toml"], 2, "it is a device or special file"),
 ]
 
 
@@ -371,6 +471,7 @@ def test_main__hostile_cost_models(argv, code, names, tmp_path, capsys, monkeypa
     _make(tmp_path / "fifo.toml", "fifo")
     _make(tmp_path / "folder.toml", "folder")
     _make(tmp_path / "deep.json", "deep")
+    _make(tmp_path / "zero.toml", "devzero")
     assert main(argv) == code
     cap = capsys.readouterr()
     assert names in _one_line(cap.err, "simcore explore: error: ")
@@ -458,16 +559,35 @@ def test_api__sweep_within_memory_runs(monkeypatch):
     assert dict(r.latency_ns.sizes)["batch"] == 2
 
 
-def test_main__evaluate_sweep_beyond_memory_exits_2(monkeypatch, capsys):
+_B, _S = ",".join(map(str, BATCHES)), ",".join(map(str, S_KVS))
+#: (argv, exit code, substring) with 1 GB of memory available
+SWEEP_ARGV: list[tuple[list[str], int, str]] = [
+    (["evaluate", "--model", "Llama 3.1 8B", "--space", "full", "--batch", _B, "--s-kv", _S], 2,
+     "--s-kv / --batch: 100 s_kv x 100 batch = 10,000 points of 30,720 layouts needs about"),
+    (["evaluate", "--model", "Llama 3.1 8B", "--space", "full", "--batch", _B, "--s-kv", _S], 2,
+     "pass fewer --s-kv / --batch values (e.g. one run per --s-kv value) or --space reduced"),
+    (["evaluate", "--model", "Llama 3.1 8B", "--batch", _B, "--s-kv", _S, "--format", "json"], 2,
+     "pass fewer --s-kv / --batch values (e.g. one run per --s-kv value)"),
+    (["evaluate", "--model", "Llama 3.1 70B", "--mode", "prefill", "--space", "full",
+      "--batch", _B], 2, "100 batch = 100 points of"),
+    (["evaluate", "--model", "Llama 3.1 8B", "--batch", "1,2,4", "--s-kv", "1024,2048",
+      "--format", "json"], 0, ""),
+]
+
+
+@pytest.mark.parametrize(("argv", "code", "names"), SWEEP_ARGV,
+                         ids=[" ".join(a[2:4] + a[-2:])[:60] for a, *_ in SWEEP_ARGV])
+def test_main__evaluate_sweep_beyond_memory_exits_2(argv, code, names, monkeypatch, capsys):
     import simcore.engine.chunks as chunks_mod
 
     monkeypatch.setattr(chunks_mod, "available_memory", lambda: 1_000_000_000)
-    argv = ["evaluate", "--model", "Llama 3.1 8B", "--space", "full",
-            "--batch", ",".join(map(str, BATCHES)), "--s-kv", ",".join(map(str, S_KVS))]
-    assert main(argv) == 2
+    assert main(argv) == code
     cap = capsys.readouterr()
-    line = _one_line(cap.err, "simcore evaluate: error: --s-kv / --batch: 100 s_kv x 100 batch")
-    assert "pass fewer --s-kv / --batch values" in line and "--space reduced" in line
+    if code == 0:
+        assert len(json.loads(cap.out)) > 0 and "Traceback" not in cap.err
+        return
+    line = _one_line(cap.err, "simcore evaluate: error: ")
+    assert names in line and ("--space reduced" in line) == ("full" in argv)
     assert cap.out == ""
 
 
@@ -553,3 +673,13 @@ def test_best_throughput__drops_on_an_uneven_dp_split():
     assert best33 < best32 < best64
     fixed = int(np.nanargmax(tput[0]))  # the batch-32 winner, which still fits at 33
     assert fits[1][fixed] and tput[1][fixed] < tput[0][fixed]
+
+
+def test_hostile_v2_tables__size_and_verdicts():
+    """84 command lines (62 refused with exit 2, 22 answered with exit 0) and 16 API cases;
+    no case may expect an internal error (70)."""
+    codes = ([2] * len(CLASH_ARGV) + [row[2] for row in AUTOTUNE_ARGV]
+             + [0] * (len(RANK_FOLDERS) + len(RANK_VALUES) + 3)
+             + [row[1] for row in COST_ARGV] + [row[1] for row in SWEEP_ARGV])
+    assert len(codes) >= 80 and set(codes) == {0, 2}
+    assert len(API_CASES) + len(SWEEP_API) >= 12
