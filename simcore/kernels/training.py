@@ -953,7 +953,8 @@ def _train_row(lay, mp, wp, topo, out):
     out.pp_tier = tier_pp
     out.layer_mult = layer_mult
     out.tokens = wp.batch * wp.s_kv
-    out.model_flops = model_flops(mp, wp, *attention_pairs(mp, wp.s_kv))
+    causal, pair_frac = attention_pairs(mp, wp.s_kv)
+    out.model_flops = model_flops(mp, wp, causal, pair_frac)
     _write_comm(out, acc, ovl, tail, step, layer_mult)
 
 
