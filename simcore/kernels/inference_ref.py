@@ -137,7 +137,7 @@ def attention_widths(model, decode: bool) -> tuple[int, int]:
     return model.head_dim, model.value_head_dim
 
 
-def attention_span(model, s_q: float, s_kv: float, mix_ctx: float) -> tuple:
+def attention_span(model, s_q: int, s_kv: int, mix_ctx: int) -> tuple:
     """(causal share of the s_q x s_kv pairs, tokens cached, pairs attended over full causal
     ones, context of the mixed prompt tokens), averaged over global and local
     (sliding-window) layers."""
@@ -283,7 +283,7 @@ def elementwise_bytes(model, tokens, ffn_tokens, tp, ep, bytes_per_act) -> float
     return nbytes
 
 
-def lm_head(model, tokens, tp, mm_rate, bytes_per_weight) -> tuple:
+def lm_head(model, tokens, tp, mm_rate, bytes_per_weight) -> tuple[float, float]:
     """(FLOPs, bytes) of the LM head for the last positions: weights, fp32 logits."""
     V, d, seqs = model.vocab_size, model.d_model, tokens[2]
     return 2 * seqs * d * V / tp / mm_rate, V * d * bytes_per_weight / tp + seqs * V / tp * 4
@@ -431,7 +431,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     ffn_ranks, ffn_tokens = ffn_shard(lay.ffn_shard_scope, tp, cp, tokens)
 
     attn_w = attention_weights(model, tp, shard)
-    ops = {"attn_linear": attention_projections(model, tokens, tp, attn_w, mm_rate, wb, ab)}
+    ops: dict[str, tuple[float, float]] = {
+        "attn_linear": attention_projections(model, tokens, tp, attn_w, mm_rate, wb, ab)}
     ops["attn_core"] = (
         attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp,
                               cp, ab, kvb, kv_read) if decode else
