@@ -19,7 +19,15 @@ from typing import Any
 
 from ..errors import SimcoreInputError
 from ..model.presets import HARDWARE_FAMILIES, PRESETS
-from .options import FORMATS, OptionError, output_file, plot_file, positive_float, positive_int
+from .options import (
+    FORMATS,
+    OptionError,
+    fraction,
+    output_file,
+    plot_file,
+    positive_float,
+    positive_int,
+)
 from .output import refuse_shared_paths
 
 __all__ = ["add_arguments", "add_parser", "run"]
@@ -44,18 +52,43 @@ def _batches(text: str) -> list[int]:
     return [positive_int(t) for t in parts]
 
 
+def _gpus(text: str) -> int | str:
+    """``--gpus``: ``auto`` or a positive integer (the family's system size is checked
+    before any work)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return positive_int(text)
+    except OptionError:
+        raise OptionError(f"expected a positive integer or auto, got {text!r}") from None
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise OptionError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simcore serving`` (see :func:`run`)."""
     from ..studies.serving import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, DTYPES
+    from ..studies.serving.rate import AUTO_MAX_GPUS, DEFAULT_DURATION_S
+    from ..studies.serving.simulate import KV_OVERLAPS, Scheduler
 
     parser.add_argument("--model", default="Llama 3.1 70B",
                         help=f"preset name ({', '.join(PRESETS)}) or a HuggingFace config.json "
                              "path (default: Llama 3.1 70B)")
     parser.add_argument("--family", default="H200",
                         help=f"hardware family: {', '.join(HARDWARE_FAMILIES)} (default: H200)")
-    parser.add_argument("--gpus", type=positive_int, required=True,
+    parser.add_argument("--gpus", type=_gpus, required=True,
                         help="device budget: deployments using more GPUs are not considered "
-                             "(at most the family's system size)")
+                             "(at most the family's system size); with --rate or --trace, "
+                             "auto: the smallest deployment meeting the limits (up to "
+                             f"{AUTO_MAX_GPUS} GPUs)")
     parser.add_argument("--exact-gpus", "--gpus-exact", dest="exact_gpus", action="store_true",
                         help="use exactly --gpus devices instead of at most")
     parser.add_argument("--dtype", choices=list(DTYPES), default=None,
@@ -82,15 +115,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="aggregated, disaggregated or both (default both)")
     parser.add_argument("--top", type=positive_int, default=5,
                         help="best configurations per mode (default 5)")
-    parser.add_argument("--rows", choices=["best", "frontier"], default="best",
-                        help="print the best configurations (default) or the Pareto frontier")
+    parser.add_argument("--rows", choices=["best", "frontier", "candidates"], default="best",
+                        help="print the best configurations (default), the Pareto frontier "
+                             "(steady state) or every configuration searched")
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="how rows are printed (default table)")
     parser.add_argument("--out", type=output_file, default=None, metavar="FILE",
                         help="also write the rows to FILE in --format; a .nc or .zarr FILE "
                              "gets the per-layout sweep Dataset instead")
     parser.add_argument("--plot", type=plot_file, default=None, metavar="FILE",
-                        help="save the tokens/s per GPU vs tokens/s per user plot (.png, .svg, .pdf)")
+                        help="save the tokens/s per GPU vs tokens/s per user plot (.png, .svg, "
+                             ".pdf; steady state only)")
+    sched = Scheduler()
+    traffic = parser.add_argument_group(
+        "request traffic", "simulate requests arriving at a rate through a scheduler (chunked "
+        "prefill, continuous batching, paged KV cache) instead of steady-state steps; the "
+        "limits apply to the p99 TTFT and p99 TPOT")
+    traffic.add_argument("--rate", type=positive_float, default=None, metavar="R",
+                         help="requests per second: Poisson arrivals of --isl / --osl tokens, "
+                              "or --trace's arrivals rescaled to R")
+    traffic.add_argument("--trace", default=None, metavar="FILE",
+                         help="CSV (with a header) or JSON-lines file of arrival_s, isl, osl "
+                              "rows; replayed as written unless --rate is given")
+    traffic.add_argument("--duration-s", type=positive_float, default=DEFAULT_DURATION_S,
+                         metavar="S", help="seconds of Poisson traffic to simulate (default "
+                                           f"{DEFAULT_DURATION_S:g})")
+    traffic.add_argument("--seed", type=_seed, default=0,
+                         help="seed of the Poisson arrivals (default 0)")
+    traffic.add_argument("--max-num-batched-tokens", type=positive_int,
+                         default=sched.token_budget, metavar="N",
+                         help="token budget per scheduler step: prompts beyond what is left "
+                              f"are prefilled in chunks (default {sched.token_budget}, vLLM V1's)")
+    traffic.add_argument("--max-num-seqs", type=positive_int, default=sched.max_seqs,
+                         metavar="N", help="sequences per step at most (default "
+                                           f"{sched.max_seqs}, vLLM's)")
+    traffic.add_argument("--kv-usable-fraction", type=fraction,
+                         default=sched.kv_usable_fraction, metavar="F",
+                         help="share of HBM an instance uses, the KV cache getting what the "
+                              "weights and activations leave (vLLM's gpu_memory_utilization; "
+                              f"default {sched.kv_usable_fraction:g})")
+    traffic.add_argument("--kv-overlap", choices=list(KV_OVERLAPS), default=sched.kv_overlap,
+                         help="disaggregated KV transfer: sent layer by layer while the "
+                              "prefill runs (default) or after it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,6 +165,11 @@ def run(args: argparse.Namespace) -> int:
     from ..studies import serving
 
     refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
+    if args.rate is not None or args.trace is not None:
+        return _run_at_rate(args)
+    if args.gpus == "auto":
+        raise SimcoreInputError("--gpus auto searches the smallest deployment for a request "
+                                "rate: pass --rate R (or --trace FILE), or a number of GPUs")
     try:
         result = _plan(args)
     except serving.InfeasibleError as exc:  # a result, not bad input
@@ -113,6 +184,52 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(text)
     sys.stdout.flush()
     _save_files(args, result, text)  # after the rows: a failed save never hides them
+    return 0
+
+
+def _run_at_rate(args: argparse.Namespace) -> int:
+    """``--rate`` / ``--trace``: the request-level simulation
+    (:func:`~simcore.studies.serving.rate.plan_at_rate`); exit 1 with the closest
+    deployment when none meets the limits."""
+    from ..studies import serving
+    from ..studies.serving.present import RATE_TABLE_COLUMNS, rate_summary_lines
+    from ..studies.serving.rate import RATE_ROW_KEYS, plan_at_rate
+    from ..studies.serving.simulate import Scheduler
+
+    for flag, given in (("--plot", args.plot is not None), ("--rows frontier", args.rows == "frontier"),
+                        ("--batch", args.batch is not None),
+                        ("--prefill-batch", args.prefill_batch is not None)):
+        if given:
+            raise SimcoreInputError(f"{flag} belongs to the steady-state planner; with --rate "
+                                    "or --trace the batches come from the scheduler: drop it")
+    if args.out is not None and args.out.suffix.lower() in serving.present.DATASET_SUFFIXES:
+        raise SimcoreInputError(f"--out {str(args.out)!r}: a plan at a rate has rows, no "
+                                "per-layout Dataset; pass a .json, .csv or .txt file")
+    modes = ("agg", "disagg") if args.mode == "both" else (args.mode,)
+    sched = Scheduler(token_budget=args.max_num_batched_tokens, max_seqs=args.max_num_seqs,
+                      kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap)
+    try:
+        result = plan_at_rate(args.model, family=args.family, gpus=args.gpus, rate_rps=args.rate,
+                              trace=args.trace, duration_s=args.duration_s, isl=args.isl,
+                              osl=args.osl, max_ttft_ms=args.max_ttft_ms,
+                              max_tpot_ms=args.max_tpot_ms, dtype=args.dtype, scheduler=sched,
+                              modes=modes, exact_gpus=args.exact_gpus, top=args.top,
+                              seed=args.seed)
+    except serving.InfeasibleError as exc:  # a result, not bad input
+        print(f"simcore serving: {exc}", file=sys.stderr)
+        return 1
+    rows = result.rows("candidates" if args.rows == "candidates" else "best")
+    text = serving.format_rows(rows, args.format, keys=RATE_ROW_KEYS, columns=RATE_TABLE_COLUMNS)
+    header = rate_summary_lines(result)
+    if args.format == "table":
+        print("\n".join(header) + "\n")
+    else:  # stdout holds JSON / CSV only
+        for line in header[1:]:
+            if line.startswith(("assumed:", "note:")):
+                print(line, file=sys.stderr)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    _save_files(args, result, text)
     return 0
 
 

@@ -17,9 +17,11 @@ from typing import Any
 
 from ..plot import _save as _save_figure
 from .model import ServingError
+from .rate import RatePlan
 from .search import ROW_KEYS, ServingPlan
 
-__all__ = ["TABLE_COLUMNS", "format_rows", "plot_frontier", "summary_lines", "write_output"]
+__all__ = ["RATE_TABLE_COLUMNS", "TABLE_COLUMNS", "format_rows", "plot_frontier",
+           "rate_summary_lines", "summary_lines", "write_output"]
 
 #: The table's columns: (row key, header); JSON and CSV carry every key of
 #: :data:`~.search.ROW_KEYS`.
@@ -30,6 +32,15 @@ TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tokens_per_s_per_user", "tok/s/user"), ("n_devices", "GPUs"),
     ("max_batch", "max batch"), ("meets_limits", "meets"))
 
+#: The table's columns for a plan at a request rate (:class:`~.rate.RatePlan`); JSON and
+#: CSV carry every key of :data:`~.rate.RATE_ROW_KEYS`.
+RATE_TABLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("mode", "mode"), ("layout", "deployment"), ("n_devices", "GPUs"),
+    ("prefill_chunk_tokens", "chunk"), ("ttft_p50_ms", "TTFT p50"),
+    ("ttft_p99_ms", "TTFT p99"), ("tpot_p50_ms", "TPOT p50"), ("tpot_p99_ms", "TPOT p99"),
+    ("kv_transfer_ms", "KV ms"), ("rate_rps", "req/s"), ("goodput_rps", "goodput"),
+    ("max_concurrency", "seqs in KV"), ("meets_limits", "meets"))
+
 
 # --- rows -------------------------------------------------------------------------------------
 
@@ -39,23 +50,27 @@ def _json_value(v: Any) -> Any:
     return v
 
 
-def format_rows(rows: Sequence[Mapping[str, Any]], fmt: str) -> str:
-    """Rows as ``table``, ``json`` (a list of objects) or ``csv`` (header + one line each)."""
+def format_rows(rows: Sequence[Mapping[str, Any]], fmt: str, *,
+                keys: Sequence[str] = ROW_KEYS,
+                columns: Sequence[tuple[str, str]] = TABLE_COLUMNS) -> str:
+    """Rows as ``table`` (``columns``), ``json`` (a list of objects) or ``csv`` (header
+    ``keys`` + one line each); a plan at a rate passes :data:`~.rate.RATE_ROW_KEYS` and
+    :data:`RATE_TABLE_COLUMNS`."""
     if fmt == "json":
         return json.dumps([{k: _json_value(v) for k, v in r.items()} for r in rows], indent=2,
                           allow_nan=False) + "\n"
     if fmt == "csv":
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(ROW_KEYS), lineterminator="\n")
+        w = csv.DictWriter(buf, fieldnames=list(keys), lineterminator="\n")
         w.writeheader()
         for r in rows:
             w.writerow({k: ("" if _json_value(r.get(k)) is None else r.get(k))
-                        for k in ROW_KEYS})
+                        for k in keys})
         return buf.getvalue()
     if fmt == "table":
         from ..report import table
 
-        return table([dict(r) for r in rows], TABLE_COLUMNS) + "\n"
+        return table([dict(r) for r in rows], columns) + "\n"
     raise ServingError(f"format must be table, json or csv, got {fmt!r}")
 
 
@@ -81,6 +96,39 @@ def summary_lines(result: ServingPlan) -> list[str]:
                          f"{b.tokens_per_s_per_gpu:.1f} tokens/s/GPU, "
                          f"{b.tokens_per_s_per_user:.1f} tokens/s/user, TTFT {b.ttft_ms:.0f} ms"
                          f"{tpot}")
+    return lines
+
+
+def rate_summary_lines(result: RatePlan) -> list[str]:
+    """The lines above a rate plan's table: the model and budget, the traffic and the
+    limits, what the simulation assumed, what was searched, notes, each mode's smallest."""
+    lim = ", ".join(f"p99 {n} <= {v:g} ms" for n, v in (("TTFT", result.max_ttft_ms),
+                                                         ("TPOT", result.max_tpot_ms))
+                    if v is not None)
+    prec = f" in {result.dtype}" if result.dtype else ""
+    budget = (f"--gpus auto (up to {result.gpus})" if result.auto else f"up to {result.gpus}")
+    sched = result.scheduler
+    kv = ("layer by layer while the prefill runs" if sched.kv_overlap == "layerwise"
+          else "after the prefill")
+    lines = [
+        f"{result.model}{prec} on {budget} x {result.family}; {result.traffic.describe()}; "
+        f"limits {lim}",
+        f"assumed: {sched.describe()}; FCFS admission, recompute preemption of the newest "
+        "request; requests dealt round-robin to replicas and workers; decode-only steps "
+        "replay CUDA graphs, prefill and mixed steps launch every kernel; disaggregated KV "
+        f"sent {kv} (NVLink inside a node, RDMA across), the first token arriving with it",
+        f"searched: {result.n_layouts} layouts, {len(result.candidates)} deployments "
+        f"simulated in {result.elapsed_s:.1f} s",
+    ]
+    lines += [f"note: {note}" for note in result.notes]
+    for mode in ("agg", "disagg"):
+        b = result.best_of(mode)
+        if b is not None:
+            tpot = f", p99 TPOT {b.tpot_p99_ms:.1f} ms" if math.isfinite(b.tpot_p99_ms) else ""
+            kvt = f", KV transfer {b.kv_transfer_ms:.2f} ms ({b.kv_link})" if mode == "disagg" else ""
+            lines.append(f"smallest {mode}: {b.layout} ({b.n_devices} GPUs): p99 TTFT "
+                         f"{b.ttft_p99_ms:.0f} ms{tpot}{kvt}, goodput {b.goodput_rps:.3g} of "
+                         f"{b.rate_rps:.3g} req/s")
     return lines
 
 

@@ -1,0 +1,410 @@
+"""Serving under traffic: what one deployment does to each request.
+
+The steady-state model (:mod:`.model`) prices one decode step and one prefill; here the
+requests of a :class:`~.traffic.Traffic` go through a scheduler step by step
+(``simcore.kernels.requests``, reached through :func:`simcore.engine.core.request_kernels`):
+
+* :func:`price_instances` asks the engine (:func:`~.model.sweep`) for every layout's step
+  costs, a prefill table over (sequences, tokens) and a decode table over (batch,
+  context), and its KV-cache capacity in paged blocks: ``kv_usable_fraction`` of HBM
+  (vLLM's ``gpu_memory_utilization``) less the weights and the activations of a
+  ``token_budget``-token step, in blocks of ``block_size`` tokens;
+* :func:`serve_agg` runs ``replicas`` aggregated instances (requests dealt round-robin in
+  arrival order), each one scheduler with chunked prefill and mixed batches under the
+  token budget;
+* :func:`serve_disagg` runs ``x`` prefill workers (the same scheduler, one token per
+  request), moves each request's KV cache to a decode worker over the link between them
+  (:func:`kv_link`; NVLink when the whole deployment sits in one node / NVL domain, the
+  scale-out NIC otherwise; layer by layer while the prefill runs, one transfer at a time
+  per prefill worker, never holding up the next prefill) and runs ``y`` decode workers
+  (requests dealt round-robin in the order their KV lands);
+* :func:`outcome` turns the per-request times into percentiles and goodput.
+
+Definitions: TTFT = the first token's time less the arrival (disaggregated: the first
+token reaches the user with the KV cache at the decode worker, so TTFT includes the
+exposed transfer); TPOT of a request = (last token - first token) / (osl - 1), its mean
+time per output token (none for osl 1); percentiles over requests (numpy's linear
+interpolation); goodput = requests meeting both limits per second of traffic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...engine.core import request_kernels
+from ...engine.space import PARALLEL_DIMS
+from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model
+from .model import ServingError, serving_space, sweep
+from .traffic import Traffic
+
+__all__ = ["DECODE_BATCHES", "KV_OVERLAPS", "PREFILL_BATCHES", "Instance", "KvLink",
+           "PrefillStage", "Scheduler", "Served",
+           "kv_arrivals", "kv_link", "outcome", "prefill_stage", "price_instances", "serve_agg", "serve_disagg"]
+
+#: prefill table: sequences per step (the kernel extrapolates linearly beyond)
+PREFILL_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+#: decode table: sequences per step
+DECODE_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+#: the tables' token / context grids start here and double
+_GRID_START = 16
+#: KV-transfer overlap rules (:func:`serve_disagg`)
+KV_OVERLAPS = ("layerwise", "none")
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """How every instance schedules (vLLM V1's knobs and defaults).
+
+    ``token_budget``: tokens per step (``max_num_batched_tokens``; prompts longer than
+    what is left are prefilled in chunks); ``max_seqs``: sequences per step
+    (``max_num_seqs``); ``block_size``: tokens per KV-cache block;
+    ``kv_usable_fraction``: the share of HBM the instance may use
+    (``gpu_memory_utilization``), the KV cache getting what the weights and a
+    ``token_budget`` step's activations leave; ``kv_overlap``: ``"layerwise"`` (a
+    disaggregated prefill sends each layer's KV as it is computed) or ``"none"`` (the
+    transfer starts when the prefill ends).
+    """
+
+    token_budget: int = 8192
+    max_seqs: int = 256
+    block_size: int = 16
+    kv_usable_fraction: float = 0.9
+    kv_overlap: str = "layerwise"
+
+    def __post_init__(self) -> None:
+        for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or not lo <= v <= 1 << 24:
+                flag = {"token_budget": "--max-num-batched-tokens",
+                        "max_seqs": "--max-num-seqs"}.get(name, name)
+                raise ServingError(f"{name} ({flag}) must be an integer in [1, {1 << 24}], "
+                                   f"got {v!r}")
+        f = self.kv_usable_fraction
+        if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
+            raise ServingError(f"kv_usable_fraction (--kv-usable-fraction) must be in (0, 1] "
+                               f"(vLLM's gpu_memory_utilization, e.g. 0.9), got {f!r}")
+        if self.kv_overlap not in KV_OVERLAPS:
+            raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
+                               f"{self.kv_overlap!r}")
+
+    def describe(self) -> str:
+        return (f"token budget {self.token_budget} per step (chunked prefill, mixed batches), "
+                f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
+                f"{self.kv_usable_fraction:g} of HBM less weights and activations")
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """One layout as a serving instance: its step-cost tables (``StepTables``, ns), its
+    KV cache in blocks and the whole model's KV bytes per token (what a transfer moves)."""
+
+    label: str
+    layout: Mapping[str, Any]
+    n_devices: int
+    tables: Any
+    kv_blocks: int
+    kv_bytes_per_token: float
+    block_size: int
+
+    def holds(self, tokens: int) -> bool:
+        """Whether the cache can hold one request's ``tokens`` tokens."""
+        return -(-int(tokens) // self.block_size) <= self.kv_blocks
+
+    def concurrency(self, tokens: int) -> int:
+        """Requests of ``tokens`` tokens the cache holds at once."""
+        return self.kv_blocks // max(1, -(-int(tokens) // self.block_size))
+
+    def prefill_ns(self, tokens: float, sequences: float = 1.0) -> float:
+        """Unloaded prefill of ``sequences`` prompts of ``tokens`` tokens each."""
+        k = request_kernels()
+        t = int(round(tokens * sequences))
+        pairs = sequences * tokens * (tokens + 1) / 2.0
+        return float(k.prefill_part_ns(self.tables, max(t, 1), max(pairs, 1.0)))
+
+    def decode_ns(self, batch: int, context: float) -> float:
+        """A decode step of ``batch`` sequences at mean ``context``."""
+        k = request_kernels()
+        b = max(int(batch), 1)
+        return float(k.decode_part_ns(self.tables, b, float(context) * b))
+
+
+def _grid(top: int, extra: Sequence[int]) -> list[int]:
+    vals, g = set(int(e) for e in extra if e >= 1), _GRID_START
+    while True:
+        vals.add(g)
+        if g >= top:
+            break
+        g *= 2
+    return sorted(vals)
+
+
+def _per_layout(da: Any, lead: Sequence[str]) -> np.ndarray:
+    """``da`` as (lead dims..., layout) in the stacked PARALLEL_DIMS order."""
+    da = da.squeeze([k for k in HW_KNOBS if k in da.dims], drop=True)
+    arr = da.transpose(*lead, *PARALLEL_DIMS).values
+    return arr.reshape(*arr.shape[:len(lead)], -1)
+
+
+def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
+                    efficiency: Efficiency | None, dtype: str, max_devices: int,
+                    max_tokens: int, scheduler: Scheduler,
+                    tokens: Sequence[int] = (), contexts: Sequence[int] = ()) -> list[Instance]:
+    """Every layout of up to ``max_devices`` devices that can serve: its step tables and
+    KV cache (at least one block).
+
+    Prefill: :func:`~.model.sweep` over :data:`PREFILL_BATCHES` x tokens (16, 32, ...
+    doubling past ``max_tokens`` and the token budget, plus ``tokens``); decode: over
+    :data:`DECODE_BATCHES` x contexts (the same doubling grid plus ``contexts``). KV
+    blocks per instance: ``(kv_usable_fraction · HBM - weights - activations of a
+    token_budget prefill) / (block_size · KV bytes per token)`` per device.
+    """
+    from .search import layout_label
+
+    budget = scheduler.token_budget
+    tok_grid = _grid(max(max_tokens, budget), [*tokens, budget])
+    ctx_grid = _grid(max_tokens, contexts)
+    common: dict[str, Any] = dict(gpus=max_devices, space=serving_space(max_devices),
+                                  hardware=hardware, family=family, efficiency=efficiency,
+                                  dtype=dtype)
+    pre = sweep(model, "prefill", batch=list(PREFILL_BATCHES), s_kv=tok_grid, **common)
+    dec = sweep(model, "decode", batch=list(DECODE_BATCHES), s_kv=ctx_grid, **common)
+    pre_ns = _per_layout(pre.latency_ns, ("batch", "s_kv"))
+    dec_ns = _per_layout(dec.latency_ns, ("batch", "s_kv"))
+    ok = (_per_layout(pre.valid, ("batch", "s_kv")).all(axis=(0, 1))
+          & _per_layout(dec.valid, ("batch", "s_kv")).all(axis=(0, 1))
+          & np.isfinite(pre_ns).all(axis=(0, 1)) & np.isfinite(dec_ns).all(axis=(0, 1))
+          & _per_layout(dec.within_budget, ()).astype(bool))
+    n_dev = _per_layout(dec.n_devices, ()).astype(np.int64)
+    weights = _per_layout(dec.mem_weights_bytes, ("batch", "s_kv"))[0, 0]
+    act = _per_layout(pre.mem_act_bytes, ("batch", "s_kv"))[0, tok_grid.index(budget)]
+    kv_tok = _per_layout(dec.mem_kv_bytes, ("batch", "s_kv"))[0, -1] / ctx_grid[-1]
+    hbm = float(hardware.pe_hbm_gb) * 1e9
+    free = scheduler.kv_usable_fraction * hbm - weights - act
+    with np.errstate(divide="ignore", invalid="ignore"):
+        blocks = np.floor(free / (scheduler.block_size * kv_tok))
+    ok &= np.isfinite(blocks) & (blocks >= 1)
+    single = np.nonzero(n_dev == 1)[0]
+    whole_kv = float(kv_tok[single[0]]) if single.size else float(np.max(kv_tok * n_dev))
+    kern = request_kernels()
+    stack = dec.n_devices.stack(_l=PARALLEL_DIMS).indexes["_l"]
+    pb, pt = np.array(PREFILL_BATCHES, float), np.array(tok_grid, float)
+    db, dc = np.array(DECODE_BATCHES, float), np.array(ctx_grid, float)
+    out = []
+    for j in np.nonzero(ok)[0]:
+        lay = dict(zip(PARALLEL_DIMS, (v.item() if hasattr(v, "item") else v
+                                       for v in stack[j]), strict=True))
+        tables = kern.StepTables(pb, pt, np.ascontiguousarray(pre_ns[:, :, j]), db, dc,
+                                 np.ascontiguousarray(dec_ns[:, :, j]))
+        out.append(Instance(label=layout_label(lay), layout=lay, n_devices=int(n_dev[j]),
+                            tables=tables, kv_blocks=int(min(blocks[j], 1 << 40)),
+                            kv_bytes_per_token=whole_kv, block_size=scheduler.block_size))
+    return out
+
+
+# --- running deployments ------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Served:
+    """Per request (in the traffic's order): ``ttft_ns``, ``tpot_ns`` (NaN for osl 1),
+    ``kv_ns`` (the transfer's exposed part, 0 aggregated), ``served`` (False: dropped, its
+    KV never fits); ``preemptions`` and ``steps`` summed over instances."""
+
+    ttft_ns: np.ndarray
+    tpot_ns: np.ndarray
+    kv_ns: np.ndarray
+    served: np.ndarray
+    preemptions: int
+    steps: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _run(traffic: Traffic, idx: np.ndarray, arrival_ns: np.ndarray, prompt: np.ndarray,
+         cached: np.ndarray, max_new: np.ndarray, inst: Instance,
+         sched: Scheduler) -> tuple[np.ndarray, ...]:
+    k = request_kernels()
+    return k.simulate_instance(
+        np.ascontiguousarray(arrival_ns[idx], dtype=np.float64),
+        np.ascontiguousarray(prompt[idx], dtype=np.int64),
+        np.ascontiguousarray(cached[idx], dtype=np.int64),
+        np.ascontiguousarray(max_new[idx], dtype=np.int64), inst.tables,
+        int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
+        int(sched.block_size))
+
+
+def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(osl > 1, (last - first) / np.maximum(osl - 1, 1), np.nan)
+
+
+def serve_agg(traffic: Traffic, inst: Instance, replicas: int, sched: Scheduler) -> Served:
+    """``replicas`` aggregated instances of ``inst``; request ``i`` (in arrival order) goes
+    to replica ``i % replicas``."""
+    n = traffic.n
+    arrival = traffic.arrival_s * 1e9
+    first, last = np.full(n, -1.0), np.full(n, -1.0)
+    pre, steps = 0, 0
+    zeros = np.zeros(n, np.int64)
+    for r in range(replicas):
+        idx = np.arange(r, n, replicas)
+        if idx.size == 0:
+            continue
+        f, la, _, p, s = _run(traffic, idx, arrival, traffic.isl, zeros, traffic.osl, inst, sched)
+        first[idx], last[idx] = f, la
+        pre += int(p.sum())
+        steps += int(s)
+    served = first >= 0
+    return Served(ttft_ns=np.where(served, first - arrival, np.inf),
+                  tpot_ns=np.where(served, _tpot(first, last, traffic.osl), np.inf),
+                  kv_ns=np.zeros(n), served=served, preemptions=pre, steps=steps)
+
+
+@dataclass(frozen=True)
+class KvLink:
+    """The link a KV cache crosses from a prefill to a decode worker: ``tier`` (NVLink or
+    RDMA), per-device bandwidth ``bw_gbs`` and latency ``alpha_ns``."""
+
+    tier: str
+    bw_gbs: float
+    alpha_ns: float
+
+    def transfer_ns(self, tokens: np.ndarray, kv_bytes_per_token: float, lanes: int) -> np.ndarray:
+        """Whole transfer of ``tokens`` tokens' KV over ``lanes`` device pairs at once."""
+        return tokens * kv_bytes_per_token / (lanes * self.bw_gbs) + self.alpha_ns
+
+
+def kv_link(family: HardwareFamily, hardware: Hardware, n_devices: int) -> KvLink:
+    """NVLink (``bw_intra_gbs``) when the deployment's ``n_devices`` fit one node / NVL
+    domain (``pes_per_cube``), else the scale-out NIC (``bw_inter_gbs``, shared when a node
+    has fewer NICs than GPUs)."""
+    topo = family.topology
+    if n_devices <= topo.pes_per_cube:
+        return KvLink("NVLink", float(hardware.bw_intra_gbs), float(topo.alpha_intra_ns))
+    share = min(1.0, topo.nics_per_cube / topo.pes_per_cube) if topo.nics_per_cube else 1.0
+    return KvLink("RDMA", float(hardware.bw_inter_gbs) * share, float(topo.alpha_inter_ns))
+
+
+@dataclass(frozen=True, eq=False)
+class PrefillStage:
+    """What ``workers`` prefill workers did: per request, the end of its prefill
+    (``done_ns``), how long it ran (``span_ns``), its worker; dropped requests -1."""
+
+    done_ns: np.ndarray
+    span_ns: np.ndarray
+    worker: np.ndarray
+    preemptions: int
+    steps: int
+
+
+def prefill_stage(traffic: Traffic, inst: Instance, workers: int, sched: Scheduler) -> PrefillStage:
+    """``workers`` prefill workers of ``inst`` (request ``i`` to worker ``i % workers``),
+    each the aggregated scheduler with one token per request."""
+    n = traffic.n
+    arrival = traffic.arrival_s * 1e9
+    done, span = np.full(n, -1.0), np.zeros(n)
+    worker = np.arange(n) % workers
+    zeros, ones = np.zeros(n, np.int64), np.ones(n, np.int64)
+    pre, steps = 0, 0
+    for w in range(workers):
+        idx = np.arange(w, n, workers)
+        if idx.size == 0:
+            continue
+        f, _, s0, p, s = _run(traffic, idx, arrival, traffic.isl, zeros, ones, inst, sched)
+        done[idx], span[idx] = f, np.where(f >= 0, f - s0, 0.0)
+        pre += int(p.sum())
+        steps += int(s)
+    return PrefillStage(done, span, worker, pre, steps)
+
+
+def kv_arrivals(traffic: Traffic, stage: PrefillStage, pre: Instance, dec_devices: int,
+                link: KvLink, n_layers: int, sched: Scheduler) -> np.ndarray:
+    """When each request's KV cache lands at its decode worker (ns; -1 dropped; a request
+    with osl 1 needs no decode worker: its prefill's end). Each prefill worker's transfers
+    share its link one at a time, in the order their prefills end (:func:`~simcore.kernels.
+    requests.kv_transfer_done`, over ``min(prefill, decode)`` device pairs at once)."""
+    k = request_kernels()
+    whole = link.transfer_ns(traffic.isl.astype(float), pre.kv_bytes_per_token,
+                             min(pre.n_devices, dec_devices))
+    kv_done = np.full(traffic.n, -1.0)
+    ok = stage.done_ns >= 0
+    for w in range(int(stage.worker.max()) + 1 if stage.worker.size else 0):
+        idx = np.nonzero(ok & (stage.worker == w))[0]
+        if idx.size == 0:
+            continue
+        idx = idx[np.argsort(stage.done_ns[idx], kind="stable")]
+        kv_done[idx] = k.kv_transfer_done(
+            np.ascontiguousarray(stage.done_ns[idx]), np.ascontiguousarray(stage.span_ns[idx]),
+            np.ascontiguousarray(whole[idx]), int(n_layers), sched.kv_overlap == "layerwise")
+    return np.where((traffic.osl <= 1) & ok, stage.done_ns, kv_done)
+
+
+def serve_disagg(traffic: Traffic, pre: Instance, x: int, dec: Instance, y: int,
+                 sched: Scheduler, link: KvLink, n_layers: int,
+                 stage: PrefillStage | None = None) -> Served:
+    """``x`` prefill workers of ``pre`` hand each request's KV cache over ``link`` to ``y``
+    decode workers of ``dec`` (``stage``: the prefill workers' run, if done already)."""
+    n = traffic.n
+    arrival = traffic.arrival_s * 1e9
+    st = stage if stage is not None else prefill_stage(traffic, pre, x, sched)
+    kv_done = kv_arrivals(traffic, st, pre, dec.n_devices, link, n_layers, sched)
+    ok = st.done_ns >= 0
+    one = traffic.osl <= 1  # nothing to decode: the prefill's token is the answer
+    go = np.nonzero(ok & ~one)[0]
+    go = go[np.argsort(kv_done[go], kind="stable")]
+    last = np.full(n, -1.0)
+    d_pre, d_steps = 0, 0
+    prompt, cached, new = traffic.isl + 1, traffic.isl, traffic.osl - 1
+    for w in range(y):
+        idx = go[w::y]
+        if idx.size == 0:
+            continue
+        _, la, _, p, s = _run(traffic, idx, kv_done, prompt, cached, new, dec, sched)
+        last[idx] = la
+        d_pre += int(p.sum())
+        d_steps += int(s)
+    served = ok & (one | (last >= 0))
+    return Served(ttft_ns=np.where(served, kv_done - arrival, np.inf),
+                  tpot_ns=np.where(served, _tpot(kv_done, last, traffic.osl), np.inf),
+                  kv_ns=np.where(served, kv_done - st.done_ns, 0.0), served=served,
+                  preemptions=st.preemptions + d_pre, steps=st.steps + d_steps,
+                  extra={"kv_tier": link.tier})
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    v = values[~np.isnan(values)]
+    if v.size == 0:
+        return math.nan
+    if np.isinf(v).any():
+        return float(np.sort(v)[min(v.size - 1, int(math.ceil(q / 100 * v.size)) - 1)]) \
+            if q < 100 else math.inf
+    return float(np.percentile(v, q))
+
+
+def outcome(served: Served, traffic: Traffic, *, max_ttft_ms: float | None,
+            max_tpot_ms: float | None) -> dict[str, Any]:
+    """Percentiles (ms), goodput and what binds for one deployment's run."""
+    ttft_ms, tpot_ms = served.ttft_ns / 1e6, served.tpot_ns / 1e6
+    good = served.served.copy()
+    if max_ttft_ms is not None:
+        good &= ttft_ms <= max_ttft_ms
+    if max_tpot_ms is not None:
+        good &= np.isnan(tpot_ms) | (tpot_ms <= max_tpot_ms)
+    res = {
+        "ttft_p50_ms": _pct(ttft_ms, 50), "ttft_p99_ms": _pct(ttft_ms, 99),
+        "tpot_p50_ms": _pct(tpot_ms, 50), "tpot_p99_ms": _pct(tpot_ms, 99),
+        "rate_rps": traffic.rate_rps, "goodput_rps": float(good.sum()) / traffic.duration_s,
+        "good_fraction": float(good.mean()),
+        "kv_transfer_ms": float(np.mean(served.kv_ns[served.served]) / 1e6)
+        if served.served.any() else math.nan,
+        "preemptions": served.preemptions, "dropped": int((~served.served).sum()),
+    }
+    ttft_ok = max_ttft_ms is None or res["ttft_p99_ms"] <= max_ttft_ms
+    tpot_ok = max_tpot_ms is None or math.isnan(res["tpot_p99_ms"]) or \
+        res["tpot_p99_ms"] <= max_tpot_ms
+    res["ttft_ok"], res["tpot_ok"] = bool(ttft_ok), bool(tpot_ok)
+    res["meets_limits"] = bool(ttft_ok and tpot_ok and res["dropped"] == 0)
+    return res
