@@ -265,10 +265,12 @@ def test_package__submodule_import_does_not_shadow_the_function():
     import subprocess
     import sys
 
-    code = ("import simcore.engine.evaluate, simcore.engine.chunks, simcore; "
-            "assert callable(simcore.evaluate) and simcore.engine.evaluate.__name__ == 'evaluate'; "
-            "import sys; assert 'xarray' in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # the flat paths of earlier releases (aliases now) and the module's own path alike
+    for modules in ("simcore.evaluate, simcore.chunks", "simcore.engine.evaluate, simcore.engine.chunks"):
+        code = (f"import {modules}, simcore; "
+                "assert callable(simcore.evaluate) and simcore.evaluate.__name__ == 'evaluate'; "
+                "import sys; assert 'xarray' in sys.modules")
+        subprocess.run([sys.executable, "-c", code], check=True)
     light = "import simcore, sys; simcore.Workload('decode'); assert 'xarray' not in sys.modules"
     subprocess.run([sys.executable, "-c", light], check=True)
 
@@ -509,9 +511,9 @@ DEDUP_CASES = [
 
 def test_placement_orders__are_the_kernels():
     from simcore.engine.space import PLACEMENT_ORDERS
-    from simcore.kernels import inference
+    from simcore.kernels import common
 
-    np.testing.assert_array_equal(np.asarray(PLACEMENT_ORDERS), inference._ORDERS)
+    np.testing.assert_array_equal(np.asarray(PLACEMENT_ORDERS), common._ORDERS)
 
 
 @pytest.mark.parametrize(("model", "wl", "family"), DEDUP_CASES)
