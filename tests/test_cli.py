@@ -120,7 +120,7 @@ def test_main__evaluate_json_rows_carry_units_and_match_the_engine(capsys):
     from simcore.engine.metrics import top_points
     from simcore.model.specs import Workload
 
-    assert main(["evaluate", *SMALL, "--top", "3", "--format", "json"]) == 0
+    assert main(["evaluate", *SMALL, "--top", "3", "--format", "json", "--eager"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)  # nothing but the JSON on stdout
     assert "best by latency" in cap.err and "Llama 3.1 8B" in cap.err
@@ -182,14 +182,14 @@ def test_main__train_mode_and_hardware_override(capsys):
 def test_main__evaluate_gpus_budget_picks_a_layout_within_it(capsys):
     argv = ["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--mode", "train",
             "--s-kv", "8192", "--top", "5", "--format", "json"]
-    assert main(argv) == 0
+    assert main([*argv, "--gpus", "all"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["n_devices"] == 4096  # no budget
     assert main([*argv, "--gpus", "8"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)
     assert rows and all(r["n_devices"] <= 8 for r in rows)
     assert (rows[0]["tp"], rows[0]["n_devices"]) == (8, 8)
-    assert "budget at most 8 devices" in cap.err and "on 8 devices" in cap.err
+    assert "budget: at most 8 devices" in cap.err and "on 8 devices" in cap.err
     assert main([*argv, "--gpus", "4", "--gpus-exact"]) == 0
     assert {r["n_devices"] for r in json.loads(capsys.readouterr().out)} == {4}
 
@@ -206,7 +206,7 @@ def test_main__evaluate_budget_too_small_exit_2_names_the_smallest_count(capsys)
 
 def test_main__evaluate_batch_and_s_kv_lists_give_the_top_per_point(capsys):
     argv = ["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--batch", "1,8,64",
-            "--s-kv", "2048,8192", "--gpus", "8", "--top", "2"]
+            "--s-kv", "2048,8192", "--gpus", "8", "--top", "2", "--eager"]
     assert main([*argv, "--format", "json"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)
@@ -284,7 +284,8 @@ def test_main__evaluate_cuda_graphs_removes_the_host_launch_time(capsys):
 
     argv = ["--model", "Llama 3.1 8B", "--family", "H100-SXM", "--s-kv", "8192", "--gpus", "1",
             "--top", "1"]
-    eager, graphs = (_layouts([*argv, *extra], capsys) for extra in ([], ["--cuda-graphs"]))
+    eager, graphs = (_layouts([*argv, *extra], capsys)
+                     for extra in (["--eager"], ["--cuda-graphs"]))
     (k, e), = eager.items()
     g = graphs[k]  # the same layout wins
     # one GPU, 32 layers of 10 launches + 4 per step, each 5 us of host time saved
@@ -298,13 +299,13 @@ def test_main__evaluate_header_says_cuda_graphs(capsys):
     argv = ["evaluate", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--top", "1"]
     assert main([*argv, "--cuda-graphs"]) == 0
     out = capsys.readouterr().out
-    assert "batch=1 (CUDA graphs) on SiP" in out.splitlines()[0] and "add --cuda-graphs" not in out
-    assert main(argv) == 0
+    assert "runtime: CUDA graphs in decode" in out.splitlines()[1] and "--eager launches" not in out
+    assert main([*argv, "--eager"]) == 0
     out = capsys.readouterr().out
-    assert "(CUDA graphs) on" not in out
-    # launch-bound batch-1 decode without graphs: a note names the flag
-    assert out.splitlines()[-1].startswith("note: every kernel is launched from the host")
-    assert "add --cuda-graphs" in out
+    assert "runtime: eager decode (every kernel launched from the host)" in out.splitlines()[1]
+    # launch-bound batch-1 decode without graphs: a note says what serving frameworks do
+    assert out.splitlines()[-1].startswith("note: --eager launches every kernel from the host")
+    assert "replay decode steps from CUDA graphs" in out
 
 
 @pytest.mark.parametrize("mode", ["prefill", "train"])
@@ -335,7 +336,8 @@ def test_main__evaluate_dtype_int4_is_weight_only(capsys):
         assert int4[k]["mem_gb"] < 0.35 * bf16[k]["mem_gb"]
         assert int4[k]["latency_ms"] < bf16[k]["latency_ms"]
     assert main(["evaluate", *argv, "--dtype", "int4", "--top", "1"]) == 0
-    assert "batch=1 (weights int4) on H100-SXM" in capsys.readouterr().out
+    assert ("precision: weights int4, activations 16-bit, KV cache 16-bit |"
+            in capsys.readouterr().out.splitlines()[1])
 
 
 def test_main__evaluate_dtype_fp8_sets_the_training_precision(capsys):

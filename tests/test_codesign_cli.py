@@ -94,7 +94,8 @@ def test_explore__deprecated_out_dataset_spelling_still_saves(tmp_path, capsys):
 
 def test_explore__json_pareto_rows_match_joint_explore(capsys):
     argv = ["explore", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--grid",
-            "bw_hbm_gbs=2000,4000,8000", "--grid", "peak_tflops_f16=500,1000", "--no-progress"]
+            "bw_hbm_gbs=2000,4000,8000", "--grid", "peak_tflops_f16=500,1000", "--no-progress",
+            "--eager"]
     assert main([*argv, "--format", "json"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)  # nothing but the JSON on stdout
@@ -113,7 +114,7 @@ def test_explore__csv_sensitivity_rows(tmp_path, capsys):
     out = tmp_path / "sens.csv"
     assert main(["explore", "--model", "Llama 3.1 8B", "--s-kv", "8192", "--depth", "two_stage",
                  "--no-progress", "--format", "csv", "--rows", "sensitivity",
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--eager"]) == 0
     assert capsys.readouterr().out == ""
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     r = joint_explore("Llama 3.1 8B", s_kv=8192, depth="two_stage")

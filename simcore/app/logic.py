@@ -19,6 +19,7 @@ from ..errors import SimcoreInputError
 
 __all__ = [
     "PAGES", "footer", "MAX_JOINT", "model_choices", "family_choices", "load_model_input", "count_joint",
+    "assumptions", "compare_assumptions", "explore_assumptions",
     "run_explore", "explore_table", "table_csv", "dataset_netcdf", "point_labels",
     "run_serving", "serving_table", "run_validation", "validation_table",
     "breakdown_table", "load_deepspeed_config", "autotune_job", "run_autotune", "tune",
@@ -128,13 +129,15 @@ def _depth(depth: str | int | Mapping[str, Sequence[float]]) -> Any:
     return depth
 
 
-def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "reduced") -> tuple[int, int]:
-    """(hardware candidates, layouts) a sweep would evaluate, without running it."""
+def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "reduced",
+                gpus: int | None = None) -> tuple[int, int]:
+    """(hardware candidates, layouts) a sweep would evaluate, without running it
+    (``gpus``: the device budget, which widens the layout space)."""
     from ..engine.space import get_space
     from ..studies.codesign import enumerate_hardware
 
     n_hw = len(enumerate_hardware(_depth(depth), family=family))
-    n_layouts = get_space(space, mode).size
+    n_layouts = get_space(space, mode, gpus).size
     return n_hw, n_layouts
 
 
@@ -144,22 +147,66 @@ GRAPHS_HELP = ("as vLLM, SGLang and TensorRT-LLM serve: no kernel of a decode st
                "host's 5 us launch time (off: every kernel launched from the host)")
 
 
-def _check_graphs(cuda_graphs: bool, mode: str) -> None:
+def _check_graphs(cuda_graphs: bool | None, mode: str) -> bool:
+    """Whether the steps replay CUDA graphs: ``cuda_graphs``, or (None) the CLI's default,
+    decode yes, prefill no."""
+    from ..studies.assumptions import decode_graphs
+
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"only decode steps replay CUDA graphs; untick it for {mode}")
+    return decode_graphs(mode) if cuda_graphs is None else bool(cuda_graphs)
+
+
+def _budget(family: Any, gpus: int | None) -> Any:
+    """The device budget: ``gpus``, or (None) the CLI's default, one node of a GPU family
+    (the whole system for SiP)."""
+    from ..studies.assumptions import Budget
+
+    try:
+        return Budget.resolve(family, None if gpus is None else int(gpus))
+    except (SimcoreInputError, ValueError) as exc:
+        raise SimcoreInputError(" ".join(str(exc).split())) from None
+
+
+def assumptions(workload: Any, budget: str, model: Any = None) -> str:
+    """The ``assumed:`` line of the CLI's headers for a page: ``budget`` in words, the
+    workload's precision and runtime."""
+    from ..studies.assumptions import assumed_line, precision_text, runtime_text
+
+    return assumed_line(budget, precision_text(workload, model), runtime_text(workload))
+
+
+def explore_assumptions(result: Any, *, family: str | None, gpus: int | None = None,
+                        model: Any = None) -> str:
+    """:func:`assumptions` of an Explore result run on ``family`` with ``gpus`` (None: the
+    default budget, as :func:`run_explore`)."""
+    return assumptions(result.workload, _budget(family, gpus).describe(None), model)
+
+
+def compare_assumptions(result: Any, model: Any = None, *, gpus: int | None = None) -> str:
+    """:func:`assumptions` of a Compare result run with ``gpus`` (None: the default budget
+    of each design, as :func:`run_compare`)."""
+    from ..studies.assumptions import budgets_text
+    from ..studies.compare import parse_design
+
+    budgets = [_budget(parse_design(d)[1], gpus) for d in result.designs]
+    return assumptions(result.workload, budgets_text(result.designs, budgets, None), model)
 
 
 def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
-                metric: str = "latency", cuda_graphs: bool = False,
+                metric: str = "latency", cuda_graphs: bool | None = None,
+                gpus: int | None = None,
                 progress: Callable[[float, str], Any] | None = None) -> Any:
-    """:func:`~simcore.studies.codesign.joint_explore` after checking the grid size
-    (``cuda_graphs``: decode steps replay CUDA graphs)."""
+    """:func:`~simcore.studies.codesign.joint_explore` after checking the grid size, with
+    the CLI's defaults: ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None
+    is one node of a GPU family (the whole system for SiP)."""
     from ..studies.codesign import joint_explore
 
-    _check_graphs(cuda_graphs, mode)
+    graphs = _check_graphs(cuda_graphs, mode)
+    budget = _budget(family, gpus)
     try:
-        n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family)
+        n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family, gpus=budget.gpus)
     except (SimcoreInputError, ValueError, KeyError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     total = n_hw * n_layouts
@@ -173,7 +220,7 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
     try:
         r = joint_explore(model, s_kv=int(s_kv), mode=mode, batch=int(batch),
                           depth=_depth(depth), family=family, metric=metric,
-                          cuda_graphs=bool(cuda_graphs))
+                          cuda_graphs=graphs, **budget.kwargs())
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     if progress:
@@ -355,14 +402,16 @@ def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
 
 def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                 over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
-                fixed: int = 1, metric: str = "latency", cuda_graphs: bool = False) -> Any:
+                fixed: int = 1, metric: str = "latency", cuda_graphs: bool | None = None,
+                gpus: int | None = None) -> Any:
     """:func:`~simcore.studies.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
-    ``fixed`` = batch) or ``"batch"`` (``fixed`` = context); ``cuda_graphs``: decode steps
-    replay CUDA graphs."""
+    ``fixed`` = batch) or ``"batch"`` (``fixed`` = context), with the CLI's defaults:
+    ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None gives every design
+    one node (the whole system for SiP)."""
     from ..model.specs import Workload
-    from ..studies.compare import compare
+    from ..studies.compare import compare, parse_design
 
-    _check_graphs(cuda_graphs, mode)
+    graphs = _check_graphs(cuda_graphs, mode)
     designs = [d.strip() for d in designs if d and d.strip()]
     if len(designs) < 2:
         raise SimcoreInputError(f"select two or more designs to compare (the first is the "
@@ -378,8 +427,10 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                                 "compare` from the CLI")
     batch, s_kv = ([int(fixed)], xs) if over == "s_kv" else (xs, [int(fixed)])
     try:
-        workload = Workload("decode", cuda_graphs=True) if cuda_graphs else mode
-        return compare(designs, model, workload, batch=batch, s_kv=s_kv, metric=metric)
+        budgets = [_budget(parse_design(d)[1], gpus).gpus for d in designs]
+        workload = Workload("decode", cuda_graphs=True) if graphs else mode
+        return compare(designs, model, workload, batch=batch, s_kv=s_kv, metric=metric,
+                       gpus=budgets)
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
 

@@ -86,17 +86,19 @@ def page_explore(demo: bool) -> None:
     batch = c5.number_input("batch", min_value=1, value=1, step=1, key="explore_batch")
     s_kv = c6.number_input("context s_kv (tokens)", min_value=1, value=8192, step=1024,
                            key="explore_skv")
-    graphs = st.checkbox("decode replays CUDA graphs", value=False, key="explore_graphs",
-                         help=L.GRAPHS_HELP)
+    graphs = st.checkbox("decode replays CUDA graphs", value=True, key="explore_graphs",
+                         help=L.GRAPHS_HELP, disabled=mode != "decode")
     if st.button("Run sweep", key="explore_run", type="primary") or (
             demo and "explore_result" not in st.session_state):
         bar = st.progress(0.0, text="preparing")
         try:
             model = L.load_model_input(name, upload)
-            st.session_state["explore_result"] = L.run_explore(
+            st.session_state["explore_result"] = r = L.run_explore(
                 model, s_kv=int(s_kv), mode=mode, batch=int(batch), depth=depth,
-                family=family, metric=metric, cuda_graphs=graphs,
+                family=family, metric=metric, cuda_graphs=graphs if mode == "decode" else None,
                 progress=lambda f, t: bar.progress(f, text=t))
+            st.session_state["explore_assumed"] = L.explore_assumptions(r, family=family,
+                                                                        model=model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("explore_result", None)
             _fail(exc)
@@ -114,6 +116,7 @@ def page_explore(demo: bool) -> None:
                f"evaluations; {len(r.all_scores)} fit (each at its best layout), "
                f"{len(r.pareto_scores)} on the frontier; hover a point for its hardware "
                "and layout")
+    st.caption(st.session_state.get("explore_assumed", ""))
     if r.empty:
         st.warning(r.message or "nothing fits")
         return
@@ -175,9 +178,10 @@ def page_serving(demo: bool = False) -> None:
     res = st.session_state.get("serving_result")
     if res is None:
         return
-    from simcore.studies.serving import plot_frontier
+    from simcore.studies.serving import assumptions_line, plot_frontier
 
     st.subheader("tokens/s per GPU vs tokens/s per user")
+    st.caption(assumptions_line(res))
     _show(plot_frontier(res), width=760)
     rows = L.serving_table(res)
     if rows:
@@ -210,16 +214,17 @@ def page_compare(demo: bool = False) -> None:
         help="a hardware family, or a family with knob overrides, e.g. "
              f"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141; knobs: {', '.join(HW_KNOBS)}")
     name, upload = _model_inputs("compare", default="Llama 3.1 70B", where=c0)
-    graphs = st.checkbox("decode replays CUDA graphs", value=False, key="compare_graphs",
-                         help=L.GRAPHS_HELP)
+    graphs = st.checkbox("decode replays CUDA graphs", value=True, key="compare_graphs",
+                         help=L.GRAPHS_HELP, disabled=mode != "decode")
     if st.button("Compare", key="compare_run", type="primary") or (
             demo and "compare_result" not in st.session_state):
         try:
             model = L.load_model_input(name, upload)
             with st.spinner("finding the best layout of each design at each point"):
-                st.session_state["compare_result"] = L.run_compare(
+                st.session_state["compare_result"] = r = L.run_compare(
                     model, designs=designs, mode=mode, over=over, values=values,
-                    fixed=int(fixed), cuda_graphs=graphs)
+                    fixed=int(fixed), cuda_graphs=graphs if mode == "decode" else None)
+                st.session_state["compare_assumed"] = L.compare_assumptions(r, model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("compare_result", None)
             _fail(exc)
@@ -232,6 +237,7 @@ def page_compare(demo: bool = False) -> None:
 
     st.subheader(f"{r.model} {r.mode}: {len(r.designs)} designs, best layout at each point")
     st.caption("; ".join(L.speedup_summary(r)))
+    st.caption(st.session_state.get("compare_assumed", ""))
     _show(plot_compare(r, speedup=True))
     rows = L.compare_table(r)
     num = st.column_config.NumberColumn

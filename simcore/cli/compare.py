@@ -4,6 +4,11 @@ Designs are family names or a family with knob overrides
 (``H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141``). For every design and (batch, s_kv) point
 it prints the best layout's latency, throughput and devices and the speed-up over the
 first design; ``--plot`` draws latency and throughput curves (two panels, log x).
+Every design gets the same device budget: ``--gpus N`` (``--exact-gpus``), one node of
+each GPU design without it (8 devices on the HGX boards; the whole system for SiP), so
+a speed-up compares equal device counts. Decode steps replay CUDA graphs unless
+``--eager``. The header's ``assumed:`` line (on stderr with ``--format json|csv``) states
+the budget, precision and runtime.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from typing import Any
 from .options import (
     METRICS,
     OptionError,
+    add_budget_options,
     add_cuda_graphs_option,
     add_output_options,
     add_space_option,
     cuda_graphs_flag,
     plot_file,
     positive_int,
+    resolve_budget,
     resolve_model,
 )
 from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
@@ -69,6 +76,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                    help="batch sizes to compare at (default: 1)")
     p.add_argument("--s-kv", type=positive_ints, default=[8192, 32768, 131072],
                    metavar="T1,T2", help="context lengths (default: 8192,32768,131072)")
+    add_budget_options(p, per=" per design")
     add_space_option(p)
     p.add_argument("--metric", choices=METRICS, default="latency",
                    help="what 'best layout' means (default: latency)")
@@ -82,15 +90,23 @@ def add_parser(sub: Any, name: str, help: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import SimcoreInputError
     from ..model.specs import Workload
-    from ..studies.compare import compare
+    from ..studies.assumptions import assumed_line, budgets_text, precision_text, runtime_text
+    from ..studies.compare import compare, parse_design
 
     refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
     graphs = cuda_graphs_flag(args)
     model = resolve_model(args)
     workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
+    budgets = [resolve_budget(args, parse_design(d)[1]) for d in args.designs]
     r = compare(args.designs, model, workload, batch=args.batch, s_kv=args.s_kv,
-                space=args.space, metric=args.metric)
+                space=args.space, metric=args.metric, gpus=[b.gpus for b in budgets],
+                exact_gpus=budgets[0].exact)
     notes = note_stream(args)
+    header = [f"{r.model} {r.mode}: {len(r.designs)} designs x "
+              f"{r.dataset.sizes['batch'] * r.dataset.sizes['s_kv']} points, every design fits "
+              f"at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency",
+              assumed_line(budgets_text(r.designs, budgets),
+                           precision_text(r.workload, model), runtime_text(r.workload))]
     rows = r.rows()
     if args.plot is not None:
         from ..studies.plot import plot_compare
@@ -102,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"saved the plot to {args.plot}", file=notes)
     if for_script(args):
         emit_rows(rows, COMPARE_COLUMNS, args.format, args.out)
+        print("\n".join(header), file=notes)
         return 0
-    n_pts = r.dataset.sizes["batch"] * r.dataset.sizes["s_kv"]
-    print(f"{r.model} {r.mode}{' (CUDA graphs)' if graphs else ''}: {len(r.designs)} designs x {n_pts} points, every design "
-          f"fits at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency")
+    print("\n".join(header))
     emit_rows(rows, COMPARE_COLUMNS, "table")
     return 0
+

@@ -4,8 +4,10 @@ Rows: the ``--top`` best fitting layouts (layout dims, ``latency_ms``,
 ``throughput_tok_s``, ``n_devices``, ``mem_gb`` per device, ``compute_ms``,
 ``memory_ms``, ``comm_ms``). ``--s-kv`` / ``--batch`` comma lists sweep them: the
 ``--top`` best per (``s_kv``, ``batch``) point, each row led by its ``s_kv`` and
-``batch``. ``--gpus N`` (``--exact-gpus``) is a device budget. Exit code 1 when no
-layout fits in memory.
+``batch``. ``--gpus N`` (``--exact-gpus``) is a device budget, one node of a GPU family
+(8 devices on the HGX boards) without it; decode steps replay CUDA graphs unless
+``--eager``. The header's ``assumed:`` line states the budget, precision and runtime
+(:mod:`simcore.studies.assumptions`). Exit code 1 when no layout fits in memory.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from .options import (
     add_output_options,
     add_space_option,
     add_workload_options,
-    budget_kwargs,
+    budget_error,
     make_workload,
+    resolve_budget,
     resolve_family,
     resolve_model,
     sweep_kwargs,
@@ -57,19 +60,21 @@ def run(args: argparse.Namespace) -> int:
 
     from ..engine.core import check_budget, prepare
     from ..engine.space import workload_points
-    from ..errors import DeviceBudgetError, SimcoreInputError
+    from ..errors import DeviceBudgetError
+    from ..studies.assumptions import assumed_line, precision_text, runtime_text
     from ..studies.report import fmt_ns
 
     model = resolve_model(args)
     fam = resolve_family(args)
     wl = make_workload(args, family=fam)
-    budget = budget_kwargs(args)
+    budget = resolve_budget(args, fam)
     sweep = sweep_kwargs(args)
     notes = note_stream(args)
     # one hardware point: the engine's rows (Prepared.top_rows, the rows of
     # metrics.top_points over evaluate) without building a Dataset (no xarray import)
     sweep_dims, wls = workload_points(wl, **sweep)
-    kw = dict(space=args.space, family=fam, hardware=fam.hardware, **budget)
+    kw = dict(space=args.space, family=fam, hardware=fam.hardware,
+              **budget.kwargs())
     preps = [prepare(model, wls[0], **kw)]
     if len(wls) > 1:  # every point's coefficients are kept: refuse a sweep beyond memory
         from ..engine.chunks import check_sweep_memory
@@ -85,33 +90,27 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_budget(preps)
     except DeviceBudgetError as exc:
-        raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None
+        raise budget_error(exc, budget) from None
     dims = list(sweep_dims)
     columns = [Column(d, d) for d in dims] + COLUMNS
     tops = [p.top_rows(args.metric, args.top) for p in preps]
     n_fit = sum(n for _, n in tops)
     s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
     batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
-    within = "" if not budget else (f", budget {'exactly' if budget['exact_gpus'] else 'at most'}"
-                                    f" {budget['gpus']} devices")
     valid = np.logical_or.reduce([p.valid for p in preps])  # valid at some point of the sweep
     p0 = preps[0]
-    prec = ", ".join(f"{what} {v}" for what, v in (
-        ("weights", wl.weight_dtype), ("activations", wl.act_dtype), ("KV", wl.kv_dtype),
-        ("precision", wl.precision if args.dtype and wl.mode == "train" else "")) if v)
-    if wl.cuda_graphs:
-        prec = ", ".join(x for x in (prec, "CUDA graphs") if x)
-    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch}{f' ({prec})' if prec else ''} "
-          f"on {p0.family} "
-          f"({p0.topology.n_devices} devices{within}), {args.space} space: "
+    print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
+          f"(a {p0.topology.n_devices}-device system), {args.space} space: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory"
           + (f" (over {len(preps)} batch/s_kv points)" if dims else ""), file=notes)
+    print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl)),
+          file=notes)
     if n_fit == 0:
         if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
             emit_rows([], columns, args.format, args.out)
         print("no layout fits: try a family with more HBM per device (--family H200), a "
               "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=..."
-              + (", or a larger --gpus" if budget else ""), file=notes)
+              + ("" if budget.gpus is None else ", or a larger --gpus"), file=notes)
         return 1
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
@@ -131,12 +130,12 @@ def run(args: argparse.Namespace) -> int:
               f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
               f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
               f"{fmt_ns(parts['overhead_ns'])})"
-            + (f" on {int(b['n_devices'])} devices" if budget else ""))
+            + f" on {int(b['n_devices'])} devices")
     if (wl.mode == "decode" and not wl.cuda_graphs and rows
             and float(rows[0]["overhead_ns"]) > 0.3 * float(rows[0]["latency_ns"])):
-        lines.append("note: every kernel is launched from the host (5 us of host time each); "
-                     "serving frameworks replay decode steps from CUDA graphs: add "
-                     "--cuda-graphs to model that")
+        lines.append("note: --eager launches every kernel from the host (5 us of host time "
+                     "each); serving frameworks replay decode steps from CUDA graphs, the "
+                     "default without --eager")
     emit_rows(rows, columns, args.format, args.out)
     for line in lines:
         print(line, file=notes)

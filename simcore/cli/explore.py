@@ -7,7 +7,10 @@ and ``tokens_per_s_per_gpu``) and ``sensitivity``
 (latency when doubling each knob on the best hardware). The table format prints both;
 ``--format json|csv`` (and ``--out``) write the set chosen by ``--rows`` (default
 ``pareto``), so every command's JSON is one array of row objects.
-``--dataset`` saves the per-hardware Dataset (``.nc`` or ``.zarr``).
+``--dataset`` saves the per-hardware Dataset (``.nc`` or ``.zarr``). Per candidate the
+layouts compete within the device budget (``--gpus``; one node of a GPU family without
+it, the whole system for SiP); decode steps replay CUDA graphs unless ``--eager``; the
+header's ``assumed:`` line says both and the precision.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from .options import (
     add_space_option,
     add_workload_options,
     assignment,
-    budget_kwargs,
+    budget_error,
+    cuda_graphs_flag,
     make_workload,
     output_file,
     positive_floats,
+    resolve_budget,
     resolve_family,
     resolve_model,
     store_path,
@@ -204,7 +209,7 @@ def _elsewhere(path: Path) -> str:
     return str(Path(tempfile.gettempdir()) / path.name)
 
 
-def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
+def _preflight(args: argparse.Namespace, fam: Any, depth: Any, gpus: int | None) -> None:
     """Before any compute: the sweep fits in memory, and every output path can take what
     it will be given."""
     from ..engine.core import N_BEST
@@ -214,9 +219,7 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any) -> None:
 
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
-        gpus = getattr(args, "gpus", None)
-        n_layouts = get_space(args.space, args.mode,
-                              gpus if isinstance(gpus, int) and gpus > 0 else None).size
+        n_layouts = get_space(args.space, args.mode, gpus).size
     except ValueError as exc:
         raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
     n_hw = 1
@@ -277,6 +280,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.distributed import warm_cache
     from ..engine.sweep import StoreMismatchError
     from ..errors import DeviceBudgetError, SimcoreRetryError
+    from ..studies.assumptions import assumed_line, precision_text, runtime_text
     from ..studies.codesign import joint_explore
     from ..studies.report import fmt_ns, fmt_num
 
@@ -286,10 +290,11 @@ def run(args: argparse.Namespace) -> int:
     _cost_kwargs(args)  # reject a bad cost model / objective before any work
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
-    budget = budget_kwargs(args)
+    graphs = cuda_graphs_flag(args)
     fam = resolve_family(args)
+    budget = resolve_budget(args, fam)
     depth = _depth_of(args)
-    _preflight(args, fam, depth)
+    _preflight(args, fam, depth, budget.gpus)
     notes = note_stream(args)
     client, cluster = _connect(args.scheduler)
     try:
@@ -301,10 +306,10 @@ def run(args: argparse.Namespace) -> int:
                           space=args.space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
-                          cuda_graphs=args.cuda_graphs, **_cost_kwargs(args), **budget)
+                          cuda_graphs=graphs, **_cost_kwargs(args), **budget.kwargs())
         wall = time.perf_counter() - t0
     except DeviceBudgetError as exc:
-        raise SimcoreInputError(f"--gpus {args.gpus}: {exc}") from None
+        raise budget_error(exc, budget) from None
     except StoreMismatchError as exc:
         raise SimcoreInputError(f"--resume: {exc}") from None
     except SimcoreRetryError as exc:
@@ -316,11 +321,13 @@ def run(args: argparse.Namespace) -> int:
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.close()
-    graphs = " (CUDA graphs)" if r.workload.cuda_graphs else ""
-    print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch}{graphs}: "
+    print(f"{r.model} {r.workload.mode} s_kv={r.workload.s_kv} batch={r.workload.batch} on "
+          f"{fam.name} (a {fam.topology.n_devices}-device system): "
           f"{r.n_hardware} hardware x {r.n_layouts} layouts = {r.total_joint:,} joint "
           f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / max(wall, 1e-9))} evals/s, "
           f"sensitivity included; kernels loaded in {t_load:.1f} s before)", file=notes)
+    print(assumed_line(budget.describe(), precision_text(r.workload, model),
+                       runtime_text(r.workload)), file=notes)
     code = _print_rows(args, r, fmt_ns)
     _save_files(args, r, notes)  # after the rows: a failed save never hides the result
     return code

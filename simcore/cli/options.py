@@ -5,9 +5,10 @@ default and one help text everywhere: :func:`add_model_options` (``--model``,
 ``--family``), :func:`add_workload_options` (``--mode``, ``--s-kv``, ``--batch`` and the
 training options; with ``sweep=True`` ``--s-kv`` and ``--batch`` take comma lists),
 :func:`add_dtype_options` (``--dtype``, ``--kv-dtype`` and :func:`add_cuda_graphs_option`'s
-``--cuda-graphs``, which ``explore`` and ``compare`` add alone; :func:`cuda_graphs_flag`
-reads it),
-:func:`add_budget_options` (``--gpus``, ``--exact-gpus``),
+``--eager`` / ``--cuda-graphs``, which ``explore`` and ``compare`` add alone;
+:func:`cuda_graphs_flag` reads them: decode replays CUDA graphs unless ``--eager``),
+:func:`add_budget_options` (``--gpus``, ``--exact-gpus``; :func:`resolve_budget` reads them:
+one node of a GPU family unless ``--gpus`` says otherwise),
 :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
 :func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
 ``--top``) and :func:`add_output_options` (``--format``, ``--out``).
@@ -30,6 +31,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -43,9 +45,9 @@ __all__ = [
     "add_budget_options", "add_cuda_graphs_option", "add_dtype_options", "add_hardware_overrides",
     "add_metric_options", "add_model_options", "add_output_options",
     "add_space_option", "add_workload_options",
-    "assignment", "budget_kwargs", "cuda_graphs_flag", "fraction", "int_or_list", "make_workload", "output_file",
+    "assignment", "budget_error", "budget_kwargs", "cuda_graphs_flag", "gpus_budget", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "plot_file", "positive_float", "positive_floats", "positive_int",
-    "resolve_family",
+    "resolve_budget", "resolve_family",
     "resolve_model", "share", "store_path", "sweep_kwargs",
 ]
 
@@ -331,35 +333,89 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
 
 
 def add_cuda_graphs_option(p: argparse.ArgumentParser) -> None:
-    """``--cuda-graphs`` (decode steps replay CUDA graphs); read it with
+    """``--eager`` (decode launches every kernel from the host) and ``--cuda-graphs`` (the
+    default, kept so scripts that pass it still run); one or the other. Read them with
     :func:`cuda_graphs_flag`."""
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="decode: the steps replay CUDA graphs, as vLLM, SGLang and "
-                        "TensorRT-LLM serve by default, so no kernel pays the host's launch "
-                        "time (default: every kernel launched from the host)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--eager", action="store_true",
+                   help="decode: launch every kernel from the host (5 us of host time each) "
+                        "instead of replaying CUDA graphs (default: decode steps replay CUDA "
+                        "graphs, as vLLM, SGLang and TensorRT-LLM serve by default; prefill "
+                        "and training steps always launch from the host)")
+    g.add_argument("--cuda-graphs", action="store_true",
+                   help="decode: replay CUDA graphs (the default; accepted so scripts that "
+                        "pass it keep working)")
 
 
-def add_budget_options(p: argparse.ArgumentParser) -> None:
-    """``--gpus N`` (a device budget: layouts using more are masked) and ``--exact-gpus``
-    (also spelled ``--gpus-exact``: exactly N); read them with :func:`budget_kwargs`."""
-    p.add_argument("--gpus", type=positive_int, default=None, metavar="N",
-                   help="device budget: layouts using more than N devices are left out (a "
-                        "budget on which nothing fits names the smallest count that does) "
-                        "(default: no budget)")
+def gpus_budget(text: str) -> int | str:
+    """``--gpus``: a positive integer, or ``all`` (no cap: the family's whole system).
+
+    Examples
+    --------
+    >>> gpus_budget("8"), gpus_budget("all")
+    (8, 'all')
+    """
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        return positive_int(text)
+    except OptionError:
+        raise OptionError(f"expected a positive integer or 'all', got {text!r}") from None
+
+
+def add_budget_options(p: argparse.ArgumentParser, *, per: str = "") -> None:
+    """``--gpus N|all`` (a device budget: layouts using more are masked; default one node
+    of a GPU family, :meth:`~simcore.studies.assumptions.Budget.resolve`) and
+    ``--exact-gpus`` (also spelled ``--gpus-exact``: exactly N); read them with
+    :func:`resolve_budget`. ``per``: what the budget applies to (" per design")."""
+    p.add_argument("--gpus", type=gpus_budget, default=None, metavar="N|all",
+                   help=f"device budget{per}: layouts using more than N devices are left out "
+                        "(a budget on which nothing fits names the smallest count that "
+                        "does); all: the family's whole system (default: one node of a GPU "
+                        "family, at most 8 devices on the H100 / H200 / A100 HGX boards; the "
+                        "whole system for SiP)")
     p.add_argument("--exact-gpus", "--gpus-exact", dest="exact_gpus", action="store_true",
-                   help="with --gpus: only layouts using exactly N devices")
+                   help="with --gpus N: only layouts using exactly N devices")
 
 
-def budget_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``--gpus`` / ``--exact-gpus`` as ``gpus=``, ``exact_gpus=`` keywords (``{}`` without
-    a budget)."""
+def resolve_budget(args: argparse.Namespace, family: Any) -> Any:
+    """``--gpus`` / ``--exact-gpus`` as a :class:`~simcore.studies.assumptions.Budget` of
+    ``family`` (one node of a GPU family without ``--gpus``); its ``kwargs()`` are the
+    engine's ``gpus=``, ``exact_gpus=``."""
+    from ..studies.assumptions import Budget
+
     gpus = getattr(args, "gpus", None)
     exact = bool(getattr(args, "exact_gpus", False))
-    if gpus is None:
-        if exact:
-            raise SimcoreInputError("--exact-gpus needs a budget: pass --gpus N as well")
+    if exact and not isinstance(gpus, int):
+        raise SimcoreInputError("--exact-gpus needs a device count: pass --gpus N as well"
+                                if gpus is None else
+                                "--exact-gpus: --gpus all has no count; pass --gpus N")
+    if gpus == "all":
+        return replace(Budget.resolve(family), gpus=None, default=False)
+    return Budget.resolve(family, gpus, exact)
+
+
+def budget_kwargs(args: argparse.Namespace, family: Any = None) -> dict[str, Any]:
+    """``--gpus`` / ``--exact-gpus`` as ``gpus=``, ``exact_gpus=`` keywords: with
+    ``family``, :func:`resolve_budget`'s (one node by default); without, only what was
+    passed (``{}`` without ``--gpus`` or with ``--gpus all``)."""
+    if family is not None:
+        return dict(resolve_budget(args, family).kwargs())
+    gpus = getattr(args, "gpus", None)
+    if gpus is None or gpus == "all":
+        resolve_budget(args, "SiP")  # the --exact-gpus checks
         return {}
-    return {"gpus": gpus, "exact_gpus": exact}
+    return {"gpus": gpus, "exact_gpus": bool(getattr(args, "exact_gpus", False))}
+
+
+def budget_error(exc: Any, budget: Any) -> SimcoreInputError:
+    """A :class:`~simcore.errors.DeviceBudgetError` as the option to change: ``--gpus N``,
+    or for the default budget the count to pass."""
+    if budget.default:
+        n = exc.min_devices
+        msg = str(exc).removesuffix(f"; pass a budget of at least {n}")
+        return SimcoreInputError(f"{msg} (the default budget: one node); pass --gpus {n}")
+    return SimcoreInputError(f"--gpus {budget.gpus}: {exc}")
 
 
 def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> None:
@@ -504,12 +560,19 @@ def _or(names: Any) -> str:
 
 
 def cuda_graphs_flag(args: argparse.Namespace) -> bool:
-    """``--cuda-graphs`` as a bool; :class:`SimcoreInputError` outside ``--mode decode``."""
-    graphs = bool(getattr(args, "cuda_graphs", False))
-    if graphs and args.mode != "decode":
-        raise SimcoreInputError(f"--cuda-graphs: only decode steps replay CUDA graphs; "
-                                f"drop it for --mode {args.mode}")
-    return graphs
+    """Whether the steps replay CUDA graphs: decode does unless ``--eager``; prefill and
+    training never do. ``--eager`` or ``--cuda-graphs`` outside ``--mode decode`` is a
+    :class:`SimcoreInputError` (neither means anything there)."""
+    from ..studies.assumptions import decode_graphs
+
+    eager = bool(getattr(args, "eager", False))
+    for flag, given in (("--cuda-graphs", getattr(args, "cuda_graphs", False)),
+                        ("--eager", eager)):
+        if given and args.mode != "decode":
+            raise SimcoreInputError(f"{flag}: only decode steps replay CUDA graphs ({args.mode} "
+                                    f"steps launch every kernel from the host); drop it for "
+                                    f"--mode {args.mode}")
+    return decode_graphs(args.mode, eager=eager)
 
 
 def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:

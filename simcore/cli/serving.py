@@ -179,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "table":
         print("\n".join(serving.summary_lines(result)) + "\n")
     else:  # stdout holds JSON / CSV only
+        print(serving.assumptions_line(result), file=sys.stderr)
         for note in result.notes:
             print(f"note: {note}", file=sys.stderr)
     sys.stdout.write(text)

@@ -163,7 +163,12 @@ def evaluate(
         NaN outputs, ``fits`` False, so they never win :func:`simcore.best` or join a
         Pareto frontier). ``SimcoreInputError`` (a ``DeviceBudgetError``) when nothing
         fits within it but a larger budget would; the message gives the smallest device
-        count that fits.
+        count that fits. Default None: no budget, every layout of the family's whole
+        system competes. The CLI and the app differ on purpose: without ``--gpus`` they
+        pass one node of a GPU family (``Topology.pes_per_cube``, 8 on the HGX boards),
+        what a deployment uses unless told otherwise
+        (:mod:`simcore.studies.assumptions`); the library keeps None because the
+        validation and the golden numbers are pinned on it.
     exact_gpus : bool
         With ``gpus``: keep only layouts using exactly ``gpus`` devices.
     space : {"reduced", "full"}, Space or mapping

@@ -93,7 +93,10 @@ class Workload:
         so no kernel pays the host's launch time (``kernels.inference.LAUNCH_NS``, 5 us per
         kernel launched from the host), and the framework's per-step floor
         (``Efficiency.step_overhead_ns``) drops to a quarter. Ignored by prefill and
-        training steps, which launch every kernel.
+        training steps, which launch every kernel. Default False here; the CLI and the
+        app replay graphs in decode unless ``--eager`` (as every serving framework does,
+        :mod:`simcore.studies.assumptions`), while the library keeps False because the
+        validation rows and the golden numbers are pinned on it.
     virtual_stages : int
         Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
         (p-1)/(v·m)); 1 = plain 1F1B.

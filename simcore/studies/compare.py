@@ -102,6 +102,11 @@ class CompareResult:
     designs: list[str]
     dataset: xr.Dataset
     shared: list[tuple[int, int]]
+    #: each design's device budget (None: uncapped) and whether it is exact
+    gpus: tuple[int | None, ...] = ()
+    exact_gpus: bool = False
+    #: the workload compared (``batch`` / ``s_kv`` are swept)
+    workload: Workload | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per design and point (fitting or not), designs in the order given."""
@@ -124,6 +129,21 @@ class CompareResult:
         return out
 
 
+def _budgets(gpus: Any, exact: Any, labels: list[str]) -> list[int | None]:
+    """``gpus`` as one budget per design (checked as :func:`simcore.evaluate` checks one)."""
+    from ..engine.core import check_gpus
+
+    if gpus is None or isinstance(gpus, int | np.integer):
+        return [check_gpus(gpus, exact)[0]] * len(labels)
+    if isinstance(gpus, str) or not isinstance(gpus, Sequence) or len(gpus) != len(labels):
+        raise SimcoreInputError(f"gpus: pass one budget for every design, or a sequence of "
+                                f"{len(labels)} (one per design: {', '.join(labels)}); got "
+                                f"{gpus!r}")
+    if exact and any(g is None for g in gpus):
+        raise SimcoreInputError("exact_gpus=True needs a budget for every design")
+    return [check_gpus(g, exact)[0] for g in gpus]
+
+
 def _axis(values: Sequence[int] | int | None, default: int, name: str) -> list[int]:
     if values is None:
         return [default]
@@ -144,6 +164,8 @@ def compare(
     space: Any = "reduced",
     metric: str | Metric = "latency",
     efficiency: Efficiency | None = None,
+    gpus: int | Sequence[int | None] | None = None,
+    exact_gpus: bool = False,
 ) -> CompareResult:
     """Best layout of each design at every (batch, s_kv) point; speed-up over the first.
 
@@ -159,11 +181,20 @@ def compare(
         The points swept (their product).
     metric : str
         What "best layout" means (default latency).
+    gpus : int, or a sequence of int or None (one per design), optional
+        Device budget (see :func:`simcore.evaluate`): each design's best layout uses at
+        most ``gpus`` devices (exactly, with ``exact_gpus``); None (the default) leaves a
+        design uncapped, free to spread over its whole system. ``simcore compare`` passes
+        one node per GPU design unless ``--gpus`` says otherwise
+        (:mod:`simcore.studies.assumptions`), so its speed-ups compare equal device
+        counts.
+    exact_gpus : bool
 
     Raises
     ------
     SimcoreInputError
-        Fewer than two designs, a bad design, or no point where every design fits.
+        Fewer than two designs, a bad design, a bad budget, or no point where every
+        design fits.
     """
     if isinstance(designs, str | HardwareFamily):
         designs = [designs]
@@ -183,6 +214,7 @@ def compare(
     else:
         raise SimcoreInputError(f"workload must be a mode name or a Workload, got "
                                 f"{type(workload).__name__}")
+    budgets = _budgets(gpus, exact_gpus, labels)
     bs = _axis(batch, base.batch, "batch")
     ss = _axis(s_kv, base.s_kv, "s_kv")
     m = get_metric(metric)
@@ -191,7 +223,7 @@ def compare(
     fits = np.zeros(shape, dtype=bool)
     lay: dict[str, np.ndarray] = {d: np.empty(shape, dtype=object) for d in PARALLEL_DIMS}
     model_name = ""
-    for i, (_, fam) in enumerate(parsed):
+    for i, ((_, fam), budget) in enumerate(zip(parsed, budgets, strict=True)):
         for j, b in enumerate(bs):
             for k, s in enumerate(ss):
                 try:
@@ -200,7 +232,7 @@ def compare(
                 except ValueError as exc:
                     raise SimcoreInputError(f"batch={b}, s_kv={s}: {exc}") from None
                 p = prepare(model, wl, space=space, hardware=fam.hardware, family=fam,
-                            efficiency=efficiency)
+                            efficiency=efficiency, gpus=budget, exact_gpus=exact_gpus)
                 model_name = p.model.name
                 r = reduce_best(p, metric=m).squeeze()
                 ok = bool(r.any_fits)
@@ -216,14 +248,21 @@ def compare(
             f"{lab}: " + (", ".join(f"batch={bs[j]} s_kv={ss[k]}"
                                    for j, k in zip(*np.nonzero(fits[i]), strict=True)) or "none")
             for i, lab in enumerate(labels))
+        caps = ("" if all(b is None for b in budgets) else
+                f" within {'exactly' if exact_gpus else 'at most'} "
+                + " / ".join(dict.fromkeys("all" if b is None else str(b) for b in budgets))
+                + " devices")
         raise SimcoreInputError(
-            f"designs {', '.join(labels)} share no point where a layout fits "
+            f"designs {', '.join(labels)} share no point where a layout fits{caps} "
             f"({model_name}, {base.mode}); fitting points per design: {where}")
     lat = num["latency_ns"]
     speedup = np.where(fits & fits[:1], lat[:1] / lat, np.nan)
     dims = ("design", "batch", "s_kv")
     ds = xr.Dataset(coords={"design": labels, "batch": bs, "s_kv": ss},
-                    attrs={"model": model_name, "mode": base.mode, "metric": m.name})
+                    attrs={"model": model_name, "mode": base.mode, "metric": m.name,
+                           "cuda_graphs": int(base.cuda_graphs),
+                           "gpus": ",".join("all" if b is None else str(b) for b in budgets),
+                           "exact_gpus": int(exact_gpus)})
     for v, arr in {**num, "speedup": speedup}.items():
         units, long_name = COMPARE_VARIABLES[v]
         ds[v] = xr.DataArray(arr, dims=dims, attrs={"units": units, "long_name": long_name})
@@ -231,4 +270,5 @@ def compare(
     for d in PARALLEL_DIMS:
         ds[f"best_{d}"] = xr.DataArray(lay[d], dims=dims)
     return CompareResult(model=model_name, mode=base.mode, metric=m.name, designs=labels,
-                         dataset=ds, shared=shared)
+                         dataset=ds, shared=shared, gpus=tuple(budgets), exact_gpus=exact_gpus,
+                         workload=base)

@@ -70,7 +70,14 @@ from .model import (
     serving_space,
     sweep,
 )
-from .present import TABLE_COLUMNS, format_rows, plot_frontier, summary_lines, write_output
+from .present import (
+    TABLE_COLUMNS,
+    assumptions_line,
+    format_rows,
+    plot_frontier,
+    summary_lines,
+    write_output,
+)
 from .search import (
     DEFAULT_BATCHES,
     DEFAULT_PREFILL_BATCHES,
@@ -97,6 +104,7 @@ __all__ = [
     "ServingError",
     "ServingPlan",
     "agg_metrics",
+    "assumptions_line",
     "budget_mask",
     "contexts",
     "disagg_metrics",

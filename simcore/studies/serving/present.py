@@ -20,8 +20,8 @@ from .model import ServingError
 from .rate import RatePlan
 from .search import ROW_KEYS, ServingPlan
 
-__all__ = ["RATE_TABLE_COLUMNS", "TABLE_COLUMNS", "format_rows", "plot_frontier",
-           "rate_summary_lines", "summary_lines", "write_output"]
+__all__ = ["RATE_TABLE_COLUMNS", "TABLE_COLUMNS", "assumptions_line", "format_rows",
+           "plot_frontier", "rate_summary_lines", "summary_lines", "write_output"]
 
 #: The table's columns: (row key, header); JSON and CSV carry every key of
 #: :data:`~.search.ROW_KEYS`.
@@ -86,7 +86,8 @@ def summary_lines(result: ServingPlan) -> list[str]:
     prec = f" in {result.dtype}" if result.dtype else ""
     lines = [f"{result.model}{prec} on {result.gpus} x {result.family}, ISL {result.isl} / OSL "
              f"{result.osl}, {lim}: {n_lay} layouts x {result.dataset.sizes['batch']} batches "
-             f"searched in {result.elapsed_s:.1f} s; {len(result.candidates)} configurations"]
+             f"searched in {result.elapsed_s:.1f} s; {len(result.candidates)} configurations",
+             assumptions_line(result)]
     lines += [f"note: {note}" for note in result.notes]
     for mode in ("agg", "disagg"):
         b = result.best_of(mode)
@@ -97,6 +98,22 @@ def summary_lines(result: ServingPlan) -> list[str]:
                          f"{b.tokens_per_s_per_user:.1f} tokens/s/user, TTFT {b.ttft_ms:.0f} ms"
                          f"{tpot}")
     return lines
+
+
+def assumptions_line(result: ServingPlan) -> str:
+    """The ``assumed:`` line every command's header carries
+    (:func:`~simcore.studies.assumptions.assumed_line`): the device budget, the precision
+    and the runtime (decode steps replay CUDA graphs, prefills launch from the host)."""
+    from ...model.presets import get_family
+    from ..assumptions import Budget, assumed_line, dtypes_text, runtime_text
+    from .model import _workload
+
+    budget = Budget(result.gpus, result.exact_gpus, False,
+                    get_family(result.family).topology.n_devices)
+    prec = (dtypes_text(result.dtype, result.dtype, result.dtype) if result.dtype else
+            "weights, activations and KV cache the model's own (16-bit for the presets)")
+    return assumed_line(budget.describe(), prec,
+                        runtime_text(_workload("decode"), _workload("prefill")))
 
 
 def rate_summary_lines(result: RatePlan) -> list[str]:
