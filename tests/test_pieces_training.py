@@ -3,8 +3,8 @@
 A drawn training point (model, workload, topology, hardware, efficiency and a valid
 layout) is taken apart by the twin's own pieces into the named quantities the pieces
 take (:func:`_context`); :data:`ARGS` names, per piece, the quantities it takes in order.
-The kernel gets the packed bundles (``model`` → ``ModelParams``, ...), a layout row, and
-floats, ints or bools as the training row passes them; an argument named ``@...`` is a
+The kernel gets the packed bundles (``model`` → ``ModelParams``, ...), a layout row's
+tuple, and floats, ints or bools as the training row passes them; an argument named ``@...`` is a
 per-tier accumulator the kernel adds a collective to: the twin gets ``links`` in place
 of the first and returns one time (ns) per accumulator, compared with the accumulator's
 bytes over each tier's GB/s plus its latency.
@@ -104,7 +104,8 @@ BOOLS = {"round_robin", "allreduce", "in_switch", "sp", "use_ep", "sixteen_bit",
          "gated", "fp8_saved", "flash"}
 #: the kernel's form of an argument the twin takes as a spec
 PACK = {"model": schema.pack_model, "workload": schema.pack_workload,
-        "topology": schema.pack_topology, "lay": lambda lay: _layout_row(lay)[0],
+        "topology": schema.pack_topology,
+        "lay": lambda lay: tuple(int(x) for x in _layout_row(lay)[0]),  # the row's tuple
         "strides": lambda st: tuple(int(x) for x in st),
         "recompute": lambda rc: schema.RECOMPUTE_CODES[rc]}
 
@@ -286,3 +287,10 @@ def test_training_pieces__no_function_over_120_lines():
         longest = max((n.end_lineno - n.lineno + 1, n.name) for n in tree.body
                       if isinstance(n, ast.FunctionDef))
         assert longest[0] <= 120, (module.__name__, longest)
+
+
+def test_training_row__copies_every_layout_column():
+    # _train_row hands the pieces its layout row as a tuple of the LAYOUT columns
+    source = inspect.getsource(training._train_row.py_func)
+    assert all(f"row[{i}]" in source for i in range(len(schema.LAYOUT)))
+    assert f"row[{len(schema.LAYOUT)}]" not in source

@@ -76,7 +76,7 @@ EAGER_LOSS_BYTES = 12.0
 # --- the layout and its groups ------------------------------------------------------------
 @jit()
 def layout_valid(lay, mp, wp, topo):
-    """True when a layout row fits the system and divides the model and the batch: the
+    """True when a layout (the row's tuple) fits the system and divides the model and the batch: the
     devices it occupies, query heads and KV heads over TP (or TP over KV heads), layers
     over PP, tokens over CP, whole micro-batches per DP replica, head-sharded KV. Expert
     parallelism's own rules are :func:`expert_groups`'; host memory is checked with
@@ -866,8 +866,11 @@ def model_flops(mp, wp, causal, pair_frac):
 
 # --- the row: the pieces summed by name -------------------------------------------------------
 @jit()
-def _train_row(lay, mp, wp, topo, out):
-    """One layout row of training coefficients into ``out`` (see the module docstring)."""
+def _train_row(row, mp, wp, topo, out):
+    """One layout row of training coefficients into ``out`` (see the module docstring).
+    The pieces take the row as a tuple (``lay``, indexed by ``schema.LAYOUT``): passed by
+    value, with no reference counting per call."""
+    lay = (row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9])
     cp = lay[LAYOUT.cp]
     tp = lay[LAYOUT.tp]
     fcp = float(cp)
