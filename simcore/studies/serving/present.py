@@ -143,7 +143,8 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
         if b is not None:
             tpot = f", p99 TPOT {b.tpot_p99_ms:.1f} ms" if math.isfinite(b.tpot_p99_ms) else ""
             kvt = f", KV transfer {b.kv_transfer_ms:.2f} ms ({b.kv_link})" if mode == "disagg" else ""
-            lines.append(f"smallest {mode}: {b.layout} ({b.n_devices} GPUs): p99 TTFT "
+            gpus = f"{b.n_devices} GPU{'s' if b.n_devices != 1 else ''}"
+            lines.append(f"smallest {mode}: {b.layout} ({gpus}): p99 TTFT "
                          f"{b.ttft_p99_ms:.0f} ms{tpot}{kvt}, goodput {b.goodput_rps:.3g} of "
                          f"{b.rate_rps:.3g} req/s")
     return lines

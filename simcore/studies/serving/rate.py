@@ -599,10 +599,14 @@ def _disagg_search(req: _RateRequest, pres: Sequence[Instance], decs: Sequence[I
 
         most = req.gpus if req.exact_gpus else bound.most
         x_most = (most - sd) // sp
+        if x_most < 1:
+            continue
         x = _smallest(x0, x_most, ttft_ok)
         if x is None:
             x = x_most
         y_most = (most - x * sp) // sd
+        if y_most < 1 and not req.exact_gpus:
+            continue
         tried: dict[int, dict[str, Any]] = {}
 
         def run(y: int, pre: Instance = pre, dec: Instance = dec, x: int = x,
@@ -665,6 +669,10 @@ def _closeness(req: _RateRequest, c: RateConfig) -> tuple[float, ...]:
     return (-c.goodput_rps, max(over, default=0.0), c.n_devices)
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
 def _choose_at_rate(req: _RateRequest, cands: Sequence[RateConfig]) -> list[RateConfig]:
     """Step 6: the ``top`` smallest deployments of each mode meeting the limits, or the
     RateInfeasibleError naming the closest."""
@@ -686,6 +694,6 @@ def _choose_at_rate(req: _RateRequest, cands: Sequence[RateConfig]) -> list[Rate
         c.ttft_p99_ms <= req.max_ttft_ms) else "max_tpot_ms"
     raise RateInfeasibleError(
         f"no deployment on {req.where()} meets {lim} at {req.rate:.4g} req/s; closest: "
-        f"{c.layout} ({c.n_devices} GPUs): p99 TTFT {c.ttft_p99_ms:.0f} ms{tpot}, goodput "
+        f"{c.layout} ({_gpus(c.n_devices)}): p99 TTFT {c.ttft_p99_ms:.0f} ms{tpot}, goodput "
         f"{c.goodput_rps:.3g} req/s; add GPUs, lower the rate or raise the limits",
         closest=c, binding=binding)

@@ -112,7 +112,8 @@ def poisson(rate_rps: float, *, duration_s: float, isl: int, osl: int, seed: int
                            "traffic to simulate, a number > 0")
     if rate * duration_s > MAX_REQUESTS:
         raise TrafficError(f"rate {rate:g} x duration {duration_s:g} s is {rate * duration_s:,.0f} "
-                           f"requests; simulate at most {MAX_REQUESTS:,}: shorten --duration-s")
+                           f"requests; simulate at most {MAX_REQUESTS:,}: shorten --duration-s or lower "
+                           "--rate")
     for name, v in (("isl", isl), ("osl", osl)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 1 <= v <= MAX_TOKENS:
             raise TrafficError(f"{name} must be an integer in [1, {MAX_TOKENS:,}], got {v!r}")

@@ -1,0 +1,309 @@
+"""Serving at a request rate (issue 35): traffic, the request-level simulation of
+aggregated and disaggregated deployments, ``plan_at_rate`` / ``--gpus auto`` and the CLI.
+
+Physical sanity: a higher rate never lowers the p99 TTFT of a fixed deployment; as the
+rate goes to 0 the TTFT is the unloaded prefill the engine prices; more replicas never
+lower goodput; a KV transfer over RDMA costs more than over NVLink, and sending it layer by
+layer exposes less of it. The shipped trace (``tests/data/sharegpt_style_trace.jsonl``)
+is synthetic: 200 requests, Poisson arrivals at 4 req/s, lognormal lengths with
+ShareGPT-like medians (input ~240, output ~170 tokens); no ShareGPT text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simcore.cli import main
+from simcore.kernels import requests_ref
+from simcore.model.presets import get_family, load_model
+from simcore.studies.serving import sweep
+from simcore.studies.serving.rate import RateInfeasibleError, plan_at_rate
+from simcore.studies.serving.simulate import (
+    Scheduler,
+    kv_link,
+    outcome,
+    price_instances,
+    serve_agg,
+    serve_disagg,
+)
+from simcore.studies.serving.traffic import Traffic, TrafficError, poisson, read_trace
+
+TRACE = Path(__file__).parent / "data" / "sharegpt_style_trace.jsonl"
+MODEL, FAMILY = "Llama 3.1 8B", "H100-SXM"
+ISL, OSL = 1024, 128
+SMALL = ["serving", "--model", MODEL, "--family", FAMILY, "--isl", str(ISL), "--osl", str(OSL)]
+
+
+@pytest.fixture(scope="module")
+def fam():
+    return get_family(FAMILY)
+
+
+@pytest.fixture(scope="module")
+def instances(fam):
+    """Every layout of Llama 3.1 8B on up to 2 H100s as a serving instance, by label."""
+    insts = price_instances(load_model(MODEL), family=fam, hardware=fam.hardware,
+                            efficiency=None, dtype="", max_devices=2, max_tokens=ISL + OSL,
+                            scheduler=Scheduler(), tokens=[ISL], contexts=[ISL + OSL // 2])
+    return {i.label: i for i in insts}
+
+
+def _traffic(rate: float, duration_s: float = 60.0, seed: int = 3) -> Traffic:
+    return poisson(rate, duration_s=duration_s, isl=ISL, osl=OSL, seed=seed)
+
+
+def _res(served, traffic, **lim):
+    return outcome(served, traffic, max_ttft_ms=lim.get("ttft"), max_tpot_ms=lim.get("tpot"))
+
+
+# --- traffic ----------------------------------------------------------------------------------
+
+def test_poisson__a_higher_rate_compresses_the_same_requests():
+    slow, fast = _traffic(2.0), _traffic(4.0)
+    k = slow.n
+    assert fast.n > k
+    np.testing.assert_allclose(fast.arrival_s[:k] * 2, slow.arrival_s, rtol=1e-12)
+    assert abs(slow.rate_rps - 2.0) < 0.5
+
+
+def test_read_trace__the_shipped_sharegpt_style_trace():
+    t = read_trace(TRACE)
+    assert t.n == 200 and np.all(np.diff(t.arrival_s) >= 0)
+    assert 3.0 < t.rate_rps < 6.0 and t.isl.min() >= 4 and t.osl.min() >= 1
+    scaled = read_trace(TRACE, rate_rps=20)
+    assert scaled.rate_rps == pytest.approx(20.0)
+    np.testing.assert_array_equal(scaled.isl, t.isl)
+
+
+def test_read_trace__csv_without_arrivals_gets_poisson_at_the_rate(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("input_tokens,output_tokens\n100,20\n200,30\n")
+    t = read_trace(p, rate_rps=5)
+    assert t.n == 2 and list(t.isl) == [100, 200] and t.duration_s == pytest.approx(0.4)
+    with pytest.raises(TrafficError, match="no arrival column"):
+        read_trace(p)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ('{"arrival_s": 0, "isl": 10, "osl": 5}\n{"arrival_s": -1, "isl": 10, "osl": 5}\n',
+     "line 2: arrival_s -1 is not a time"),
+    ('{"arrival_s": 0, "isl": 0, "osl": 5}\n', "line 1: isl 0 is not a whole number"),
+    ('{"arrival_s": 0, "isl": 1.5, "osl": 5}\n', "isl 1.5 is not a whole number"),
+    ('{"arrival_s": 0, "isl": 10}\n', "line 1: needs isl and osl"),
+    ('{"arrival_s": 0, "isl": 10, "osl": 5}\n{oops\n', "line 2: not a JSON object"),
+    ('{"arrival_s": "NaN", "isl": 10, "osl": 5}\n', "arrival_s 'NaN' is not a time"),
+    ("arrival_s,isl,osl\n0,10,5\n1,x,5\n", "line 3: isl 'x'"),
+    ("arrival_s,isl,osl\n", "has a header but no rows"),
+    ("", "is empty"),
+])
+def test_read_trace__a_bad_row_is_one_line_naming_it(tmp_path, text, match):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(text)
+    with pytest.raises(TrafficError, match=match) as info:
+        read_trace(p)
+    assert "\n" not in str(info.value)
+
+
+# --- the simulation: kernel vs twin on a real deployment, physical sanity -------------------
+
+def test_serve_agg__kernel_and_discrete_event_twin_agree_on_a_real_layout(instances):
+    """A small case through the engine's real step tables: the numba scheduler and the
+    plain-Python event loop give the same times for every request."""
+    from simcore.engine.core import request_kernels
+
+    inst = instances["TP1"]
+    t = _traffic(8.0, duration_s=4.0)
+    arrival = t.arrival_s * 1e9
+    zeros = np.zeros(t.n, np.int64)
+    args = (arrival, t.isl, zeros, t.osl, inst.tables, 2048, 16, 130, 16)
+    got = request_kernels().simulate_instance(*args)
+    want = requests_ref.simulate_instance(*args)
+    for a, b in zip(got[:4], want[:4], strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert got[3].sum() > 0  # the small cache (130 blocks) preempted: that path compared too
+
+
+def test_serve_agg__rate_to_zero_ttft_is_the_unloaded_prefill(instances, fam):
+    inst = instances["TP1"]
+    t = _traffic(0.02, duration_s=1000.0)  # ~20 requests, each alone
+    res = _res(serve_agg(t, inst, 1, Scheduler()), t)
+    ds = sweep(MODEL, "prefill", batch=1, s_kv=ISL, space="full", family=FAMILY)
+    prefill_ms = float(ds.latency_ns.sel(**inst.layout).squeeze()) / 1e6
+    assert res["ttft_p50_ms"] == pytest.approx(prefill_ms, rel=1e-9)
+    assert res["ttft_p99_ms"] == pytest.approx(prefill_ms, rel=0.05)  # a rare overlap
+    step = inst.decode_ns(1, ISL + OSL / 2) / 1e6  # alone: decode steps at batch 1
+    assert res["tpot_p50_ms"] == pytest.approx(step, rel=0.01)
+
+
+def test_serve_agg__higher_rate_never_lowers_p99_ttft(instances):
+    inst = instances["TP1"]
+    p99 = [_res(serve_agg(t := _traffic(r), inst, 1, Scheduler()), t)["ttft_p99_ms"]
+           for r in (2, 8, 16, 32, 64)]
+    assert all(a <= b for a, b in zip(p99, p99[1:])), p99
+    assert p99[-1] > 10 * p99[0]  # overloaded at the top: queueing shows
+
+
+def test_serve_agg__more_replicas_never_lower_goodput(instances):
+    inst = instances["TP1"]
+    t = _traffic(40.0)
+    good = [_res(serve_agg(t, inst, r, Scheduler()), t, ttft=500, tpot=30)["goodput_rps"]
+            for r in (1, 2, 3, 4, 6)]
+    assert all(a <= b + 1e-12 for a, b in zip(good, good[1:])), good
+    assert good[-1] > good[0]
+
+
+def test_serve_agg__a_smaller_token_budget_chunks_prefills(instances):
+    """A prompt longer than the budget is prefilled in chunks: TTFT grows, decodes keep
+    running between the chunks."""
+    inst = instances["TP1"]
+    t = _traffic(4.0, duration_s=20.0)
+    whole = _res(serve_agg(t, inst, 1, Scheduler(token_budget=8192)), t)
+    chunked = _res(serve_agg(t, inst, 1, Scheduler(token_budget=256)), t)
+    assert chunked["ttft_p50_ms"] > whole["ttft_p50_ms"]
+
+
+def test_serve_agg__a_tiny_kv_cache_preempts(instances):
+    inst = instances["TP1"]
+    t = _traffic(30.0, duration_s=10.0)
+    roomy = serve_agg(t, inst, 1, Scheduler())
+    tight = serve_agg(t, dataclasses.replace(inst, kv_blocks=400), 1, Scheduler())
+    assert roomy.preemptions == 0 and tight.preemptions > 0
+    assert tight.served.all()
+
+
+def test_serve_disagg__kv_transfer_costs_more_over_rdma_and_layerwise_hides_it(instances, fam):
+    pre, dec = instances["TP1"], instances["TP1"]
+    t = _traffic(4.0, duration_s=20.0)
+    n_layers = load_model(MODEL).n_layers
+    nvlink, rdma = kv_link(fam, fam.hardware, 2), kv_link(fam, fam.hardware, 64)
+    assert (nvlink.tier, rdma.tier) == ("NVLink", "RDMA")
+    runs = {(link.tier, ov): _res(serve_disagg(t, pre, 1, dec, 1, Scheduler(kv_overlap=ov),
+                                               link, n_layers), t)
+            for link in (nvlink, rdma) for ov in ("layerwise", "none")}
+    assert runs["RDMA", "none"]["kv_transfer_ms"] > runs["NVLink", "none"]["kv_transfer_ms"] > 0
+    assert runs["RDMA", "layerwise"]["kv_transfer_ms"] < runs["RDMA", "none"]["kv_transfer_ms"]
+    assert runs["RDMA", "none"]["ttft_p50_ms"] > runs["NVLink", "none"]["ttft_p50_ms"]
+    # the whole transfer, unhidden: KV bytes of the prompt over the link, plus its latency
+    whole_ms = (ISL * pre.kv_bytes_per_token / rdma.bw_gbs + rdma.alpha_ns) / 1e6
+    assert runs["RDMA", "none"]["kv_transfer_ms"] >= whole_ms * (1 - 1e-9)
+
+
+# --- the search ----------------------------------------------------------------------------
+
+def test_plan_at_rate__auto_finds_the_smallest_and_more_gpus_never_hurt(instances):
+    p = plan_at_rate(MODEL, family=FAMILY, gpus="auto", rate_rps=30, duration_s=30, isl=ISL,
+                     osl=OSL, max_ttft_ms=300, max_tpot_ms=15, modes=("agg",))
+    best = p.best[0]
+    assert best.meets_limits and best.ttft_p99_ms <= 300 and best.tpot_p99_ms <= 15
+    assert best.prefill_chunk_tokens == 8192 and best.mode == "agg"
+    assert all(c.n_devices >= best.n_devices for c in p.candidates if c.meets_limits)
+    inst = instances[best.prefill_layout]
+    good = [_res(serve_agg(p.traffic, inst, r, Scheduler()), p.traffic, ttft=300,
+                 tpot=15) for r in (best.replicas - 1, best.replicas, best.replicas + 1)]
+    if best.replicas > 1:  # one replica fewer misses a limit
+        assert not good[0]["meets_limits"]
+    assert good[1]["meets_limits"] and good[2]["meets_limits"]
+    assert good[2]["goodput_rps"] >= good[1]["goodput_rps"] >= good[0]["goodput_rps"]
+
+
+def test_plan_at_rate__disagg_searches_the_worker_ratio():
+    p = plan_at_rate(MODEL, family=FAMILY, gpus=8, rate_rps=20, duration_s=20, isl=ISL,
+                     osl=OSL, max_ttft_ms=400, max_tpot_ms=20, modes=("disagg",))
+    b = p.best[0]
+    assert b.mode == "disagg" and b.prefill_workers >= 1 and b.decode_workers >= 1
+    assert b.kv_link == "NVLink" and b.kv_transfer_ms >= 0 and b.n_devices <= 8
+    assert b.layout.startswith(f"{b.prefill_workers}×") and "decode" in b.layout
+
+
+def test_plan_at_rate__nothing_meets_names_the_closest():
+    with pytest.raises(RateInfeasibleError, match="closest: ") as info:
+        plan_at_rate(MODEL, family=FAMILY, gpus=1, rate_rps=50, duration_s=10, isl=ISL,
+                     osl=OSL, max_ttft_ms=50, modes=("agg",))
+    assert info.value.closest is not None and info.value.closest.n_devices == 1
+
+
+# --- the command line -------------------------------------------------------------------------
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines()
+             if not ln.startswith("simcore: compiling kernels (once")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_main__auto_at_a_rate_prints_percentiles(capsys):
+    code = main([*SMALL, "--gpus", "auto", "--rate", "10", "--duration-s", "20",
+                 "--max-ttft-ms", "500", "--max-tpot-ms", "30", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    rows = json.loads(out)
+    for key in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "rate_rps",
+                "goodput_rps", "n_devices", "kv_transfer_ms", "prefill_chunk_tokens"):
+        assert key in rows[0], key
+    assert rows[0]["meets_limits"] and "token budget 8192" in err
+
+
+def test_main__the_shipped_trace_as_a_table(capsys):
+    code = main([*SMALL, "--gpus", "auto", "--trace", str(TRACE), "--max-ttft-ms", "500",
+                 "--max-tpot-ms", "40", "--mode", "agg"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "trace sharegpt_style_trace.jsonl replayed: 200 requests" in out
+    assert "TTFT p99" in out and "smallest agg: 1×TP1 (1 GPU)" in out
+
+
+def test_main__csv_rows_carry_every_key(capsys):
+    from simcore.studies.serving.rate import RATE_ROW_KEYS
+
+    assert main([*SMALL, "--gpus", "2", "--rate", "5", "--duration-s", "10", "--max-ttft-ms",
+                 "500", "--format", "csv", "--mode", "agg"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.split(",") == list(RATE_ROW_KEYS)
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--gpus", "auto", "--rate", "0", "--max-ttft-ms", "500"], "argument --rate"),
+    (["--gpus", "auto", "--rate", "-2", "--max-ttft-ms", "500"], "argument --rate"),
+    (["--gpus", "auto", "--rate", "nan", "--max-ttft-ms", "500"], "argument --rate"),
+    (["--gpus", "auto", "--max-ttft-ms", "500"], "--gpus auto searches"),
+    (["--gpus", "auto", "--rate", "5"], "needs a limit to meet"),
+    (["--gpus", "0", "--rate", "5", "--max-ttft-ms", "500"], "argument --gpus"),
+    (["--gpus", "99999", "--rate", "5", "--max-ttft-ms", "500"], "at most 4096"),
+    (["--gpus", str(2**70), "--rate", "5", "--max-ttft-ms", "500"], "at most 4096"),
+    (["--gpus", "many", "--rate", "5", "--max-ttft-ms", "500"], "positive integer or auto"),
+    (["--gpus", "auto", "--rate", "1e9", "--max-ttft-ms", "500"], "at most 1,000,000"),
+    (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--exact-gpus"],
+     "--exact-gpus needs a number"),
+    (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--batch", "8"],
+     "--batch belongs to the steady-state planner"),
+    (["--gpus", "auto", "--trace", "no/such.jsonl", "--max-ttft-ms", "500"], "no such file"),
+    (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--max-num-batched-tokens",
+      "0"], "argument --max-num-batched-tokens"),
+    (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--kv-usable-fraction", "0"],
+     "argument --kv-usable-fraction"),
+])
+def test_main__bad_input_is_one_line_exit_2(argv, match, capsys):
+    assert main([*SMALL, *argv]) == 2
+    assert match in _one_line(capsys.readouterr().err)
+
+
+def test_main__bad_trace_row_is_one_line_exit_2(tmp_path, capsys):
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"arrival_s": 0, "isl": 10, "osl": 5}\n{"arrival_s": 1, "isl": -4, "osl": 5}\n')
+    assert main([*SMALL, "--gpus", "auto", "--trace", str(p), "--max-ttft-ms", "500"]) == 2
+    assert "line 2: isl -4" in _one_line(capsys.readouterr().err)
+
+
+def test_main__nothing_meets_exit_1_with_the_closest(capsys):
+    assert main([*SMALL, "--gpus", "1", "--rate", "50", "--duration-s", "10", "--max-ttft-ms",
+                 "50", "--mode", "agg"]) == 1
+    line = _one_line(capsys.readouterr().err)
+    assert "closest: 1×TP1 (1 GPU)" in line and "p99 TTFT" in line
+    assert math.isfinite(float(line.split("closest: ")[1].split("p99 TTFT ")[1].split(" ms")[0]))
