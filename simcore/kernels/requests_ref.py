@@ -98,7 +98,8 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
                 waiting.append(r)
         if not running and not waiting:
             continue
-        budget, acc, scheduled, preempted = token_budget, [0, 0.0, 0, 0.0], {}, False
+        acc: list[Any] = [0, 0.0, 0, 0.0]  # decodes, their contexts, prefill tokens, pairs
+        budget, scheduled, preempted = token_budget, {}, False
         for r in list(running):
             if budget <= 0 or r not in running:
                 break

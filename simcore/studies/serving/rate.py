@@ -414,8 +414,8 @@ def _shortlist(req: _RateRequest, insts: Sequence[Instance]) -> dict[str, list[I
     insts = _distinct(insts)
     ttft = {id(i): i.prefill_ns(req.mean_isl) for i in insts}
     if req.max_ttft_ms is not None:  # an unloaded prefill over the limit never meets it
-        quick = [i for i in insts if ttft[id(i)] / 1e6 <= req.max_ttft_ms]
-        insts = quick or insts
+        fast_enough = [i for i in insts if ttft[id(i)] / 1e6 <= req.max_ttft_ms]
+        insts = fast_enough or insts
     sizes = sorted({i.n_devices for i in insts})
 
     def agg_gpus(i: Instance) -> int:
