@@ -12,7 +12,7 @@ import pytest
 from simcore import HARDWARE_FAMILIES, SpecError, get_family
 from simcore.hardware import families
 from simcore.hardware.families import TAGS, provenance, read_family
-from simcore.hardware.specs import HW_KNOBS, HW_UNITS, TOPOLOGY_UNITS, Topology
+from simcore.hardware.specs import COST_UNITS, HW_KNOBS, HW_UNITS, TOPOLOGY_UNITS, Topology
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "simcore" / "hardware" / "data"
@@ -20,9 +20,14 @@ FILES = sorted(p for p in DATA.glob("*.toml") if p.name != "index.toml")
 
 #: the families, in order, as simcore/model/presets.py declared them in code before they
 #: became data files (commit f90c821)
-NAMES = ["SiP", "A100-80G", "A100-40G", "H100-SXM", "H200"]
-#: sha256 of every family's name, description, hardware and topology values (JSON, floats
-#: as their shortest round-trip repr, so bit-exact), computed from those code definitions
+CODE_NAMES = ["SiP", "A100-80G", "A100-40G", "H100-SXM", "H200"]
+#: the Blackwell families of issue 34, transcribed from
+#: simcore/validation/candidates/blackwell_specs.json
+BLACKWELL = ["B200", "B300", "GB200-NVL72", "GB300-NVL72"]
+NAMES = CODE_NAMES + BLACKWELL
+#: sha256 of every code family's name, description, hardware and topology values (JSON,
+#: floats as their shortest round-trip repr, so bit-exact), computed from those code
+#: definitions
 DIGEST = "5d0d7c5c849448ea48013dfd9901b8496c38d461079e9fa152f3821dbc5e602a"
 #: a few values per family, spelled as the code spelled them
 KEY_VALUES = {
@@ -37,7 +42,26 @@ KEY_VALUES = {
                      alpha_intra_ns=700.0, alpha_intersip_ns=5000.0, nvls=True),
     "H200": dict(pe_hbm_gb=150.8, bw_hbm_gbs=4800.0, bw_intersip_gbs=50.0, host_mem_gb=256.0,
                  mm_ratio=1.0, nvls=True),
+    # the Blackwell families: the research file's chosen values (docs/sources/blackwell.md)
+    "B200": dict(pe_hbm_gb=180.0, bw_hbm_gbs=8000.0, peak_tflops_f16=2250.0, bw_intra_gbs=900.0,
+                 bw_inter_gbs=50.0, pes_per_cube=8, nics_per_cube=8, fp8_ratio=2.0,
+                 int8_ratio=2.0, mm_ratio=(1745.0 / 2250.0) / (794.5 / 989.0), pcie_gbs=64.0,
+                 nvls=True),
+    "B300": dict(pe_hbm_gb=275040 * 1048576 / 1e9, bw_hbm_gbs=8000.0, peak_tflops_f16=2250.0,
+                 bw_inter_gbs=100.0, pes_per_cube=8, fp8_ratio=2.0,
+                 mm_ratio=(1769.0 / 2250.0) / (794.5 / 989.0)),
+    "GB200-NVL72": dict(pe_hbm_gb=189471 * 1048576 / 1e9, bw_hbm_gbs=8000.0,
+                        peak_tflops_f16=2500.0, bw_intra_gbs=900.0, bw_inter_gbs=50.0,
+                        pes_per_cube=72, nics_per_cube=72, fp8_ratio=2.0, pcie_gbs=0.0,
+                        mm_ratio=(1822.0 / 2500.0) / (794.5 / 989.0), nvls=True),
+    "GB300-NVL72": dict(pe_hbm_gb=284208 * 1048576 / 1e9, peak_tflops_f16=2500.0,
+                        bw_inter_gbs=100.0, pes_per_cube=72, nics_per_cube=72, nvls=True),
 }
+#: price (USD, an indication) and power (W) per GPU where a source gives them
+COSTS = {"SiP": (None, None), "A100-80G": (None, 400.0), "A100-40G": (None, 400.0),
+         "H100-SXM": (30000.0, 700.0), "H200": (32000.0, 700.0), "B200": (35000.0, 1000.0),
+         "B300": (45000.0, 1100.0), "GB200-NVL72": (35000.0, 1200.0),
+         "GB300-NVL72": (None, 1400.0)}
 
 
 def _digest(fams):
@@ -48,13 +72,37 @@ def _digest(fams):
 
 def test_families__yield_exactly_the_families_and_values_of_before():
     assert list(HARDWARE_FAMILIES) == NAMES
-    assert _digest(HARDWARE_FAMILIES) == DIGEST
+    assert _digest({n: HARDWARE_FAMILIES[n] for n in CODE_NAMES}) == DIGEST
     for name, values in KEY_VALUES.items():
         fam = get_family(name)
         for key, value in values.items():
             spec = fam.hardware if key in HW_KNOBS else fam.topology
             got = getattr(spec, key)
             assert got == value and type(got) is type(value), (name, key, got)
+    assert {n: (f.price_usd, f.power_w) for n, f in HARDWARE_FAMILIES.items()} == COSTS
+
+
+def test_blackwell_families__dense_peaks_and_domains_as_cited():
+    """The research file's per-GPU figures, read back through the family files."""
+    specs = json.loads((ROOT / "simcore" / "validation" / "candidates"
+                        / "blackwell_specs.json").read_text())
+    for name in BLACKWELL:
+        fam, cited = get_family(name), specs[name]
+        hw, topo = fam.hardware, fam.topology
+        assert hw.peak_tflops_f16 == cited["peak_tflops_f16"]["value"]
+        assert hw.peak_tflops_f16 * topo.fp8_ratio == cited["peak_tflops_fp8"]["value"]
+        assert hw.bw_hbm_gbs == cited["bw_hbm_gbs"]["value"]
+        assert hw.bw_intra_gbs == cited["bw_intra_gbs"]["value"]
+        assert topo.pes_per_cube == cited["scaleup_domain"]["value"]
+        assert topo.nics_per_cube == cited["nics_per_gpu"]["value"] * topo.pes_per_cube
+        assert hw.bw_inter_gbs * 8 == cited["nic_gbps"]["value"]
+        assert fam.power_w == cited["power_w"]["value"]
+        for key, d in provenance(name).items():
+            assert d.source.strip() and d.unit and d.tag in TAGS, (name, key)
+            if d.tag == "inferred":
+                assert "chosen by simcore" in d.source, (name, key)
+            else:
+                assert "chosen by simcore" not in d.source, (name, key)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -78,8 +126,12 @@ def test_family_file__every_value_has_unit_source_and_tag(path):
             assert entry["unit"] == units[key], (section, key)
             assert entry["tag"] in TAGS, (section, key)
             assert doc["sources"][entry["source"]].strip(), (section, key)
+    assert set(doc.get("cost", {})) <= set(COST_UNITS)
+    for key, entry in doc.get("cost", {}).items():
+        assert entry["unit"] == COST_UNITS[key] and entry["tag"] in TAGS, key
     assert set(provenance(path.stem)) == {f"hardware.{k}" for k in HW_KNOBS} | {
-        f"topology.{f.name}" for f in dataclasses.fields(Topology)}
+        f"topology.{f.name}" for f in dataclasses.fields(Topology)} | {
+        f"cost.{k}" for k in doc.get("cost", {})}
 
 
 def test_provenance__inferred_values_say_so_and_cited_ones_cite():
@@ -119,7 +171,8 @@ def _broken(tmp_path, old, new, name="H100-SXM"):
     ('value = 3350.0, unit = "GB/s"', 'value = 3.35,   unit = "TB/s"',
      "hardware.bw_hbm_gbs has unit 'TB/s'; write unit = \"GB/s\""),
     ('unit = "ns",    tag = "inferred"', 'unit = "ns",    tag = "guessed"',
-     "topology.alpha_intra_ns has tag 'guessed'; pass one of measured, datasheet, inferred"),
+     "topology.alpha_intra_ns has tag 'guessed'; pass one of measured, datasheet, reported, "
+     "inferred"),
     ('source = "h100", note = "NVLink4', 'source = "nvlink-doc", note = "NVLink4',
      "hardware.bw_intra_gbs cites source 'nvlink-doc', which is not a key of [sources]"),
     ('derived = "329.483 / 631.338"', 'derived = "329.5 / 631.338"',
@@ -140,6 +193,12 @@ def _broken(tmp_path, old, new, name="H100-SXM"):
      "topology.fa2_ratio has unknown key 'unit2'"),
     ('description = "', 'descr = "', "the file lacks 'description'"),
     ('[topology]', '[topology]\nextra = 1', "[topology] has unknown key 'extra'"),
+    ('value = 700.0,   unit = "W"', 'value = 0.7,     unit = "kW"',
+     "cost.power_w has unit 'kW'; write unit = \"W\""),
+    ('[cost]', '[cost]\nprice_eur = 1', "[cost] has unknown key 'price_eur'"),
+    ('value = 30000.0, unit = "USD"', 'value = -1.0,    unit = "USD"',
+     "HardwareFamily.price_usd must be a number in"),
+    ('source = "hf-h100"', 'source = "rumour"', "cost.price_usd cites source 'rumour'"),
 ])
 def test_read_family__refuses_a_bad_file_in_one_line(tmp_path, old, new, says):
     path = _broken(tmp_path, old, new)
@@ -163,7 +222,7 @@ def test_load_shipped__refuses_an_unlisted_file(tmp_path, monkeypatch):
     data.mkdir()
     for p in DATA.glob("*.toml"):
         (data / p.name).write_text(p.read_text())
-    (data / "B200.toml").write_text((DATA / "H200.toml").read_text())
+    (data / "X200.toml").write_text((DATA / "H200.toml").read_text())
     monkeypatch.setattr(families.resources, "files", lambda package: tmp_path)
     with pytest.raises(SpecError, match="list each family file once"):
         families._load_shipped()

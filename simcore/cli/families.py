@@ -3,8 +3,10 @@
 Rows: one per family (``simcore/hardware/data/<name>.toml``): HBM per GPU (GB) and its
 bandwidth, the dense 16-bit (bf16) and FP8 matmul peaks, NVLink (scale-up, per
 direction) and scale-out NIC bandwidth per GPU, GPUs per node (the scale-up domain),
-nodes per SiP (rack or leaf group), NICs per node, and the default cost model's price
-and power per GPU (:data:`simcore.hardware.costmodel.DEFAULT_COST_MODEL`, estimates).
+nodes per SiP (rack or leaf group), NICs per node, the family's cited price per GPU (an
+indication: ``price_usd``, "-" where none was found) and maximum power per GPU
+(``power_w``), and the default cost model's price and power per GPU
+(:data:`simcore.hardware.costmodel.DEFAULT_COST_MODEL`, estimates from the knobs).
 ``--provenance FAMILY`` prints instead one row per declared value of that family: its
 value, unit, tag (measured, datasheet, inferred) and source
 (:func:`simcore.hardware.families.provenance`); the table numbers the sources and lists
@@ -42,8 +44,10 @@ COLUMNS = [
     Column("bw_inter_gbs", "NIC GB/s", display=_fixed("bw_inter_gbs")),
     Column("pes_per_cube", "GPUs/node"), Column("cubes_per_sip", "nodes/SiP"),
     Column("nics_per_node", "NICs/node"),
-    Column("cost_usd_per_device", "$/GPU", display=_fixed("cost_usd_per_device")),
-    Column("power_w_per_device", "W/GPU", display=_fixed("power_w_per_device")),
+    Column("price_usd", "price $/GPU", display=_fixed("price_usd")),
+    Column("power_w", "max W/GPU", display=_fixed("power_w")),
+    Column("cost_usd_per_device", "model $/GPU", display=_fixed("cost_usd_per_device")),
+    Column("power_w_per_device", "model W/GPU", display=_fixed("power_w_per_device")),
     Column("n_devices", in_table=False), Column("description", in_table=False),
 ]
 PROVENANCE_COLUMNS = [
@@ -75,6 +79,7 @@ def family_rows() -> list[dict[str, Any]]:
             "peak_tflops_fp8": hw.peak_tflops_f16 * topo.fp8_ratio if topo.fp8_ratio else None,
             "pes_per_cube": topo.pes_per_cube, "cubes_per_sip": topo.cubes_per_sip,
             "nics_per_node": topo.nics_per_cube or topo.pes_per_cube,  # 0: one per GPU
+            "price_usd": fam.price_usd, "power_w": fam.power_w,
             "cost_usd_per_device": float(DEFAULT_COST_MODEL.device_cost_usd(knobs)),
             "power_w_per_device": float(DEFAULT_COST_MODEL.device_power_w(knobs)),
             "n_devices": topo.n_devices, "description": fam.description,
@@ -108,8 +113,8 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p = sub.add_parser(
         name, help=help,
         description="List the hardware families side by side (HBM, bandwidths, bf16 / fp8 "
-                    "peaks, NVLink and NIC bandwidth, GPUs per node, price and power per "
-                    "GPU from the default cost model), or with --provenance FAMILY each "
+                    "peaks, NVLink and NIC bandwidth, GPUs per node, the cited price and power "
+                    "per GPU and the default cost model's), or with --provenance FAMILY each "
                     "declared value of one family with its unit, tag and source.")
     p.add_argument("--provenance", metavar="FAMILY", default=None,
                    help="print each value of FAMILY with its unit, tag (measured, datasheet, "
@@ -134,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(_footnotes(rows)), file=note_stream(args))
         return 0
     emit_rows(family_rows(), COLUMNS, args.format, args.out)
-    print("GPUs/node is the scale-up (NVLink) domain; NVLink GB/s per direction; $/GPU and "
-          "W/GPU are the default cost model's estimates (docs: simcore.hardware.costmodel); "
-          "simcore families --provenance FAMILY cites each value", file=note_stream(args))
+    print("GPUs/node is the scale-up (NVLink) domain (72 on an NVL72 rack); NVLink GB/s per "
+          "direction; price $/GPU is a reported indication and max W/GPU the data sheet's, "
+          "'-' where no source gives one; model $/GPU and W/GPU are the default cost model's "
+          "estimates from the knobs (docs: simcore.hardware.costmodel); simcore families "
+          "--provenance FAMILY cites each value", file=note_stream(args))
     return 0

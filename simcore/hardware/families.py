@@ -2,10 +2,12 @@
 
 ``simcore/hardware/data/<name>.toml`` declares every value of a family (its six
 :class:`~simcore.hardware.specs.Hardware` knobs and every
-:class:`~simcore.hardware.specs.Topology` field) with its unit, a source (a key of the
+:class:`~simcore.hardware.specs.Topology` field; optionally ``[cost]``: a price per device
+``price_usd`` and its power ``power_w``) with its unit, a source (a key of the
 file's ``[sources]`` table: a data sheet's title, a paper and table, or a repository,
-path and commit) and a tag: ``measured``, ``datasheet``, or ``inferred`` (chosen by
-simcore without a direct citation, which its source says). A value computed from cited
+path and commit) and a tag: ``measured``, ``datasheet``, ``reported`` (a figure a press
+report or a community page gives: an indication, such as a price) or ``inferred`` (chosen
+by simcore without a direct citation, which its source says). A value computed from cited
 figures carries the arithmetic as ``derived``, checked to give the value exactly.
 ``data/index.toml`` lists the families in order. The files are read once, on import,
 and checked at this boundary (keys, units, tags, sources, then the specs' own ranges);
@@ -39,18 +41,21 @@ from typing import Any, NamedTuple
 
 from ..errors import SpecError
 from ..model.checks import did_you_mean
-from .specs import HW_UNITS, TOPOLOGY_UNITS, Hardware, HardwareFamily, Topology
+from .specs import COST_UNITS, HW_UNITS, TOPOLOGY_UNITS, Hardware, HardwareFamily, Topology
 
 __all__ = ["DEFAULT_FAMILY", "HARDWARE_FAMILIES", "TAGS", "Declared", "get_family",
            "provenance", "read_family", "unknown_family"]
 
 #: How a value is known: measured (a cited measurement), datasheet (a vendor's data
-#: sheet or documentation), inferred (chosen by simcore without a direct citation).
-TAGS: tuple[str, ...] = ("measured", "datasheet", "inferred")
+#: sheet or documentation), reported (a figure a press report or a community page gives:
+#: an indication, e.g. a price), inferred (chosen by simcore without a direct citation).
+TAGS: tuple[str, ...] = ("measured", "datasheet", "reported", "inferred")
 #: the spec each section of a family file builds, and the unit of each of its keys
 _SECTIONS: dict[str, tuple[type, dict[str, str]]] = {
     "hardware": (Hardware, HW_UNITS), "topology": (Topology, TOPOLOGY_UNITS),
 }
+#: an optional section whose keys are each optional: a price and a power per device
+_COST = "cost"
 _FILE_KEYS = ("name", "description", "sources", *_SECTIONS)
 _ENTRY_KEYS = ("value", "unit", "tag", "source")
 _ENTRY_OPTIONAL = ("note", "derived")
@@ -135,7 +140,7 @@ def _read(file: Traversable, where: str) -> tuple[HardwareFamily, dict[str, Decl
         raise SpecError(f"{where}: cannot read it: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{where}: not valid TOML: {exc}") from None
-    _keys(where, "the file", doc, _FILE_KEYS)
+    _keys(where, "the file", doc, _FILE_KEYS, (_COST,))
     name, description = doc["name"], doc["description"]
     stem = file.name.removesuffix(".toml")
     if name != stem:
@@ -160,10 +165,21 @@ def _read(file: Traversable, where: str) -> tuple[HardwareFamily, dict[str, Decl
             specs.append(spec(**{k: d.value for k, d in found.items()}))
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
+    cost: dict[str, float] = {}
+    if _COST in doc:
+        table = _keys(where, f"[{_COST}]", doc[_COST], (), tuple(COST_UNITS))
+        for k in table:
+            d = _entry(where, f"{_COST}.{k}", table[k], COST_UNITS[k], sources)
+            declared[f"{_COST}.{k}"] = d
+            cited.add(table[k]["source"])
+            cost[k] = d.value
     unused = [k for k in sources if k not in cited]
     if unused:
         raise SpecError(f"{where}: sources.{unused[0]} is cited by no value; remove it")
-    return HardwareFamily(name, specs[0], specs[1], description), declared
+    try:
+        return HardwareFamily(name, specs[0], specs[1], description, **cost), declared
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
 
 
 def read_family(path: str | os.PathLike[str]) -> HardwareFamily:
@@ -217,7 +233,7 @@ def unknown_family(family: object) -> SpecError:
     Examples
     --------
     >>> print(unknown_family("H100"))
-    unknown hardware family 'H100'; did you mean 'H100-SXM'? Known: SiP, A100-80G, A100-40G, H100-SXM, H200 (simcore families compares them)
+    unknown hardware family 'H100'; did you mean 'H100-SXM'? Known: SiP, A100-80G, A100-40G, H100-SXM, H200, B200, B300, GB200-NVL72, GB300-NVL72 (simcore families compares them)
     """
     hint = did_you_mean(str(family), list(HARDWARE_FAMILIES)) if isinstance(family, str) else ""
     return SpecError(
@@ -228,5 +244,5 @@ def unknown_family(family: object) -> SpecError:
 
 def provenance(family: str) -> dict[str, Declared]:
     """Unit, tag and source of every value of a shipped family, keyed ``section.key``
-    (``"hardware.bw_hbm_gbs"``, ``"topology.nvls"``)."""
+    (``"hardware.bw_hbm_gbs"``, ``"topology.nvls"``, ``"cost.price_usd"``)."""
     return dict(_PROVENANCE[get_family(family).name])

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from ..errors import SpecError
 from ..model.checks import Range, flag, validate_table
 
-__all__ = ["HW_KNOBS", "HW_UNITS", "MAX_DEVICES", "TOPOLOGY_UNITS", "Efficiency", "Hardware",
-           "HardwareFamily", "Topology"]
+__all__ = ["COST_UNITS", "HW_KNOBS", "HW_UNITS", "MAX_DEVICES", "TOPOLOGY_UNITS", "Efficiency",
+           "Hardware", "HardwareFamily", "Topology"]
 
 #: The six swept hardware knobs, in canonical order.
 HW_KNOBS: tuple[str, ...] = (
@@ -238,11 +238,23 @@ class Efficiency:
         })
 
 
+#: Unit of each optional cost value of a family (``[cost]`` of a family data file).
+COST_UNITS: dict[str, str] = {"price_usd": "USD", "power_w": "W"}
+
+
 @dataclass(frozen=True)
 class HardwareFamily:
-    """A named preset: a hardware point plus its topology."""
+    """A named preset: a hardware point plus its topology, and where a source gives them,
+    a price per device (USD, an indication) and its power (W, the data sheet's maximum);
+    None where none was found."""
 
     name: str
     hardware: Hardware = field(default_factory=Hardware)
     topology: Topology = field(default_factory=Topology)
     description: str = ""
+    price_usd: float | None = None
+    power_w: float | None = None
+
+    def __post_init__(self) -> None:
+        validate_table(self, {k: Range(1e-3, 1e9, u, integer=False) for k, u in COST_UNITS.items()
+                              if getattr(self, k) is not None})
