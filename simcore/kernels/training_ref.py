@@ -171,7 +171,7 @@ def recompute_passes(model, workload):
     return lin, attn, ffn, elem, core, per_block
 
 
-def attention_pairs(model, s: float) -> tuple[float, float]:
+def attention_pairs(model, s: int) -> tuple[float, float]:
     """(causal share of the s² pairs, layer-averaged pairs over full causal): local
     (sliding-window) layers see at most ``sliding_window`` keys."""
     full = s * (s + 1) / 2
@@ -714,7 +714,7 @@ def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem,
     def roofline(flops: float, nbytes: float, rate: float) -> tuple[float, str]:
         return op_time(flops / rate, nbytes / hbm, efficiency.roofline_overlap)
 
-    times = {name: roofline(*fb, rates[name]) for name, fb in ops.items()}
+    times = {name: roofline(f, b, rates[name]) for name, (f, b) in ops.items()}
     work = sum(t for t, _ in times.values())
     u = efficiency.comm_contention  # compute a collective running under it takes
     exposed = max(u * ring, ring - times["attn_core"][0])
@@ -724,7 +724,7 @@ def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem,
         free = max(0.0, window - overlapped)
         t_grad -= (1 - u) * min(t_grad, hide * slots * free)
     t_opt = opt_bytes / hbm
-    t_head, head_kind = roofline(*head, peak * efficiency.train_compute)
+    t_head, head_kind = roofline(head[0], head[1], peak * efficiency.train_compute)
     t_elem = b_elem / hbm
     t_ops = slots * kernels * efficiency.op_latency_ns
     latency = (slots * (work + exposed + blocking + t_elem + exposed_gather) + t_head + t_pp
