@@ -354,11 +354,13 @@ def test_main__evaluate_dtype_the_family_has_no_rate_for_exits_2(capsys):
     assert main(["evaluate", *SMALL, "--dtype", "fp8", "--family", "A100-80G"]) == 2
     line = _one_error_line(capsys.readouterr().err, "evaluate")
     assert line.endswith("--dtype fp8: A100-80G has no FP8 matmul rate (Topology.fp8_ratio = 0); "
-                         "pass --family H100-SXM or H200, or --dtype bf16, fp16, int8 or int4")
+                         "pass --family H100-SXM, H200, B200, B300, GB200-NVL72 or GB300-NVL72, "
+                         "or --dtype bf16, fp16, int8 or int4")
     assert main(["evaluate", *SMALL, "--dtype", "int8", "--family", "A100-80G", "--top", "1"]) == 0
     capsys.readouterr()
     assert main(["evaluate", *SMALL, "--mode", "train", "--dtype", "fp8"]) == 2  # SiP: no FP8
-    assert "pass --family H100-SXM or H200, or --dtype fp16, bf16 or fp32" in _one_error_line(
+    assert ("pass --family H100-SXM, H200, B200, B300, GB200-NVL72 or GB300-NVL72, or --dtype "
+            "fp16, bf16 or fp32") in _one_error_line(
         capsys.readouterr().err, "evaluate")
 
 

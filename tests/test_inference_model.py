@@ -171,7 +171,7 @@ def test_precision__dtypes_rates_and_errors():
     with pytest.raises(ValueError, match="act_dtype='fp8'.*fp8_ratio"):
         _coeffs("Llama 3.1 8B", dataclasses.replace(wl, act_dtype="fp8"), "A100-80G")
     with pytest.raises(ValueError, match="Workload.kv_dtype"):
-        Workload("decode", kv_dtype="fp4")
+        Workload("decode", kv_dtype="fp6")
     with pytest.raises(ValueError, match="weight-only"):
         Workload("decode", act_dtype="int4")
 

@@ -63,8 +63,8 @@ def workloads(draw):
     mode = draw(st.sampled_from(["prefill", "decode"]))
     s_kv = draw(st.integers(1, 300_000))
     s_q = 1 if mode == "decode" else draw(st.integers(1, s_kv))
-    dtypes = st.sampled_from(["", "bf16", "fp16", "fp8", "int8", "int4"])
-    act = st.sampled_from(["", "bf16", "fp16", "fp8", "int8"])
+    dtypes = st.sampled_from(["", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4"])
+    act = st.sampled_from(["", "bf16", "fp16", "fp8", "int8", "fp4", "mxfp4"])
     mixed = draw(st.sampled_from([0, 0, 1, 37, 4096])) if mode == "decode" else 0
     return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q,
                     weight_dtype=draw(dtypes), act_dtype=draw(act), kv_dtype=draw(dtypes),
@@ -84,6 +84,7 @@ topologies = st.builds(
     alpha_intersip_ns=st.floats(0, 1e4),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
+    fp4_ratio=st.sampled_from([4.0, 14000.0 / 2250.0]),
     fa2_ratio=st.sampled_from([1.0, 0.5, 329.483 / 631.338]),
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
     nvls=st.booleans(),

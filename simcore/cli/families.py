@@ -1,7 +1,7 @@
 """``simcore families``: the hardware families side by side, and where each value comes from.
 
 Rows: one per family (``simcore/hardware/data/<name>.toml``): HBM per GPU (GB) and its
-bandwidth, the dense 16-bit (bf16) and FP8 matmul peaks, NVLink (scale-up, per
+bandwidth, the dense 16-bit (bf16), FP8 and FP4 matmul peaks, NVLink (scale-up, per
 direction) and scale-out NIC bandwidth per GPU, GPUs per node (the scale-up domain),
 nodes per SiP (rack or leaf group), NICs per node, the family's cited price per GPU (an
 indication: ``price_usd``, "-" where none was found) and maximum power per GPU
@@ -40,6 +40,7 @@ COLUMNS = [
     Column("bw_hbm_gbs", "HBM TB/s", display=_fixed("bw_hbm_gbs", 1e-3, 2)),
     Column("peak_tflops_f16", "bf16 TFLOP/s", display=_fixed("peak_tflops_f16")),
     Column("peak_tflops_fp8", "fp8 TFLOP/s", display=_fixed("peak_tflops_fp8")),
+    Column("peak_tflops_fp4", "fp4 TFLOP/s", display=_fixed("peak_tflops_fp4")),
     Column("bw_intra_gbs", "NVLink GB/s", display=_fixed("bw_intra_gbs")),
     Column("bw_inter_gbs", "NIC GB/s", display=_fixed("bw_inter_gbs")),
     Column("pes_per_cube", "GPUs/node"), Column("cubes_per_sip", "nodes/SiP"),
@@ -66,6 +67,8 @@ def family_rows() -> list[dict[str, Any]]:
     >>> rows = {r["family"]: r for r in family_rows()}
     >>> rows["H100-SXM"]["peak_tflops_fp8"], rows["A100-80G"]["peak_tflops_fp8"]
     (1978.0, None)
+    >>> rows["B200"]["peak_tflops_fp4"], rows["H200"]["peak_tflops_fp4"]
+    (9000.0, None)
     """
     from ..hardware.costmodel import DEFAULT_COST_MODEL
     from ..hardware.families import HARDWARE_FAMILIES
@@ -77,6 +80,7 @@ def family_rows() -> list[dict[str, Any]]:
         rows.append({
             "family": name, **knobs,
             "peak_tflops_fp8": hw.peak_tflops_f16 * topo.fp8_ratio if topo.fp8_ratio else None,
+            "peak_tflops_fp4": hw.peak_tflops_f16 * topo.fp4_ratio if topo.fp4_ratio else None,
             "pes_per_cube": topo.pes_per_cube, "cubes_per_sip": topo.cubes_per_sip,
             "nics_per_node": topo.nics_per_cube or topo.pes_per_cube,  # 0: one per GPU
             "price_usd": fam.price_usd, "power_w": fam.power_w,
@@ -112,8 +116,8 @@ def _footnotes(rows: list[dict[str, Any]]) -> list[str]:
 def add_parser(sub: Any, name: str, help: str) -> None:
     p = sub.add_parser(
         name, help=help,
-        description="List the hardware families side by side (HBM, bandwidths, bf16 / fp8 "
-                    "peaks, NVLink and NIC bandwidth, GPUs per node, the cited price and power "
+        description="List the hardware families side by side (HBM, bandwidths, bf16 / fp8 / "
+                    "fp4 peaks, NVLink and NIC bandwidth, GPUs per node, the cited price and power "
                     "per GPU and the default cost model's), or with --provenance FAMILY each "
                     "declared value of one family with its unit, tag and source.")
     p.add_argument("--provenance", metavar="FAMILY", default=None,

@@ -320,14 +320,16 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
     names = list(dict.fromkeys([*DTYPES, *(TRAIN_PRECISIONS if train else ())]))
     p.add_argument("--dtype", choices=names, default=None, metavar="DTYPE",
                    help="decode/prefill: precision of weights and activations, bf16, fp16, "
-                        "fp8 or int8 (fp8 / int8 matmuls at the family's FP8 / INT8 rate), or "
-                        "int4: int4 weights, 16-bit activations (W4A16)"
+                        "fp8, int8, fp4 (NVFP4) or mxfp4 (fp8 / int8 / fp4 matmuls at the "
+                        "family's FP8 / INT8 / FP4 rate; fp4 on Blackwell only), or int4: "
+                        "int4 weights, 16-bit activations (W4A16)"
                         + ("; train: the training precision, fp16, bf16, fp32 or fp8"
                            if train else "")
                         + " (default: the model's own, 16-bit for the presets"
                         + ("; train: fp16" if train else "") + ")")
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None, metavar="DTYPE",
-                   help="decode/prefill: precision of the KV cache, bf16, fp16, fp8 or int8 "
+                   help="decode/prefill: precision of the KV cache, bf16, fp16, fp8, int8, "
+                        "fp4 (NVFP4: 4 bits and one FP8 scale per 16 values) or mxfp4 "
                         "(default: the model's own; --dtype leaves it as it is)")
     add_cuda_graphs_option(p)
 
@@ -602,23 +604,28 @@ def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _check_rate(wl: Any, family: Any) -> None:
-    """``--dtype fp8`` / ``int8`` needs the family's FP8 / INT8 matmul rate (what the
-    kernels' ``layout_coeffs`` requires)."""
+    """``--dtype fp8`` / ``int8`` / ``fp4`` / ``mxfp4`` needs the family's FP8 / INT8 / FP4
+    matmul rate (what the kernels' ``layout_coeffs`` requires); 4-bit weights alone stay
+    valid anywhere (``--dtype int4``: weight-only, dequantised)."""
+    from ..hardware.specs import RATE_FIELDS
+
     need = wl.precision if wl.mode == "train" else wl.act_dtype
-    if need not in (("fp8",) if wl.mode == "train" else ("fp8", "int8")):
+    if need not in (("fp8",) if wl.mode == "train" else RATE_FIELDS):
         return
-    rate = f"{need}_ratio"
+    rate = RATE_FIELDS[need]
     if getattr(family.topology, rate) > 0:
         return
     fams = [n for n, f in HARDWARE_FAMILIES.items() if getattr(f.topology, rate) > 0]
     if wl.mode == "train":
         others = [d for d in TRAIN_PRECISIONS if d != need]
     else:
-        others = [d for d in DTYPES if d not in ("fp8", "int8")
-                  or getattr(family.topology, f"{d}_ratio") > 0]
+        others = [d for d in DTYPES if family.topology.matmul_ratio(d) > 0]
+    four_bit = (" (int4: 4-bit weights run weight-only, dequantised to 16-bit, as MXFP4 "
+                "weights run on Hopper)" if rate == "fp4_ratio" and "int4" in others else "")
     raise SimcoreInputError(
-        f"--dtype {need}: {family.name} has no {need.upper()} matmul rate (Topology.{rate} = "
-        f"0); pass --family {_or(fams)}, or --dtype {_or(others)}")
+        f"--dtype {need}: {family.name} has no {rate.removesuffix('_ratio').upper()} matmul "
+        f"rate (Topology.{rate} = 0); pass --family {_or(fams)}, or --dtype {_or(others)}"
+        f"{four_bit}")
 
 
 def make_workload(args: argparse.Namespace, family: Any = None) -> Any:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DeviceBudgetError, SimcoreInputError
+from ..hardware.families import require_matmul_rate
 from ..kernels import schema
 from ..model.presets import get_family, get_model
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
@@ -174,7 +175,10 @@ def _kernels(train: bool) -> Any:
 
 def build_coeffs(layouts: np.ndarray, model: Model, workload: Workload,
                  topology: Topology) -> np.ndarray:
-    """Per-layout coefficient table (structured, ``schema.COEF_DTYPE``)."""
+    """Per-layout coefficient table (structured, ``schema.COEF_DTYPE``); activations in a
+    dtype the topology has no matmul rate for (fp4 on Hopper) are refused in one line."""
+    if workload.mode != "train":
+        require_matmul_rate(workload.act_dtype, topology)
     k = _kernels(workload.mode == "train")
     return k.layout_coeffs(np.ascontiguousarray(layouts, dtype=np.int64), _packed_model(model),
                            schema.pack_workload(workload), _packed_topology(topology))

@@ -41,10 +41,18 @@ from typing import Any, NamedTuple
 
 from ..errors import SpecError
 from ..model.checks import did_you_mean
-from .specs import COST_UNITS, HW_UNITS, TOPOLOGY_UNITS, Hardware, HardwareFamily, Topology
+from .specs import (
+    COST_UNITS,
+    HW_UNITS,
+    RATE_FIELDS,
+    TOPOLOGY_UNITS,
+    Hardware,
+    HardwareFamily,
+    Topology,
+)
 
 __all__ = ["DEFAULT_FAMILY", "HARDWARE_FAMILIES", "TAGS", "Declared", "get_family",
-           "provenance", "read_family", "unknown_family"]
+           "provenance", "read_family", "require_matmul_rate", "unknown_family"]
 
 #: How a value is known: measured (a cited measurement), datasheet (a vendor's data
 #: sheet or documentation), reported (a figure a press report or a community page gives:
@@ -246,3 +254,30 @@ def provenance(family: str) -> dict[str, Declared]:
     """Unit, tag and source of every value of a shipped family, keyed ``section.key``
     (``"hardware.bw_hbm_gbs"``, ``"topology.nvls"``, ``"cost.price_usd"``)."""
     return dict(_PROVENANCE[get_family(family).name])
+
+
+def require_matmul_rate(act_dtype: str, topology: Topology, name: str = "this family") -> None:
+    """Refuse activations (matmul inputs) in ``act_dtype`` on a topology without that
+    dtype's matmul rate (:data:`~simcore.hardware.specs.RATE_FIELDS`): one line naming the
+    shipped families that have it, and the weight-only alternative.
+
+    Examples
+    --------
+    >>> require_matmul_rate("fp4", get_family("B200").topology)
+    >>> try:
+    ...     require_matmul_rate("fp4", get_family("H100-SXM").topology, "H100-SXM")
+    ... except SpecError as exc:
+    ...     print(exc)
+    Workload.act_dtype='fp4' needs a family with an FP4 matmul rate (Topology.fp4_ratio > 0: B200, B300, GB200-NVL72, GB300-NVL72); H100-SXM has fp4_ratio = 0: pass act_dtype='bf16' (or weight_dtype='fp4' alone: 4-bit weights run weight-only, dequantised)
+    """
+    rate = RATE_FIELDS.get(act_dtype)
+    if rate is None or getattr(topology, rate) > 0:
+        return
+    kind = rate.removesuffix("_ratio").upper()
+    fams = [n for n, f in HARDWARE_FAMILIES.items() if getattr(f.topology, rate) > 0]
+    bits = "4-bit" if rate == "fp4_ratio" else "8-bit"
+    raise SpecError(
+        f"Workload.act_dtype={act_dtype!r} needs a family with a{'n' if kind[0] in 'FI' else ''} "
+        f"{kind} matmul rate (Topology.{rate} > 0: {', '.join(fams) or 'none shipped'}); "
+        f"{name} has {rate} = 0: pass act_dtype='bf16' (or weight_dtype={act_dtype!r} alone: "
+        f"{bits} weights run weight-only, dequantised)")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from ..errors import SpecError
 from ..model.checks import Range, flag, validate_table
 
-__all__ = ["COST_UNITS", "HW_KNOBS", "HW_UNITS", "MAX_DEVICES", "TOPOLOGY_UNITS", "Efficiency",
-           "Hardware", "HardwareFamily", "Topology"]
+__all__ = ["COST_UNITS", "HW_KNOBS", "HW_UNITS", "MAX_DEVICES", "RATE_FIELDS", "TOPOLOGY_UNITS",
+           "Efficiency", "Hardware", "HardwareFamily", "Topology"]
 
 #: The six swept hardware knobs, in canonical order.
 HW_KNOBS: tuple[str, ...] = (
@@ -83,6 +83,7 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
     "nics_per_cube": Range(0, 1e6, "(scale-out NICs per cube; 0 = one per PE)"),
     "fp8_ratio": Range(0, 1e3, "(FP8 peak / 16-bit peak; 0 = no FP8)", integer=False),
     "int8_ratio": Range(0, 1e3, "(INT8 peak / 16-bit peak; 0 = no INT8)", integer=False),
+    "fp4_ratio": Range(0, 1e3, "(FP4 peak / 16-bit peak; 0 = no FP4)", integer=False),
     "fa2_ratio": Range(0.01, 1, "(FlashAttention-2-class / native attention rate)",
                         integer=False),
     "mm_ratio": Range(0.1, 10, "(achievable matmul fraction of peak / Hopper's)",
@@ -95,11 +96,17 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
 TOPOLOGY_UNITS: dict[str, str] = {
     "pes_per_cube": "PEs", "cubes_per_sip": "cubes", "n_sips": "SiPs",
     "alpha_intra_ns": "ns", "alpha_inter_ns": "ns", "alpha_intersip_ns": "ns",
-    "nics_per_cube": "NICs", "fp8_ratio": "ratio", "int8_ratio": "ratio", "fa2_ratio": "ratio",
+    "nics_per_cube": "NICs", "fp8_ratio": "ratio", "int8_ratio": "ratio", "fp4_ratio": "ratio",
+    "fa2_ratio": "ratio",
     "mm_ratio": "ratio", "pcie_gbs": "GB/s", "host_mem_gb": "GB", "nvls": "bool",
 }
 #: At most this many devices in one system.
 MAX_DEVICES = 10**9
+#: The :class:`Topology` field holding the matmul rate of each low-precision activation
+#: dtype (``Workload.act_dtype``); 16-bit inputs run at the 16-bit peak. NVFP4 (``fp4``)
+#: and MXFP4 (``mxfp4``) share the FP4 tensor-core rate.
+RATE_FIELDS: dict[str, str] = {"fp8": "fp8_ratio", "int8": "int8_ratio", "fp4": "fp4_ratio",
+                               "mxfp4": "fp4_ratio"}
 
 
 @dataclass(frozen=True)
@@ -120,9 +127,11 @@ class Topology:
     alpha_intersip_ns: float = 2500.0
     #: scale-out NICs per cube (node); 0 = one per PE
     nics_per_cube: int = 0
-    #: FP8 / INT8 matmul peak relative to the 16-bit peak (0 = the family has none)
+    #: FP8 / INT8 / FP4 (NVFP4, MXFP4) dense matmul peak relative to the dense 16-bit peak
+    #: (0 = the family has none; :data:`RATE_FIELDS` maps an activation dtype to its field)
     fp8_ratio: float = 0.0
     int8_ratio: float = 0.0
+    fp4_ratio: float = 0.0
     #: rate of a FlashAttention-2-class attention kernel (``Workload.attention="flash2"``)
     #: relative to the family's native fused kernel (1 = the same)
     fa2_ratio: float = 1.0
@@ -153,6 +162,19 @@ class Topology:
     def n_devices(self) -> int:
         return self.pes_per_cube * self.cubes_per_sip * self.n_sips
 
+    def matmul_ratio(self, act_dtype: str) -> float:
+        """The matmul peak of inputs in ``act_dtype`` relative to the 16-bit peak: the
+        field :data:`RATE_FIELDS` names (0 = none on this family), 1 for 16-bit inputs.
+
+        Examples
+        --------
+        >>> t = Topology(fp8_ratio=2.0, fp4_ratio=4.0)
+        >>> t.matmul_ratio("fp8"), t.matmul_ratio("mxfp4"), t.matmul_ratio(""), t.matmul_ratio("int8")
+        (2.0, 4.0, 1.0, 0.0)
+        """
+        field_name = RATE_FIELDS.get(act_dtype)
+        return 1.0 if field_name is None else float(getattr(self, field_name))
+
     @property
     def pes_per_sip(self) -> int:
         return self.pes_per_cube * self.cubes_per_sip
@@ -170,8 +192,11 @@ class Efficiency:
     rest: runtime, fragmentation). Fractions lie in [0.001, 1].
     ``op_latency_ns`` is the fixed cost of one kernel launch, ``step_overhead_ns`` the
     framework's floor per inference step (a quarter with CUDA graphs).
-    ``lowp_compute`` scales the FP8 / INT8 matmul peak (``Topology.fp8_ratio`` /
-    ``int8_ratio`` x ``peak_tflops_f16``) of inference matmuls in those dtypes.
+    ``lowp_compute`` scales the FP8 / INT8 / FP4 matmul peak (``Topology.fp8_ratio`` /
+    ``int8_ratio`` / ``fp4_ratio`` x ``peak_tflops_f16``) of inference matmuls in those
+    dtypes. It was fitted on FP8 and INT8 points only: FP4 GEMMs are assumed to reach the
+    same fraction of their (4x) peak as FP8 GEMMs of theirs (an assumption: no FP4 point
+    is fitted; the Blackwell held-out set, ``simcore validate``, checks it).
     ``roofline_overlap`` is how much of an op's shorter side (compute or HBM traffic)
     hides under the longer (1: ``max``, 0: sum), ``seq_overhead_ns`` the framework's
     host cost per sequence of an inference step, run one step ahead under the device's
@@ -208,7 +233,7 @@ class Efficiency:
     #: and the framework's floor per inference step (ns)
     op_latency_ns: float = 4160.0
     step_overhead_ns: float = 0.0
-    #: achievable fraction of the low-precision (FP8 / INT8) matmul peak in inference;
+    #: achievable fraction of the low-precision (FP8 / INT8 / FP4) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
     lowp_compute: float | None = 0.621
     #: share of the shorter of an op's compute time and HBM time that hides under the

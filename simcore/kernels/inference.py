@@ -20,7 +20,7 @@ splits the batch (decode with PP: min(pp, batch) micro-batches in flight). Per l
 per step kernel launches, the framework floor and its per-sequence cost (``n_ops``,
 ``step_ops``, ``step_count``, ``step_seqs``), residual/norm bytes (``b_elem``), hierarchical / halving-doubling TP
 all-reduces, expected experts touched and expert parallelism (``ep``), separate weight /
-activation / KV dtypes with fp8 / int8 matmul rates. Multi-head latent attention
+activation / KV dtypes with fp8 / int8 / fp4 matmul rates. Multi-head latent attention
 (the latent cached, one head group for sharding, replicated down-projections, prefill
 decompressed, decode absorbed) and sliding-window layers (layer averages of the tokens
 cached and the pairs attended) come from per-model constants of ``ModelParams``.
@@ -95,7 +95,7 @@ def precision(mp, wp, topo):
     bytes per weight, per activation (matmul input), per KV-cache element and per message
     element (the GEMMs' outputs and the residual stream: 16-bit when the matmul inputs are
     FP8 / INT8, whose GEMMs write 16-bit outputs the TP all-reduce sums), and the matmul
-    rate relative to the 16-bit peak (FP8 / INT8 at the family's ratio, times its
+    rate relative to the 16-bit peak (FP8 / INT8 / FP4 at the family's ratio, times its
     achievable matmul fraction relative to Hopper's).
     """
     bytes_per_weight = wp.w_bytes if wp.w_bytes > 0.0 else mp.bytes_per_param
@@ -107,6 +107,8 @@ def precision(mp, wp, topo):
         rate = topo.fp8_ratio
     elif wp.act_code == 2.0:
         rate = topo.int8_ratio
+    elif wp.act_code == 3.0:
+        rate = topo.fp4_ratio
     rate *= topo.mm_ratio
     return bytes_per_weight, bytes_per_act, bytes_per_kv, bytes_per_msg, rate
 
@@ -704,13 +706,15 @@ def layout_coeffs(layouts, mp, wp, topo):
     """Coefficient table (records of ``schema.COEF_DTYPE``) for integer layout rows.
 
     Raises ``ValueError`` when the workload's ``act_dtype`` has no matmul rate on this
-    family (``Topology.fp8_ratio`` / ``int8_ratio`` of 0).
+    family (``Topology.fp8_ratio`` / ``int8_ratio`` / ``fp4_ratio`` of 0).
     """
-    for code, name, ratio in ((1.0, "fp8", topo.fp8_ratio), (2.0, "int8", topo.int8_ratio)):
+    for code, name, ratio in ((1.0, "fp8", topo.fp8_ratio), (2.0, "int8", topo.int8_ratio),
+                              (3.0, "fp4", topo.fp4_ratio)):
         if wp.act_code == code and not ratio > 0.0:
+            example = "'B200'" if code == 3.0 else "'H100-SXM'"
             raise ValueError(
                 f"Workload.act_dtype={name!r} needs a family with a {name.upper()} matmul rate "
-                f"(Topology.{name}_ratio > 0, e.g. 'H100-SXM'); pass act_dtype='bf16' (or "
+                f"(Topology.{name}_ratio > 0, e.g. {example}); pass act_dtype='bf16' (or "
                 f"weight_dtype={name!r} alone for weight-only quantisation)")
     out = np.empty(layouts.shape[0], dtype=COEF_DTYPE)
     _layout_coeffs(layouts, mp, wp, topo, out, np.zeros(4))

@@ -31,7 +31,8 @@ from .common_ref import strides as _strides
 __all__ = ["Layout", "_strides", "evaluate_point", "keys_in_window", "moe_permute_elems",
            "op_time"]
 
-_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5,
+          "fp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}  # 4-bit values + one scale byte a block
 #: host time to launch one kernel that is not replayed from a CUDA graph (ns; measured, ~5 us)
 _HOST_LAUNCH_NS = 5000.0
 #: the busiest expert-parallel rank's routed tokens over the mean (capacity factor)
@@ -86,7 +87,8 @@ def precision(model, workload, topology) -> tuple:
     wb = _BYTES.get(workload.weight_dtype, model.bytes_per_param)
     ab = _BYTES.get(workload.act_dtype, model.bytes_per_param)
     kvb = _BYTES.get(workload.kv_dtype, model.bytes_per_kv)
-    rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio}.get(workload.act_dtype, 1.0)
+    rate = {"fp8": topology.fp8_ratio, "int8": topology.int8_ratio, "fp4": topology.fp4_ratio,
+            "mxfp4": topology.fp4_ratio}.get(workload.act_dtype, 1.0)
     return wb, ab, kvb, max(ab, 2), rate * topology.mm_ratio
 
 
@@ -395,9 +397,11 @@ def step_overheads(workload, pp, layer_mult, n_ops) -> tuple:
 # --- the point: the pieces summed by name ---------------------------------------------------
 def hardware_rates(hardware, topology, efficiency, workload) -> tuple:
     """(matmul FLOP/ns at the 16-bit rate, attention-core FLOP/ns, HBM bytes/ns, links):
-    ``links`` the (GB/s, alpha ns) of each tier; FP8 / INT8 matmuls at their own factor."""
+    ``links`` the (GB/s, alpha ns) of each tier; FP8 / INT8 / FP4 matmuls at their own factor
+    (FP4 at the factor fitted on FP8 and INT8: an assumption)."""
     mm_eff = efficiency.compute
-    if workload.act_dtype in ("fp8", "int8") and efficiency.lowp_compute is not None:
+    lowp = ("fp8", "int8", "fp4", "mxfp4")
+    if workload.act_dtype in lowp and efficiency.lowp_compute is not None:
         mm_eff = efficiency.lowp_compute
     attn_eff = efficiency.compute if efficiency.attention is None else efficiency.attention
     net = efficiency.network

@@ -237,7 +237,7 @@ class WorkloadParams(NamedTuple):
     w_bytes: float  #: bytes per weight (0: the model's bytes_per_param)
     a_bytes: float  #: bytes per activation / message element (0: the model's bytes_per_param)
     kv_bytes: float  #: bytes per KV-cache element (0: the model's bytes_per_kv)
-    act_code: float  #: matmul input dtype: 0 16-bit, 1 fp8, 2 int8 (see ACT_CODES)
+    act_code: float  #: matmul input dtype: 0 16-bit, 1 fp8, 2 int8, 3 fp4 (see ACT_CODES)
     cuda_graphs: float  #: 1 if decode steps replay CUDA graphs
 
     virtual_stages: float = 1.0  #: interleaved 1F1B chunks per device
@@ -255,8 +255,9 @@ class WorkloadParams(NamedTuple):
     eager_loss: float = 0.0  #: train: 1 if the loss is PyTorch's eager fp32 cross entropy
 
 
-#: Matmul-input dtype → code in :attr:`WorkloadParams.act_code`.
-ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2}
+#: Matmul-input dtype → code in :attr:`WorkloadParams.act_code` (NVFP4 and MXFP4 share
+#: the FP4 rate, ``TopologyParams.fp4_ratio``).
+ACT_CODES = {"": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "fp4": 3, "mxfp4": 3}
 
 
 class TopologyParams(NamedTuple):
@@ -276,6 +277,7 @@ class TopologyParams(NamedTuple):
     pcie_gbs: float  #: host link bandwidth per device (offload)
     host_mem_gb: float  #: host memory per device (offload)
     nvls: float = 0.0  #: 1 if an all-reduce inside one cube reduces in the switch (NVLS)
+    fp4_ratio: float = 0.0  #: FP4 matmul peak / 16-bit peak (0: no FP4)
 
 
 class EfficiencyParams(NamedTuple):
@@ -394,7 +396,7 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.fp8_ratio), float(topology.int8_ratio),
                           float(topology.fa2_ratio), float(topology.mm_ratio),
                           float(topology.pcie_gbs), float(topology.host_mem_gb),
-                          1.0 if topology.nvls else 0.0)
+                          1.0 if topology.nvls else 0.0, fp4_ratio=float(topology.fp4_ratio))
 
 
 def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:

@@ -11,13 +11,26 @@ from typing import Any
 from ..errors import SpecError
 from .checks import Range, choice, flag, validate_table
 
-__all__ = ["DTYPE_BYTES", "MODES", "Workload"]
+__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "Workload"]
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
 
-#: Bytes per element of the inference dtypes (``Workload.weight_dtype`` etc.).
-DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+#: Bytes per element of the inference dtypes (``Workload.weight_dtype`` etc.). The 4-bit
+#: floating-point block formats count their scales: ``fp4`` is NVFP4, E2M1 values with one
+#: FP8 (E4M3) scale per 16-value micro-block, 0.5 + 1/16 bytes (the per-tensor FP32 scale is
+#: negligible); ``mxfp4`` is OCP MXFP4, E2M1 values with one power-of-two (E8M0) scale per
+#: 32-value block, 0.5 + 1/32 bytes (NVIDIA Technical Blog, "Introducing NVFP4 for
+#: Efficient and Accurate Low-Precision Inference", 2025-06-24, developer.nvidia.com/blog/
+#: introducing-nvfp4-for-efficient-and-accurate-low-precision-inference, and its table
+#: comparing FP4, MXFP4 and NVFP4; OCP Microscaling Formats (MX) Specification v1.0).
+#: ``int4`` is weight-only (W4A16) and its group scales are not counted.
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
+                                 "fp4": 0.5625, "mxfp4": 0.53125}
+#: Dtypes whose matmuls run at the family's FP4 rate (``Topology.fp4_ratio``) when they
+#: are the activations' dtype; as weights alone they are weight-only (dequantised to the
+#: activations' dtype, as gpt-oss's MXFP4 experts run on Hopper).
+FP4_DTYPES: tuple[str, ...] = ("fp4", "mxfp4")
 
 
 _WORKLOAD_RANGES: dict[str, Range] = {
@@ -68,7 +81,7 @@ class Workload:
         bf16/fp32/fp8: 16N). fp32 also halves the usable matmul peak; fp8 runs the
         matmuls (projections, FFN) at the family's ``fp8_ratio`` x the 16-bit peak
         (Transformer-Engine style: bf16 weights and attention, fp8 GEMMs).
-    weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4"}
+    weight_dtype, act_dtype, kv_dtype : {"", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4"}
         Inference: storage dtype of the weights, dtype of activations / matmul
         inputs (and of the EP dispatch), and of the KV cache. The other messages (TP
         all-reduces, pipeline sends, CP and split-K traffic, the EP combine) carry GEMM
@@ -87,7 +100,10 @@ class Workload:
         ``kv_dtype`` is inference-only. ``""`` keeps
         the model's ``bytes_per_param`` / ``bytes_per_kv`` at the 16-bit rate. ``int4``
         is weight-only (W4A16). ``act_dtype`` ``"fp8"`` / ``"int8"`` runs the matmuls at
-        the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak.
+        the family's ``Topology.fp8_ratio`` / ``int8_ratio`` times the 16-bit peak,
+        ``"fp4"`` (NVFP4) / ``"mxfp4"`` at its ``fp4_ratio`` (Blackwell; a family without
+        an FP4 rate refuses it), with the scale bytes of :data:`DTYPE_BYTES`; as
+        ``weight_dtype`` alone they are weight-only (dequantised, valid on any family).
     cuda_graphs : bool
         Decode only: the steps replay CUDA graphs (as vLLM, SGLang and TensorRT-LLM serve),
         so no kernel pays the host's launch time (``kernels.inference.LAUNCH_NS``, 5 us per
