@@ -382,7 +382,7 @@ def test_run__dtype_option_reaches_the_plan(capsys):
     assert [r["tokens_per_s_per_gpu"] for r in got] == [r["tokens_per_s_per_gpu"] for r in want]
     assert {r["dtype"] for r in got} == {"fp8"}
     with pytest.raises(SystemExit):
-        _parser().parse_args([*argv[:-1], "fp4"])
+        _parser().parse_args([*argv[:-1], "fp6"])
 
 
 # --- rows, CLI and plot ------------------------------------------------------------------------

@@ -92,9 +92,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exact-gpus", "--gpus-exact", dest="exact_gpus", action="store_true",
                         help="use exactly --gpus devices instead of at most")
     parser.add_argument("--dtype", choices=list(DTYPES), default=None,
-                        help="precision of weights, activations and KV cache: fp8 / int8 run "
-                             "the matmuls at the family's FP8 / INT8 rate (default: the "
-                             "model's own, 16-bit for the presets)")
+                        help="precision of weights, activations and KV cache: fp8 / int8 / "
+                             "fp4 (NVFP4, Blackwell) run the matmuls at the family's FP8 / "
+                             "INT8 / FP4 rate (default: the model's own, 16-bit for the "
+                             "presets)")
     parser.add_argument("--isl", type=positive_int, default=4000,
                         help="input tokens per request (default 4000)")
     parser.add_argument("--osl", type=positive_int, default=1000,

@@ -53,8 +53,9 @@ __all__ = [
     "sweep",
 ]
 
-#: Precisions the planner serves in (``dtype=``): weights, activations and KV cache alike.
-DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp8", "int8")
+#: Precisions the planner serves in (``dtype=``): weights, activations and KV cache alike
+#: (fp4: NVFP4, on families with an FP4 rate).
+DTYPES: tuple[str, ...] = ("fp16", "bf16", "fp8", "int8", "fp4")
 
 _UNITS = {
     "ttft_ms": "ms", "tpot_ms": "ms", "decode_step_ms": "ms", "agg_tpot_ms": "ms",
@@ -122,12 +123,11 @@ def _dtype(dtype: Any, fam: HardwareFamily) -> str:
     if dtype not in DTYPES:
         raise ServingError(f"dtype must be one of {', '.join(DTYPES)} or None (the model's own "
                            f"precision), got {dtype!r}")
-    ratio = {"fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(dtype, 1.0)
-    if not ratio > 0:
-        others = ", ".join(d for d in DTYPES if d != dtype and {
-            "fp8": fam.topology.fp8_ratio, "int8": fam.topology.int8_ratio}.get(d, 1.0) > 0)
+    if not fam.topology.matmul_ratio(dtype) > 0:
+        others = ", ".join(d for d in DTYPES if d != dtype and fam.topology.matmul_ratio(d) > 0)
+        example = "B200 or GB200-NVL72" if dtype == "fp4" else "H100-SXM or H200"
         raise ServingError(f"dtype {dtype!r} needs a family with {dtype.upper()} matmuls "
-                           f"(Topology.{dtype}_ratio > 0, e.g. H100-SXM or H200); {fam.name} "
+                           f"(Topology.{dtype}_ratio > 0, e.g. {example}); {fam.name} "
                            f"has none: pass one of {others}")
     return str(dtype)
 
