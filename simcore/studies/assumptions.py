@@ -44,6 +44,10 @@ from ..model.presets import get_family
 __all__ = ["SYSTEM_FAMILIES", "Budget", "assumed_line", "budgets_text", "decode_graphs",
            "default_gpus", "dtypes_text", "precision_text", "runtime_text"]
 
+#: GPUs of one server node (HGX boards); a larger scale-up domain (GB200/GB300 NVL72)
+#: spans several nodes' trays on one NVLink fabric, and a budget of it says so
+NODE_GPUS = 8
+
 #: Families whose default budget is their whole system rather than one node: simcore's
 #: system-in-package design, deployed as one package.
 SYSTEM_FAMILIES = ("SiP",)
@@ -103,7 +107,9 @@ class Budget:
         devices = f"{self.gpus} device{'s' if self.gpus != 1 else ''}"
         if self.default:
             how = f"; pass {option} for more" if option else ""
-            return f"at most {devices} (one node{how})"
+            # a default budget is one scale-up domain: an 8-GPU HGX node, or an NVL72 rack
+            domain = "one node" if self.gpus <= NODE_GPUS else "one NVLink domain"
+            return f"at most {devices} ({domain}{how})"
         return f"{'exactly' if self.exact else 'at most'} {devices}"
 
 
