@@ -38,7 +38,15 @@ from ..kernels import schema
 from ..model.presets import get_family, get_model
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
 from .metrics import Metric, get_metric
-from .space import CHOICES, Space, canonical_layouts, get_space, hardware_grid, layout_table
+from .space import (
+    CHOICES,
+    Space,
+    canonical_layouts,
+    get_space,
+    hardware_grid,
+    layout_table,
+    straddling_layouts,
+)
 
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
@@ -255,7 +263,8 @@ def space_coeffs(layouts: np.ndarray, model: Model, workload: Workload, topology
     coeffs = build_coeffs(layouts, model, workload, topology)
     if canonical is None:
         canonical = canonical_layouts(layouts)
-    coeffs["valid"] = np.where(canonical, coeffs["valid"], 0.0)
+    keep = canonical & ~straddling_layouts(layouts, topology.pes_per_cube, topology.pes_per_sip)
+    coeffs["valid"] = np.where(keep, coeffs["valid"], 0.0)
     return apply_budget(coeffs, gpus, exact_gpus)
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "PLACEMENT_ORDERS",
     "physical_keys",
     "canonical_layouts",
+    "straddling_layouts",
     "HW_KNOB_DEFAULTS",
     "DEPTHS",
     "depth_grid",
@@ -229,6 +230,46 @@ PLACEMENT_ORDERS: tuple[tuple[int, int, int, int], ...] = (
     (0, 3, 2, 1),  # tp, dp, pp, cp: TP inner, CP outermost
     (3, 2, 1, 0),  # dp, pp, cp, tp: TP just outside CP, CP outside DP and PP
 )
+
+
+def straddling_layouts(table: np.ndarray, pes_per_cube: int, pes_per_sip: int) -> np.ndarray:
+    """Whether each layout row puts a group across a tier boundary its span does not show.
+
+    Groups tile the devices in consecutive blocks of their span (``group_span``: size x
+    stride), and the kernels price a group by its span alone: a span within a cube runs on
+    the cube's links. A block of a span that does not divide the cube crosses a cube
+    boundary once the layout holds more than one cube (TP16 on two 72-GPU NVL72 racks:
+    the group on devices 64-79), so part of it would run on the scale-out network while
+    priced on NVLink; likewise for SiPs. Power-of-two groups on power-of-two cubes (HGX
+    nodes of 8) never straddle; on a 72-GPU domain every group of a multi-rack layout must
+    divide 72 (2, 4, 8, 9, 18, 36 ...) or span whole racks. The engine marks such layouts
+    not valid rather than price them wrongly.
+
+    Examples
+    --------
+    >>> t = layout_table(reduced_space(cp=(1,), tp=(8, 16), pp=(1,), dp=(9,)))
+    >>> straddling_layouts(t, 72, 576)[::3].tolist()  # TP8 x DP9 = 72, TP16 x DP9 = 144
+    [False, True]
+    >>> straddling_layouts(t, 8, 128).any()  # the same layouts on HGX nodes of 8
+    np.False_
+    """
+    t = np.asarray(table, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
+    col = {d: t[:, i] for i, d in enumerate(PARALLEL_DIMS)}
+    sizes = np.stack([col["tp"], col["cp"], col["pp"], col["dp"]], axis=1)  # order codes
+    orders = np.asarray(PLACEMENT_ORDERS, dtype=np.int64)[col["tp_placement"]
+                                                           + 2 * col["cp_placement"]]
+    inner = np.take_along_axis(sizes, orders, axis=1)
+    stride_in_order = np.cumprod(np.concatenate([np.ones((len(t), 1), np.int64),
+                                                 inner[:, :-1]], axis=1), axis=1)
+    stride = np.empty_like(stride_in_order)
+    np.put_along_axis(stride, orders, stride_in_order, axis=1)
+    span = np.where(sizes > 1, sizes * stride, 1)
+    n = np.prod(sizes, axis=1)
+    bad = np.zeros(len(t), dtype=bool)
+    for size in (int(pes_per_cube), int(pes_per_sip)):
+        crosses = (span <= size) & (size % span != 0) & (n > size)[:, None]
+        bad |= crosses.any(axis=1)
+    return bad
 
 
 def physical_keys(table: np.ndarray) -> np.ndarray:
