@@ -14,7 +14,7 @@ from simcore.kernels import requests_ref as twin
 
 #: each piece and its twin share a name
 PIECES = ("segment", "table_ns", "decode_part_ns", "prefill_part_ns", "step_ns", "blocks_for",
-          "simulate_instance", "kv_transfer_done")
+          "simulate_instance", "simulate_round_robin", "kv_transfer_done")
 
 
 def _grid(draw, lo: float, n: int) -> np.ndarray:
@@ -80,6 +80,26 @@ def test_simulate_instance__kernel_matches_discrete_event_twin(case):
                           want[:4], strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b)), name
     assert got[4] == want[4]
+
+
+@given(traces(), st.integers(1, 5))
+def test_simulate_round_robin__kernel_matches_twin(case, instances):
+    got = kernel.simulate_round_robin(**case, instances=instances)
+    want = twin.simulate_round_robin(**case, instances=instances)
+    for a, b in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert got[4] == want[4]
+
+
+@given(traces(), st.integers(100, 10_000))
+def test_simulate_instance__decode_stretches_match_single_steps(case, extra):
+    """Long generations with a roomy cache: the kernel steps decode-only stretches in one
+    go (decode_stretch); the twin steps one by one."""
+    case = dict(case, max_new=case["max_new"] * 10, n_blocks=case["n_blocks"] + extra)
+    got = kernel.simulate_instance(**case)
+    want = twin.simulate_instance(**case)
+    for a, b in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
 @given(traces())

@@ -307,3 +307,16 @@ def test_main__nothing_meets_exit_1_with_the_closest(capsys):
     line = _one_line(capsys.readouterr().err)
     assert "closest: 1×TP1 (1 GPU)" in line and "p99 TTFT" in line
     assert math.isfinite(float(line.split("closest: ")[1].split("p99 TTFT ")[1].split(" ms")[0]))
+
+
+def test_bench_requests__smoke():
+    """The benchmark runs (a small size) and its kernel agrees with the twin."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_requests.py"
+    spec = importlib.util.spec_from_file_location("bench_requests", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = bench.main(["--smoke"])
+    assert out["deployments"] == 10 and out["twin"]["identical"]
+    assert out["simulate_s"] < 60

@@ -14,7 +14,8 @@ whose computed tokens reach its known tokens samples its next token at the step'
 
 Pieces, each with a twin of the same name in ``requests_ref``: :func:`segment`,
 :func:`table_ns`, :func:`decode_part_ns`, :func:`prefill_part_ns`, :func:`step_ns`,
-:func:`blocks_for`; drivers: :func:`simulate_instance`, :func:`kv_transfer_done`.
+:func:`blocks_for`, :func:`decode_stretch`; drivers: :func:`simulate_instance`,
+:func:`simulate_round_robin`, :func:`kv_transfer_done`.
 Times are float64 ns, token and block counts int64. Requests are given sorted by arrival.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 from ._numba import jit
 
 __all__ = ["StepTables", "blocks_for", "decode_part_ns", "kv_transfer_done", "prefill_part_ns",
-           "segment", "simulate_instance", "step_ns", "table_ns"]
+           "segment", "simulate_instance", "simulate_round_robin", "step_ns", "table_ns"]
 
 
 class StepTables(NamedTuple):
@@ -119,6 +120,27 @@ def blocks_for(tokens, block_size):
 
 
 @jit()
+def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, token_budget,
+                   max_seqs, block_size):
+    """Steps from now in which, the running requests all decoding (each has sampled its
+    first token), only time changes: none finishes (``left``: steps before the first
+    does), no block runs out (``n_run · ceil(k / block_size) <= free`` new blocks at most:
+    no preemption), and the first waiting request cannot be admitted (it does not fit, and
+    the free blocks only shrink). An arrival ends the stretch early (the driver checks the
+    time). Stepping such a stretch in one go gives the step-by-step times exactly."""
+    k = left
+    by_blocks = block_size * (free // n_run)
+    if by_blocks < k:
+        k = by_blocks
+    if k > 0 and q_len > 0 and n_run < max_seqs and token_budget - n_run > 0:
+        head = queue[q_head]
+        want = min(tokens[head] - computed[head], token_budget - n_run)
+        if blocks_for(computed[head] + want, block_size) <= free:
+            return 0  # it could be admitted at the next step
+    return k
+
+
+@jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
                       n_blocks, block_size):
     """Step one instance's scheduler until every request finished or was dropped.
@@ -148,6 +170,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
         computed[i] = cached[i]
         tokens[i] = prompt[i]
     n_run = 0
+    fast_ok = False
+    fast_left = 0
+    fast_ctx = 0.0
     q_head = 0
     q_len = 0
     free = n_blocks
@@ -167,6 +192,31 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
             nxt += 1
         if n_run == 0 and q_len == 0:
             continue
+        if fast_ok and 0 < n_run <= token_budget:
+            k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
+                               token_budget, max_seqs, block_size)
+            if k > 0:  # k decode-only steps with nothing to decide but time: step them
+                ctx_sum = fast_ctx
+                done_steps = 0
+                while done_steps < k:
+                    t += step_ns(tables, n_run, ctx_sum, 0, 0.0)
+                    steps += 1
+                    done_steps += 1
+                    ctx_sum += n_run
+                    if q_len == 0 and nxt < n and arrival_ns[nxt] <= t:
+                        break  # an arrival: the next step may admit it
+                for j in range(n_run):
+                    r = running[j]
+                    computed[r] += done_steps
+                    tokens[r] += done_steps
+                    sampled[r] += done_steps
+                    last_ns[r] = t
+                    need = blocks_for(computed[r], block_size) - held[r]
+                    held[r] += need
+                    free -= need
+                fast_ok = False
+                continue
+        fast_ok = False
         budget = token_budget
         n_dec = 0
         ctx_sum = 0.0
@@ -233,6 +283,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
         t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
         steps += 1
         kept = 0
+        fast_ok = True  # what a decode stretch from the next step needs to know
+        fast_left = 1 << 62
+        fast_ctx = 0.0
         for k in range(n_run):
             r = running[k]
             m = sched[r]
@@ -255,7 +308,41 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
             else:
                 running[kept] = r
                 kept += 1
+                if tokens[r] - computed[r] != 1 or sampled[r] < 1:
+                    fast_ok = False
+                else:
+                    left = max_new[r] - sampled[r] - 1
+                    if left < fast_left:
+                        fast_left = left
+                    fast_ctx += computed[r] + 1
         n_run = kept
+    return first_ns, last_ns, start_ns, preemptions, steps
+
+
+@jit()
+def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
+                         n_blocks, block_size, instances):
+    """:func:`simulate_instance` on ``instances`` alike instances, request ``i`` (sorted by
+    arrival) dealt to instance ``i % instances``; per-request results in the input order,
+    preemptions and steps summed over the instances."""
+    n = arrival_ns.shape[0]
+    first_ns = np.full(n, -1.0)
+    last_ns = np.full(n, -1.0)
+    start_ns = np.full(n, -1.0)
+    preemptions = np.zeros(n, dtype=np.int64)
+    steps = 0
+    for w in range(instances):
+        idx = np.arange(w, n, instances)
+        if idx.shape[0] == 0:
+            continue
+        f, la, s0, p, st = simulate_instance(arrival_ns[idx], prompt[idx], cached[idx],
+                                             max_new[idx], tables, token_budget, max_seqs,
+                                             n_blocks, block_size)
+        first_ns[idx] = f
+        last_ns[idx] = la
+        start_ns[idx] = s0
+        preemptions[idx] = p
+        steps += st
     return first_ns, last_ns, start_ns, preemptions, steps
 
 

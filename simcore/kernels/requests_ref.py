@@ -162,6 +162,26 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
             [r.preemptions for r in reqs], steps)
 
 
+def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
+                         cached: Sequence[int], max_new: Sequence[int], tables: Any,
+                         token_budget: int, max_seqs: int, n_blocks: int, block_size: int,
+                         instances: int) -> tuple[list[float], list[float], list[float],
+                                                  list[int], int]:
+    n = len(arrival_ns)
+    first, last, start, pre, steps = [-1.0] * n, [-1.0] * n, [-1.0] * n, [0] * n, 0
+    for w in range(instances):
+        idx = list(range(w, n, instances))
+        if not idx:
+            continue
+        f, la, s0, p, st = simulate_instance([arrival_ns[i] for i in idx], [prompt[i] for i in idx],
+                                             [cached[i] for i in idx], [max_new[i] for i in idx],
+                                             tables, token_budget, max_seqs, n_blocks, block_size)
+        for k, i in enumerate(idx):
+            first[i], last[i], start[i], pre[i] = f[k], la[k], s0[k], p[k]
+        steps += st
+    return first, last, start, pre, steps
+
+
 def kv_transfer_done(ready_ns: Sequence[float], span_ns: Sequence[float],
                      transfer_ns: Sequence[float], n_layers: int, layerwise: bool) -> list[float]:
     out, link_free = [], -math.inf

@@ -223,17 +223,18 @@ class Served:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _run(traffic: Traffic, idx: np.ndarray, arrival_ns: np.ndarray, prompt: np.ndarray,
-         cached: np.ndarray, max_new: np.ndarray, inst: Instance,
-         sched: Scheduler) -> tuple[np.ndarray, ...]:
-    k = request_kernels()
-    return k.simulate_instance(
-        np.ascontiguousarray(arrival_ns[idx], dtype=np.float64),
-        np.ascontiguousarray(prompt[idx], dtype=np.int64),
-        np.ascontiguousarray(cached[idx], dtype=np.int64),
-        np.ascontiguousarray(max_new[idx], dtype=np.int64), inst.tables,
+def _deal(arrival_ns: np.ndarray, prompt: np.ndarray, cached: np.ndarray,
+          max_new: np.ndarray, inst: Instance, sched: Scheduler,
+          instances: int) -> tuple[Any, ...]:
+    """Requests (sorted by arrival) dealt round-robin to ``instances`` instances of
+    ``inst``, all simulated in one kernel call."""
+    return request_kernels().simulate_round_robin(
+        np.ascontiguousarray(arrival_ns, dtype=np.float64),
+        np.ascontiguousarray(prompt, dtype=np.int64),
+        np.ascontiguousarray(cached, dtype=np.int64),
+        np.ascontiguousarray(max_new, dtype=np.int64), inst.tables,
         int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
-        int(sched.block_size))
+        int(sched.block_size), int(instances))
 
 
 def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
@@ -246,21 +247,13 @@ def serve_agg(traffic: Traffic, inst: Instance, replicas: int, sched: Scheduler)
     to replica ``i % replicas``."""
     n = traffic.n
     arrival = traffic.arrival_s * 1e9
-    first, last = np.full(n, -1.0), np.full(n, -1.0)
-    pre, steps = 0, 0
-    zeros = np.zeros(n, np.int64)
-    for r in range(replicas):
-        idx = np.arange(r, n, replicas)
-        if idx.size == 0:
-            continue
-        f, la, _, p, s = _run(traffic, idx, arrival, traffic.isl, zeros, traffic.osl, inst, sched)
-        first[idx], last[idx] = f, la
-        pre += int(p.sum())
-        steps += int(s)
+    first, last, _, pre, steps = _deal(arrival, traffic.isl, np.zeros(n, np.int64),
+                                       traffic.osl, inst, sched, replicas)
     served = first >= 0
     return Served(ttft_ns=np.where(served, first - arrival, np.inf),
                   tpot_ns=np.where(served, _tpot(first, last, traffic.osl), np.inf),
-                  kv_ns=np.zeros(n), served=served, preemptions=pre, steps=steps)
+                  kv_ns=np.zeros(n), served=served, preemptions=int(pre.sum()),
+                  steps=int(steps))
 
 
 @dataclass(frozen=True)
@@ -304,20 +297,12 @@ def prefill_stage(traffic: Traffic, inst: Instance, workers: int, sched: Schedul
     """``workers`` prefill workers of ``inst`` (request ``i`` to worker ``i % workers``),
     each the aggregated scheduler with one token per request."""
     n = traffic.n
-    arrival = traffic.arrival_s * 1e9
-    done, span = np.full(n, -1.0), np.zeros(n)
+    done, _, start, pre, steps = _deal(traffic.arrival_s * 1e9, traffic.isl,
+                                       np.zeros(n, np.int64), np.ones(n, np.int64), inst,
+                                       sched, workers)
+    span = np.where(done >= 0, done - start, 0.0)
     worker = np.arange(n) % workers
-    zeros, ones = np.zeros(n, np.int64), np.ones(n, np.int64)
-    pre, steps = 0, 0
-    for w in range(workers):
-        idx = np.arange(w, n, workers)
-        if idx.size == 0:
-            continue
-        f, _, s0, p, s = _run(traffic, idx, arrival, traffic.isl, zeros, ones, inst, sched)
-        done[idx], span[idx] = f, np.where(f >= 0, f - s0, 0.0)
-        pre += int(p.sum())
-        steps += int(s)
-    return PrefillStage(done, span, worker, pre, steps)
+    return PrefillStage(done, span, worker, int(pre.sum()), int(steps))
 
 
 def kv_arrivals(traffic: Traffic, stage: PrefillStage, pre: Instance, dec_devices: int,
@@ -356,21 +341,13 @@ def serve_disagg(traffic: Traffic, pre: Instance, x: int, dec: Instance, y: int,
     go = np.nonzero(ok & ~one)[0]
     go = go[np.argsort(kv_done[go], kind="stable")]
     last = np.full(n, -1.0)
-    d_pre, d_steps = 0, 0
-    prompt, cached, new = traffic.isl + 1, traffic.isl, traffic.osl - 1
-    for w in range(y):
-        idx = go[w::y]
-        if idx.size == 0:
-            continue
-        _, la, _, p, s = _run(traffic, idx, kv_done, prompt, cached, new, dec, sched)
-        last[idx] = la
-        d_pre += int(p.sum())
-        d_steps += int(s)
+    _, last[go], _, d_pre, d_steps = _deal(kv_done[go], traffic.isl[go] + 1, traffic.isl[go],
+                                           traffic.osl[go] - 1, dec, sched, y)
     served = ok & (one | (last >= 0))
     return Served(ttft_ns=np.where(served, kv_done - arrival, np.inf),
                   tpot_ns=np.where(served, _tpot(kv_done, last, traffic.osl), np.inf),
                   kv_ns=np.where(served, kv_done - st.done_ns, 0.0), served=served,
-                  preemptions=st.preemptions + d_pre, steps=st.steps + d_steps,
+                  preemptions=st.preemptions + int(d_pre.sum()), steps=st.steps + int(d_steps),
                   extra={"kv_tier": link.tier})
 
 
