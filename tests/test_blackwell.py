@@ -170,3 +170,17 @@ def test_straddling_layouts__groups_across_a_rack_boundary_are_masked():
     wide = ds.latency_ns.where(ds.fits & (ds.n_devices > 72))
     assert np.isfinite(wide.sel(tp=8).values).any()  # TP8 layouts over two racks fit
     assert not np.isfinite(wide.sel(tp=16).values).any()  # TP16 ones would straddle
+
+
+def test_compare__sweeps_the_scale_up_domain_as_a_knob():
+    from simcore.studies.compare import compare, parse_design
+
+    label, fam = parse_design("GB200-NVL72:pes_per_cube=8")
+    assert label == "GB200-NVL72:pes_per_cube=8" and fam.topology.pes_per_cube == 8
+    assert fam.topology.nics_per_cube == 8 and fam.topology.pes_per_sip == 576
+    r = compare(["GB200-NVL72:pes_per_cube=8", "GB200-NVL72"], "Llama 3.1 70B", "decode",
+                batch=[16], s_kv=[8192], gpus=64)
+    # TP beyond 8 runs on NVLink only in the 72-GPU domain: never slower there
+    assert float(r.dataset.speedup.sel(design="GB200-NVL72").item()) >= 1.0
+    with pytest.raises(ValueError, match="pes_per_cube must be a whole number"):
+        parse_design("GB200-NVL72:pes_per_cube=7.5")

@@ -28,7 +28,7 @@ def test_parse_design__family_and_overrides():
 
 
 @pytest.mark.parametrize("text, match", [
-    ("B300", "unknown hardware family 'B300'"),
+    ("X300", "unknown hardware family 'X300'"),
     ("H100-SXM:speed=2", "knob one of"),
     ("H100-SXM:bw_hbm_gbs=fast", "must be a number"),
     ("H100-SXM:bw_hbm_gbs=-1", "bw_hbm_gbs"),

@@ -1,7 +1,9 @@
 """Compare hardware designs over batch and context: the best layout of each, side by side.
 
 A design is a hardware family by name (``"H100-SXM"``), a family with knob overrides
-(``"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141"``) or a :class:`~simcore.model.specs.HardwareFamily`.
+(``"H100-SXM:bw_hbm_gbs=6700,pe_hbm_gb=141"``) and / or another scale-up domain size
+(``"GB200-NVL72:pes_per_cube=8"``: :data:`DOMAIN_KNOB`), or a
+:class:`~simcore.model.specs.HardwareFamily`.
 :func:`compare` finds, per design and per (batch, s_kv) point, the metric-best fitting
 layout (the fused kernel, one hardware point) and reports its latency, throughput and
 devices, plus the speed-up of every design over the first (``latency(first) /
@@ -34,7 +36,11 @@ from ..errors import SimcoreInputError
 from ..model.presets import HARDWARE_FAMILIES, get_family
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
-__all__ = ["parse_design", "compare", "CompareResult", "COMPARE_VARIABLES"]
+__all__ = ["DOMAIN_KNOB", "parse_design", "compare", "CompareResult", "COMPARE_VARIABLES",
+           "with_domain"]
+
+#: The design override that sets the scale-up (NVLink) domain: GPUs per cube.
+DOMAIN_KNOB = "pes_per_cube"
 
 #: Variables of :attr:`CompareResult.dataset`: name -> (units, long_name).
 COMPARE_VARIABLES: dict[str, tuple[str, str]] = {
@@ -45,14 +51,38 @@ COMPARE_VARIABLES: dict[str, tuple[str, str]] = {
 }
 
 
+def with_domain(family: HardwareFamily, pes_per_cube: int) -> HardwareFamily:
+    """``family`` with a scale-up domain of ``pes_per_cube`` devices: as many scale-out
+    NICs per device as before, and the same devices per SiP where the new domain divides
+    them (else the nearest whole number of cubes, at least one).
+
+    Examples
+    --------
+    >>> t = with_domain(get_family("GB200-NVL72"), 8).topology
+    >>> t.pes_per_cube, t.nics_per_cube, t.cubes_per_sip, t.pes_per_sip
+    (8, 8, 72, 576)
+    """
+    topo = family.topology
+    n = int(pes_per_cube)
+    nics = topo.nics_per_cube and max(1, round(topo.nics_per_cube * n / topo.pes_per_cube))
+    sip = topo.pes_per_sip
+    cubes = sip // n if sip % n == 0 else max(1, round(sip / n))
+    return replace(family, topology=replace(topo, pes_per_cube=n, nics_per_cube=nics,
+                                            cubes_per_sip=cubes))
+
+
 def parse_design(design: str | HardwareFamily) -> tuple[str, HardwareFamily]:
-    """``"FAMILY"`` or ``"FAMILY:knob=value,knob=value"`` -> (label, family).
+    """``"FAMILY"`` or ``"FAMILY:knob=value,knob=value"`` -> (label, family); a knob is
+    one of the six hardware knobs or :data:`DOMAIN_KNOB` (the scale-up domain size,
+    :func:`with_domain`).
 
     Examples
     --------
     >>> label, fam = parse_design("H100-SXM:bw_hbm_gbs=6700")
     >>> label, fam.hardware.bw_hbm_gbs, fam.hardware.peak_tflops_f16
     ('H100-SXM:bw_hbm_gbs=6700', 6700.0, 989.0)
+    >>> parse_design("GB200-NVL72:pes_per_cube=36")[1].topology.pes_per_cube
+    36
     """
     if isinstance(design, HardwareFamily):
         return design.name, design
@@ -70,14 +100,20 @@ def parse_design(design: str | HardwareFamily) -> tuple[str, HardwareFamily]:
     for part in (p.strip() for p in rest.split(",") if p.strip()):
         knob, sep, value = part.partition("=")
         knob = knob.strip()
-        if not sep or knob not in HW_KNOBS:
+        if not sep or knob not in (*HW_KNOBS, DOMAIN_KNOB):
             raise SimcoreInputError(f"design {text!r}: expected knob=value with knob one of "
-                                    f"{', '.join(HW_KNOBS)}, got {part!r}")
+                                    f"{', '.join((*HW_KNOBS, DOMAIN_KNOB))}, got {part!r}")
         try:
             overrides[knob] = float(value)
         except ValueError:
             raise SimcoreInputError(f"design {text!r}: {knob} must be a number, got "
                                     f"{value.strip()!r}") from None
+    domain = overrides.pop(DOMAIN_KNOB, None)
+    if domain is not None:
+        if domain != int(domain) or not 1 <= domain <= 1e6:
+            raise SimcoreInputError(f"design {text!r}: {DOMAIN_KNOB} must be a whole number of "
+                                    f"devices from 1 to 1000000, got {domain:g}")
+        fam = with_domain(fam, int(domain))
     if not overrides:
         return fam.name if not rest else text, fam
     try:
