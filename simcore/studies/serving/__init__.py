@@ -41,6 +41,14 @@ JSON / CSV, the header lines, the frontier plot, files). The command line,
 ``simcore serving``, is :mod:`simcore.cli.serving`. A budget larger than the family's
 system is refused before any work.
 
+At a request rate, :func:`plan_at_rate` (``simcore serving --rate R`` / ``--trace FILE``,
+``--gpus auto``) replaces the steady state by requests: :mod:`.traffic` (Poisson arrivals
+or a trace), :mod:`.simulate` (per-layout step-cost tables and a paged KV cache from the
+engine; aggregated replicas and disaggregated prefill / decode workers with the KV
+transfer between them, through the request kernel: chunked prefill, mixed batches,
+continuous batching, preemption) and :mod:`.rate` (the fewest replicas or prefill:decode
+workers whose p99 TTFT and TPOT meet the limits; goodput).
+
 Data parallelism is expressed as replicas / workers: the planner's layouts have
 ``dp = 1`` (in the engine DP only splits the batch, so a DP-``k`` layout is ``k``
 replicas).
@@ -71,13 +79,16 @@ from .model import (
     sweep,
 )
 from .present import (
+    RATE_TABLE_COLUMNS,
     TABLE_COLUMNS,
     assumptions_line,
     format_rows,
     plot_frontier,
+    rate_summary_lines,
     summary_lines,
     write_output,
 )
+from .rate import RATE_ROW_KEYS, RateConfig, RateInfeasibleError, RatePlan, plan_at_rate
 from .search import (
     DEFAULT_BATCHES,
     DEFAULT_PREFILL_BATCHES,
@@ -89,20 +100,30 @@ from .search import (
     layout_label,
     plan,
 )
+from .simulate import Scheduler
+from .traffic import Traffic, TrafficError, poisson, read_trace
 
 __all__ = [
     "DEFAULT_BATCHES",
     "DEFAULT_PREFILL_BATCHES",
     "DTYPES",
     "FRONTIER_OBJECTIVES",
+    "RATE_ROW_KEYS",
+    "RATE_TABLE_COLUMNS",
     "ROW_KEYS",
     "SERVING_METRICS",
     "TABLE_COLUMNS",
     "InfeasibleError",
     "LayoutCosts",
+    "RateConfig",
+    "RateInfeasibleError",
+    "RatePlan",
+    "Scheduler",
     "ServingConfig",
     "ServingError",
     "ServingPlan",
+    "Traffic",
+    "TrafficError",
     "agg_metrics",
     "assumptions_line",
     "budget_mask",
@@ -111,7 +132,11 @@ __all__ = [
     "format_rows",
     "layout_label",
     "plan",
+    "plan_at_rate",
     "plot_frontier",
+    "poisson",
+    "rate_summary_lines",
+    "read_trace",
     "serving_costs",
     "serving_space",
     "summary_lines",
