@@ -22,7 +22,7 @@ import pytest
 from simcore.cli import main
 from simcore.kernels import requests_ref
 from simcore.model.presets import get_family, load_model
-from simcore.studies.serving import sweep
+from simcore.studies.serving import ServingError, sweep
 from simcore.studies.serving.rate import RateInfeasibleError, plan_at_rate
 from simcore.studies.serving.simulate import (
     Scheduler,
@@ -168,6 +168,16 @@ def test_serve_agg__a_smaller_token_budget_chunks_prefills(instances):
     assert chunked["ttft_p50_ms"] > whole["ttft_p50_ms"]
 
 
+def test_serve_agg__prefix_cache_hits_shorten_ttft(instances):
+    inst = instances["TP1"]
+    t = _traffic(8.0, duration_s=20.0)
+    cold = _res(serve_agg(t, inst, 1, Scheduler()), t)
+    warm = _res(serve_agg(t, inst, 1, Scheduler(prefix_hit_rate=0.75)), t)
+    assert warm["ttft_p50_ms"] < 0.6 * cold["ttft_p50_ms"]
+    with pytest.raises(ServingError, match="prefix_hit_rate"):
+        Scheduler(prefix_hit_rate=1.0)
+
+
 def test_serve_agg__a_tiny_kv_cache_preempts(instances):
     inst = instances["TP1"]
     t = _traffic(30.0, duration_s=10.0)
@@ -288,6 +298,8 @@ def test_main__csv_rows_carry_every_key(capsys):
       "0"], "argument --max-num-batched-tokens"),
     (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--kv-usable-fraction", "0"],
      "argument --kv-usable-fraction"),
+    (["--gpus", "auto", "--rate", "5", "--max-ttft-ms", "500", "--prefix-hit-rate", "1"],
+     "argument --prefix-hit-rate"),
 ])
 def test_main__bad_input_is_one_line_exit_2(argv, match, capsys):
     assert main([*SMALL, *argv]) == 2

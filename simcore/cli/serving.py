@@ -63,6 +63,16 @@ def _gpus(text: str) -> int | str:
         raise OptionError(f"expected a positive integer or auto, got {text!r}") from None
 
 
+def _share(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < 1:
+        raise OptionError(f"expected a number in [0, 1), got {text!r}")
+    return v
+
+
 def _seed(text: str) -> int:
     try:
         v = int(text)
@@ -155,6 +165,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="share of HBM an instance uses, the KV cache getting what the "
                               "weights and activations leave (vLLM's gpu_memory_utilization; "
                               f"default {sched.kv_usable_fraction:g})")
+    traffic.add_argument("--prefix-hit-rate", type=_share, default=0.0, metavar="H",
+                         help="share of each prompt found in the prefix cache, not computed "
+                              "again (default 0)")
     traffic.add_argument("--kv-overlap", choices=list(KV_OVERLAPS), default=sched.kv_overlap,
                          help="disaggregated KV transfer: sent layer by layer while the "
                               "prefill runs (default) or after it")
@@ -209,7 +222,8 @@ def _run_at_rate(args: argparse.Namespace) -> int:
                                 "per-layout Dataset; pass a .json, .csv or .txt file")
     modes = ("agg", "disagg") if args.mode == "both" else (args.mode,)
     sched = Scheduler(token_budget=args.max_num_batched_tokens, max_seqs=args.max_num_seqs,
-                      kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap)
+                      kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap,
+                      prefix_hit_rate=args.prefix_hit_rate)
     try:
         result = plan_at_rate(args.model, family=args.family, gpus=args.gpus, rate_rps=args.rate,
                               trace=args.trace, duration_s=args.duration_s, isl=args.isl,

@@ -67,7 +67,9 @@ class Scheduler:
     (``gpu_memory_utilization``), the KV cache getting what the weights and a
     ``token_budget`` step's activations leave; ``kv_overlap``: ``"layerwise"`` (a
     disaggregated prefill sends each layer's KV as it is computed) or ``"none"`` (the
-    transfer starts when the prefill ends).
+    transfer starts when the prefill ends); ``prefix_hit_rate``: the share of each
+    prompt whose KV the instance finds in its prefix cache (not computed again; its blocks
+    still counted per request, and a preempted request computes it again).
     """
 
     token_budget: int = 8192
@@ -75,6 +77,7 @@ class Scheduler:
     block_size: int = 16
     kv_usable_fraction: float = 0.9
     kv_overlap: str = "layerwise"
+    prefix_hit_rate: float = 0.0
 
     def __post_init__(self) -> None:
         for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
@@ -88,14 +91,25 @@ class Scheduler:
         if isinstance(f, bool) or not isinstance(f, int | float) or not 0 < f <= 1:
             raise ServingError(f"kv_usable_fraction (--kv-usable-fraction) must be in (0, 1] "
                                f"(vLLM's gpu_memory_utilization, e.g. 0.9), got {f!r}")
+        h = self.prefix_hit_rate
+        if isinstance(h, bool) or not isinstance(h, int | float) or not 0 <= h < 1:
+            raise ServingError(f"prefix_hit_rate (--prefix-hit-rate) must be in [0, 1), the "
+                               f"share of each prompt found in the prefix cache, got {h!r}")
         if self.kv_overlap not in KV_OVERLAPS:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
 
     def describe(self) -> str:
+        hit = (f", {self.prefix_hit_rate:g} of each prompt from the prefix cache"
+               if self.prefix_hit_rate else "")
         return (f"token budget {self.token_budget} per step (chunked prefill, mixed batches), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
-                f"{self.kv_usable_fraction:g} of HBM less weights and activations")
+                f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}")
+
+    def cached_tokens(self, isl: np.ndarray) -> np.ndarray:
+        """Prompt tokens found in the prefix cache (at least one token is computed)."""
+        hit = np.floor(isl * self.prefix_hit_rate).astype(np.int64)
+        return np.minimum(hit, isl - 1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -247,7 +261,7 @@ def serve_agg(traffic: Traffic, inst: Instance, replicas: int, sched: Scheduler)
     to replica ``i % replicas``."""
     n = traffic.n
     arrival = traffic.arrival_s * 1e9
-    first, last, _, pre, steps = _deal(arrival, traffic.isl, np.zeros(n, np.int64),
+    first, last, _, pre, steps = _deal(arrival, traffic.isl, sched.cached_tokens(traffic.isl),
                                        traffic.osl, inst, sched, replicas)
     served = first >= 0
     return Served(ttft_ns=np.where(served, first - arrival, np.inf),
@@ -298,7 +312,7 @@ def prefill_stage(traffic: Traffic, inst: Instance, workers: int, sched: Schedul
     each the aggregated scheduler with one token per request."""
     n = traffic.n
     done, _, start, pre, steps = _deal(traffic.arrival_s * 1e9, traffic.isl,
-                                       np.zeros(n, np.int64), np.ones(n, np.int64), inst,
+                                       sched.cached_tokens(traffic.isl), np.ones(n, np.int64), inst,
                                        sched, workers)
     span = np.where(done >= 0, done - start, 0.0)
     worker = np.arange(n) % workers
