@@ -184,3 +184,39 @@ def test_compare__sweeps_the_scale_up_domain_as_a_knob():
     assert float(r.dataset.speedup.sel(design="GB200-NVL72").item()) >= 1.0
     with pytest.raises(ValueError, match="pes_per_cube must be a whole number"):
         parse_design("GB200-NVL72:pes_per_cube=7.5")
+
+
+# --- the Blackwell held-out set -----------------------------------------------------------
+
+def test_blackwell_holdout__at_least_10_points_within_15_percent():
+    from simcore.validation.blackwell import (
+        FAMILIES,
+        blackwell_not_covered,
+        blackwell_rows,
+        blackwell_summary,
+        load_blackwell,
+    )
+    from simcore.validation.fitted import FITTED_EFFICIENCY
+
+    points = load_blackwell()
+    assert len(points) >= 10 and {m.family.name for m in points} == set(FAMILIES)
+    assert all("Megatron-Bridge" in m.source for m in points)
+    # never fitted: none of them is a fitting point
+    from simcore.validation import MEASUREMENTS
+    assert not {m.id for m in points} & {m.id for m in MEASUREMENTS}
+    s = blackwell_summary(blackwell_rows(FITTED_EFFICIENCY))
+    assert s["n"] == len(points) and s["mean_abs_error"] <= 0.15
+    reasons = " ".join(why for _, _, why in blackwell_not_covered())
+    assert "Grace" in reasons and "NVFP4 training" in reasons and "scheduler" in reasons
+    # the multi-rack NVL72 jobs run 64 GPUs per rack (placement not stated)
+    big = [m for m in points if m.family.name == "GB200-NVL72" and m.workload.batch > 1000]
+    assert big and all(m.family.topology.pes_per_cube == 64 for m in big)
+
+
+def test_validate__prints_the_blackwell_block(capsys):
+    assert main(["validate", "--kind", "train", "--no-loso"]) == 0
+    out, err = capsys.readouterr()
+    err = out + err  # the notes go to stdout for a table, stderr for JSON / CSV
+    line = next(x for x in err.splitlines() if x.startswith("Blackwell, never fitted: "))
+    assert "points, mean |error|" in line and "per kind: train" in line
+    assert "not covered (no pinned setting simcore can express; never guessed):" in err

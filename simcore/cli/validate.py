@@ -124,6 +124,35 @@ def _print_holdout(eff: Efficiency, notes: Any, plot: Any = None) -> None:
         _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot)
 
 
+def _print_blackwell(eff: Efficiency, notes: Any) -> None:
+    """The Blackwell held-out set (:mod:`simcore.validation.blackwell`): summary per kind
+    and family, each point, and the points not covered with the reason."""
+    from ..validation.blackwell import blackwell_not_covered, blackwell_rows, blackwell_summary
+
+    rows = blackwell_rows(eff)
+    s = blackwell_summary(rows)
+    kinds = ", ".join(f"{k} {100 * e:.1f}% ({n})" for k, (e, _, n) in s["kinds"].items())
+    print(f"\nBlackwell, never fitted: {s['n']} points, mean |error| "
+          f"{100 * s['mean_abs_error']:.1f}% (mean signed {100 * s['mean_error']:+.1f}%), per "
+          f"kind: {kinds} (simcore.validation.blackwell; a new generation is out of sample):",
+          file=notes)
+    for fam, (err, signed, n) in s["families"].items():
+        print(f"  {fam:<12} {n:3d} points  mean |error| {100 * err:5.1f}%  signed "
+              f"{100 * signed:+6.1f}%", file=notes)
+    for r in rows:
+        print(f"  {r.id:<34} {r.layout:<18} measured {r.measured:9.4g} {r.unit:<12} predicted "
+              f"{r.predicted:9.4g}  {100 * r.error:+6.1f}%", file=notes)
+    gaps: dict[str, list[str]] = {}
+    for pid, _, why in blackwell_not_covered():
+        gaps.setdefault(why, []).append(pid)
+    print("  not covered (no pinned setting simcore can express; never guessed):", file=notes)
+    for why, ids in gaps.items():
+        print(f"    {len(ids):2d} x {why}: {', '.join(ids)}", file=notes)
+    print("  [NVIDIA-NeMo Megatron-Bridge docs/performance-summary-archive.md, 26.04.01 and "
+          "25.11 pre-training tables (DGX-GB300, DGX-GB200, DGX-B300, DGX-B200 rows); "
+          "simcore/validation/blackwell_measurements.json]", file=notes)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..validation import (
         FITTED_EFFICIENCY,
@@ -208,6 +237,8 @@ def run(args: argparse.Namespace) -> int:
         _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot)
     if args.kind is None or "decode" in args.kind:
         _print_holdout(eff, notes, args.holdout_plot)
+    if args.kind is None or "train" in args.kind:
+        _print_blackwell(eff, notes)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")
