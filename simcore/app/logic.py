@@ -27,6 +27,7 @@ __all__ = [
     "FRONTIER_PALETTE", "OFF_FRONTIER_COLOUR", "explore_chart", "DESIGN_EXAMPLES",
     "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
     "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS", "MAX_BREAKDOWN_BARS",
+    "ep_options", "EP_HELP", "design_family",
 ]
 
 #: The app's pages (tabs), in order; ``?page=<name in lower case>`` opens one.
@@ -129,16 +130,67 @@ def _depth(depth: str | int | Mapping[str, Sequence[float]]) -> Any:
     return depth
 
 
-def count_joint(*, depth: Any, mode: str, family: str | None, space: str = "reduced",
-                gpus: int | None = None) -> tuple[int, int]:
+def count_joint(*, depth: Any, mode: str, family: str | None, space: Any = "reduced",
+                gpus: int | None = None, experts: int = 1) -> tuple[int, int]:
     """(hardware candidates, layouts) a sweep would evaluate, without running it
-    (``gpus``: the device budget, which widens the layout space)."""
+    (``gpus``: the device budget, which widens the layout space; ``experts``: the
+    model's routed experts, whose expert-parallel degrees it searches)."""
     from ..engine.space import get_space
     from ..studies.codesign import enumerate_hardware
 
     n_hw = len(enumerate_hardware(_depth(depth), family=family))
-    n_layouts = get_space(space, mode, gpus).size
+    n_layouts = get_space(space, mode, gpus, experts).size
     return n_hw, n_layouts
+
+
+#: help of the pages' expert-parallelism selector
+EP_HELP = ("mixture-of-experts models: experts split over EP of a stage's TP x DP devices, "
+           "with all-to-all dispatch and combine; auto searches the powers of two dividing "
+           "the experts up to the budget, all every divisor a layout can hold, a number pins it")
+
+
+def ep_options(model: Any, *, family: str | None = None, gpus: int | None = None
+               ) -> list[str]:
+    """The expert-parallelism choices a page offers ``model``: none for a dense model;
+    else ``auto`` (the named space's own), ``all`` and each value of
+    :func:`~simcore.engine.space.expert_sizes` within the budget."""
+    from ..engine.space import expert_sizes
+
+    if model is None or getattr(model, "n_experts", 1) <= 1:
+        return []
+    budget = _budget(family, gpus)
+    return ["auto", "all", *map(str, expert_sizes(model.n_experts, budget.gpus))]
+
+
+def design_family(design: str) -> str | None:
+    """The family name of a Compare design (``H100-SXM:bw_hbm_gbs=6700`` -> ``H100-SXM``),
+    None for one that does not parse."""
+    from ..studies.compare import parse_design
+
+    try:
+        return parse_design(design)[1].name
+    except (SimcoreInputError, ValueError):
+        return None
+
+
+def _space(model: Any, ep: str | int | None) -> Any:
+    """The page's layout space: the reduced space, with ``ep`` (``auto`` / None: its own
+    choices, ``all``, or one value) pinned; an ``ep`` on a dense model is refused."""
+    from ..engine.space import NamedSpace
+
+    if ep is None or str(ep) == "auto":
+        return "reduced"
+    ep = str(ep).strip()
+    if model.n_experts <= 1 and ep != "1":
+        raise SimcoreInputError(f"EP {ep}: model {model.name} is dense (no experts); expert "
+                                "parallelism applies to mixture-of-experts models")
+    if ep == "all":
+        return NamedSpace("reduced", ep="all")
+    try:
+        return NamedSpace("reduced", ep=(int(ep),))
+    except ValueError:
+        raise SimcoreInputError(f"EP must be auto, all or a positive integer, got {ep!r}"
+                                ) from None
 
 
 #: help of the "decode replays CUDA graphs" boxes (the launch time is
@@ -196,17 +248,20 @@ def compare_assumptions(result: Any, model: Any = None, *, gpus: int | None = No
 def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
                 metric: str = "latency", cuda_graphs: bool | None = None,
-                gpus: int | None = None,
+                gpus: int | None = None, ep: str | int | None = None,
                 progress: Callable[[float, str], Any] | None = None) -> Any:
     """:func:`~simcore.studies.codesign.joint_explore` after checking the grid size, with
     the CLI's defaults: ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None
-    is one node of a GPU family (the whole system for SiP)."""
+    is one node of a GPU family (the whole system for SiP), ``ep`` None (``auto``) the
+    reduced space's expert-parallel degrees (:func:`ep_options`)."""
     from ..studies.codesign import joint_explore
 
     graphs = _check_graphs(cuda_graphs, mode)
     budget = _budget(family, gpus)
+    space = _space(model, ep)
     try:
-        n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family, gpus=budget.gpus)
+        n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family, space=space,
+                                      gpus=budget.gpus, experts=model.n_experts)
     except (SimcoreInputError, ValueError, KeyError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     total = n_hw * n_layouts
@@ -220,7 +275,7 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
     try:
         r = joint_explore(model, s_kv=int(s_kv), mode=mode, batch=int(batch),
                           depth=_depth(depth), family=family, metric=metric,
-                          cuda_graphs=graphs, **budget.kwargs())
+                          cuda_graphs=graphs, space=space, **budget.kwargs())
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     if progress:
@@ -403,11 +458,12 @@ def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
 def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                 over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
                 fixed: int = 1, metric: str = "latency", cuda_graphs: bool | None = None,
-                gpus: int | None = None) -> Any:
+                gpus: int | None = None, ep: str | int | None = None) -> Any:
     """:func:`~simcore.studies.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
     ``fixed`` = batch) or ``"batch"`` (``fixed`` = context), with the CLI's defaults:
     ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None gives every design
-    one node (the whole system for SiP)."""
+    one node (the whole system for SiP), ``ep`` None (``auto``) the reduced space's
+    expert-parallel degrees."""
     from ..model.specs import Workload
     from ..studies.compare import compare, parse_design
 
@@ -430,7 +486,7 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
         budgets = [_budget(parse_design(d)[1], gpus).gpus for d in designs]
         workload = Workload("decode", cuda_graphs=True) if graphs else mode
         return compare(designs, model, workload, batch=batch, s_kv=s_kv, metric=metric,
-                       gpus=budgets)
+                       gpus=budgets, space=_space(model, ep))
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
 

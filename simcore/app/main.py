@@ -71,6 +71,20 @@ def _model_inputs(key: str, default: str = "Llama 3.1 8B", *,
                   else st.session_state.get(f"{key}_upload_bytes"))
 
 
+def _ep_input(key: str, name: str | None, upload: bytes | None, *, where: Any = st,
+              family: str | None = None) -> str | None:
+    """The expert-parallelism selector, for a mixture-of-experts model only (None for a
+    dense one, or a model that does not load yet: Run reports that)."""
+    try:
+        model = L.load_model_input(name, upload)
+        opts = L.ep_options(model, family=family)
+    except Exception:  # noqa: BLE001 - the run button shows the error
+        return None
+    if not opts:
+        return None
+    return where.selectbox("expert parallelism (EP)", opts, key=f"{key}_ep", help=L.EP_HELP)
+
+
 def page_explore(demo: bool) -> None:
     st.header("Explore: hardware x parallel layout co-design")
     name, upload = _model_inputs("explore")
@@ -88,6 +102,7 @@ def page_explore(demo: bool) -> None:
                            key="explore_skv")
     graphs = st.checkbox("decode replays CUDA graphs", value=True, key="explore_graphs",
                          help=L.GRAPHS_HELP, disabled=mode != "decode")
+    ep = _ep_input("explore", name, upload, family=family)
     if st.button("Run sweep", key="explore_run", type="primary") or (
             demo and "explore_result" not in st.session_state):
         bar = st.progress(0.0, text="preparing")
@@ -96,7 +111,7 @@ def page_explore(demo: bool) -> None:
             st.session_state["explore_result"] = r = L.run_explore(
                 model, s_kv=int(s_kv), mode=mode, batch=int(batch), depth=depth,
                 family=family, metric=metric, cuda_graphs=graphs if mode == "decode" else None,
-                progress=lambda f, t: bar.progress(f, text=t))
+                ep=ep, progress=lambda f, t: bar.progress(f, text=t))
             st.session_state["explore_assumed"] = L.explore_assumptions(r, family=family,
                                                                         model=model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
@@ -216,6 +231,8 @@ def page_compare(demo: bool = False) -> None:
     name, upload = _model_inputs("compare", default="Llama 3.1 70B", where=c0)
     graphs = st.checkbox("decode replays CUDA graphs", value=True, key="compare_graphs",
                          help=L.GRAPHS_HELP, disabled=mode != "decode")
+    ep = _ep_input("compare", name, upload,
+                   family=L.design_family(designs[0]) if designs else None)
     if st.button("Compare", key="compare_run", type="primary") or (
             demo and "compare_result" not in st.session_state):
         try:
@@ -223,7 +240,8 @@ def page_compare(demo: bool = False) -> None:
             with st.spinner("finding the best layout of each design at each point"):
                 st.session_state["compare_result"] = r = L.run_compare(
                     model, designs=designs, mode=mode, over=over, values=values,
-                    fixed=int(fixed), cuda_graphs=graphs if mode == "decode" else None)
+                    fixed=int(fixed), cuda_graphs=graphs if mode == "decode" else None,
+                    ep=ep)
                 st.session_state["compare_assumed"] = L.compare_assumptions(r, model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("compare_result", None)

@@ -28,6 +28,7 @@ from .options import (
     positive_int,
     resolve_budget,
     resolve_model,
+    resolve_space,
 )
 from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
 
@@ -39,7 +40,7 @@ COMPARE_COLUMNS = [
     Column("n_devices", "devices"),
     Column("speedup", "speed-up",
            display=lambda r: "-" if r["speedup"] != r["speedup"] else f"{r['speedup']:.2f}x"),
-    *LAYOUT_COLUMNS[:5],
+    *LAYOUT_COLUMNS[:6],
 ]
 
 
@@ -99,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
     budgets = [resolve_budget(args, parse_design(d)[1]) for d in args.designs]
     r = compare(args.designs, model, workload, batch=args.batch, s_kv=args.s_kv,
-                space=args.space, metric=args.metric, gpus=[b.gpus for b in budgets],
+                space=resolve_space(args, model, [b.gpus for b in budgets]),
+                metric=args.metric, gpus=[b.gpus for b in budgets],
                 exact_gpus=budgets[0].exact)
     notes = note_stream(args)
     header = [f"{r.model} {r.mode}: {len(r.designs)} designs x "

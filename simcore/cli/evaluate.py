@@ -29,6 +29,7 @@ from .options import (
     resolve_budget,
     resolve_family,
     resolve_model,
+    resolve_space,
     sweep_kwargs,
 )
 from .output import LAYOUT_COLUMNS, METRIC_COLUMNS, Column, emit_rows, for_script, note_stream
@@ -55,6 +56,12 @@ def add_parser(sub: Any, name: str, help: str) -> None:
     p.set_defaults(func=run)
 
 
+def _ep_text(p: Any) -> str:
+    """`` (EP 1, 2, 4)``: the expert-parallel degrees searched, for an MoE model."""
+    ep = p.space.dict["ep"]
+    return f" (EP {', '.join(map(str, ep))})" if p.model.n_experts > 1 else ""
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -73,8 +80,8 @@ def run(args: argparse.Namespace) -> int:
     # one hardware point: the engine's rows (Prepared.top_rows, the rows of
     # metrics.top_points over evaluate) without building a Dataset (no xarray import)
     sweep_dims, wls = workload_points(wl, **sweep)
-    kw = dict(space=args.space, family=fam, hardware=fam.hardware,
-              **budget.kwargs())
+    kw = dict(space=resolve_space(args, model, budget.gpus), family=fam,
+              hardware=fam.hardware, **budget.kwargs())
     preps = [prepare(model, wls[0], **kw)]
     if len(wls) > 1:  # every point's coefficients are kept: refuse a sweep beyond memory
         from ..engine.chunks import check_sweep_memory
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     valid = np.logical_or.reduce([p.valid for p in preps])  # valid at some point of the sweep
     p0 = preps[0]
     print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
-          f"(a {p0.topology.n_devices}-device system), {args.space} space: "
+          f"(a {p0.topology.n_devices}-device system), {args.space} space{_ep_text(p0)}: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory"
           + (f" (over {len(preps)} batch/s_kv points)" if dims else ""), file=notes)
     print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl)),

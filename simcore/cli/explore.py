@@ -44,6 +44,7 @@ from .options import (
     resolve_budget,
     resolve_family,
     resolve_model,
+    resolve_space,
     store_path,
 )
 from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
@@ -59,7 +60,7 @@ def _pareto_columns() -> list[Column]:
 
     return ([Column("cost_score", "cost"), Column("latency_ns", "latency", "latency_ms"),
              Column("throughput_tok_s", "tok/s")]
-            + [Column(k, k) for k in HW_KNOBS] + LAYOUT_COLUMNS[:5]
+            + [Column(k, k) for k in HW_KNOBS] + LAYOUT_COLUMNS[:6]
             + [Column("n_devices", "devices")])
 
 
@@ -209,7 +210,8 @@ def _elsewhere(path: Path) -> str:
     return str(Path(tempfile.gettempdir()) / path.name)
 
 
-def _preflight(args: argparse.Namespace, fam: Any, depth: Any, gpus: int | None) -> None:
+def _preflight(args: argparse.Namespace, fam: Any, depth: Any, gpus: int | None,
+               space: Any = None, experts: int = 1) -> None:
     """Before any compute: the sweep fits in memory, and every output path can take what
     it will be given."""
     from ..engine.core import N_BEST
@@ -219,7 +221,8 @@ def _preflight(args: argparse.Namespace, fam: Any, depth: Any, gpus: int | None)
 
     try:
         grid = depth_grid(check_depth(depth), defaults=fam.hardware.as_dict())
-        n_layouts = get_space(args.space, args.mode, gpus).size
+        n_layouts = get_space(args.space if space is None else space, args.mode, gpus,
+                              experts).size
     except ValueError as exc:
         raise SimcoreInputError(f"{'--grid' if args.grid else '--depth'}: {exc}") from None
     n_hw = 1
@@ -294,7 +297,8 @@ def run(args: argparse.Namespace) -> int:
     fam = resolve_family(args)
     budget = resolve_budget(args, fam)
     depth = _depth_of(args)
-    _preflight(args, fam, depth, budget.gpus)
+    space = resolve_space(args, model, budget.gpus)
+    _preflight(args, fam, depth, budget.gpus, space, model.n_experts)
     notes = note_stream(args)
     client, cluster = _connect(args.scheduler)
     try:
@@ -303,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         t_load = time.perf_counter() - t_load
         t0 = time.perf_counter()
         r = joint_explore(model, s_kv=args.s_kv, mode=args.mode, batch=args.batch, depth=depth,
-                          space=args.space, metric=args.metric, family=fam,
+                          space=space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
                           cuda_graphs=graphs, **_cost_kwargs(args), **budget.kwargs())

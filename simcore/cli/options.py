@@ -10,8 +10,8 @@ training options; with ``sweep=True`` ``--s-kv`` and ``--batch`` take comma list
 :func:`add_budget_options` (``--gpus``, ``--exact-gpus``; :func:`resolve_budget` reads them:
 one node of a GPU family unless ``--gpus`` says otherwise),
 :func:`add_hardware_overrides` (``--set KNOB=VALUE``),
-:func:`add_space_option` (``--space``), :func:`add_metric_options` (``--metric``,
-``--top``) and :func:`add_output_options` (``--format``, ``--out``).
+:func:`add_space_option` (``--space``, ``--ep``; :func:`resolve_space` reads them),
+:func:`add_metric_options` (``--metric``, ``--top``) and :func:`add_output_options` (``--format``, ``--out``).
 
 Every ``NAME=VALUE`` option (``--set``, ``--grid``, ``--efficiency``) goes through
 :func:`parse_assignment`. Bad values raise :class:`OptionError`, a
@@ -48,7 +48,7 @@ __all__ = [
     "assignment", "budget_error", "budget_kwargs", "cuda_graphs_flag", "gpus_budget", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "plot_file", "positive_float", "positive_floats", "positive_int",
     "resolve_budget", "resolve_family",
-    "resolve_model", "share", "store_path", "sweep_kwargs",
+    "resolve_model", "resolve_space", "ep_values", "share", "store_path", "sweep_kwargs",
 ]
 
 #: The layout space every command uses unless told otherwise: the engine's default
@@ -431,10 +431,63 @@ def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> Non
 
 
 def add_space_option(p: argparse.ArgumentParser) -> None:
-    """``--space reduced|full`` (default :data:`DEFAULT_SPACE`)."""
+    """``--space reduced|full`` (default :data:`DEFAULT_SPACE`) and ``--ep`` (expert
+    parallelism of a mixture-of-experts model); read them with :func:`resolve_space`."""
     p.add_argument("--space", choices=SPACES, default=DEFAULT_SPACE,
-                   help="layout space: reduced (1,920 layouts) or full (30,720) "
-                        f"(default: {DEFAULT_SPACE})")
+                   help="layout space: reduced (1,920 layouts of a dense model) or full "
+                        "(30,720); a mixture-of-experts model's also search expert "
+                        f"parallelism (--ep) (default: {DEFAULT_SPACE})")
+    p.add_argument("--ep", type=ep_values, default=None, metavar="N[,N...]|all",
+                   help="mixture-of-experts models: the expert-parallel degrees to search "
+                        "(experts split over N of a stage's TP x DP devices, all-to-all "
+                        "dispatch and combine); one value pins it, all takes every divisor "
+                        "of the experts that a layout's devices can hold (default: the powers "
+                        "of two dividing the experts, up to the budget)")
+
+
+def ep_values(text: str) -> tuple[int, ...] | str:
+    """``--ep``: ``"8"`` -> ``(8,)``, ``"1,8"`` -> ``(1, 8)``, ``"all"`` -> ``"all"``.
+
+    Examples
+    --------
+    >>> ep_values("1,8"), ep_values("all")
+    ((1, 8), 'all')
+    """
+    if text.strip().lower() == "all":
+        return "all"
+    try:
+        v = int_or_list(text)
+    except OptionError:
+        raise OptionError(f"expected N, N1,N2,... (positive integers) or 'all', "
+                          f"got {text!r}") from None
+    return (v,) if isinstance(v, int) else tuple(v)
+
+
+def resolve_space(args: argparse.Namespace, model: Any, gpus: Any = None) -> Any:
+    """``--space`` with ``--ep``: the name, or a
+    :class:`~simcore.engine.space.NamedSpace` pinning ``ep``. ``gpus``: the budget, or a
+    list of budgets (one per design); an ``--ep`` the model cannot take within one of
+    them is a :class:`SimcoreInputError` naming the values it can, and any ``--ep``
+    above 1 on a dense model one saying so."""
+    ep = getattr(args, "ep", None)
+    if ep is None:
+        return args.space
+    from ..engine.space import NamedSpace, check_ep, get_space
+
+    text = ep if isinstance(ep, str) else ",".join(map(str, ep))
+    if model.n_experts <= 1 and (ep == "all" or any(v > 1 for v in ep)):
+        raise SimcoreInputError(f"--ep {text}: model {model.name} is dense (no experts); "
+                                "--ep applies to mixture-of-experts models")
+    mode = getattr(args, "mode", "decode")
+    if ep != "all":
+        for g in dict.fromkeys(gpus if isinstance(gpus, list) else [gpus]):
+            space = get_space(args.space, mode, g, model.n_experts)
+            try:
+                check_ep(ep, space, model.n_experts, mode, g)
+            except SimcoreInputError as exc:
+                raise SimcoreInputError(f"--ep {text}: {model.name}: "
+                                        f"{str(exc).split(': ', 1)[1]}") from None
+    return NamedSpace(args.space, ep=ep)
 
 
 def metric_name(text: str) -> str:

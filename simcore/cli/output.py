@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from ..errors import SimcoreInputError
 
-__all__ = ["Column", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "emit_rows", "for_script", "note_stream",
+__all__ = ["Column", "EP_COLUMN", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "emit_rows", "for_script", "note_stream",
            "refuse_shared_paths", "render_rows", "write_atomic"]
 
 # unit suffix -> (dimension, size in the dimension's base unit)
@@ -70,8 +70,9 @@ class Column:
     display : callable, optional
         ``display(row) -> str``: the table cell; default :func:`simcore.studies.report.table`'s
         formatting of the raw value.
-    in_table : bool
-        Whether the table shows it (JSON/CSV always do).
+    in_table : bool or callable
+        Whether the table shows it (JSON/CSV always do); a callable ``in_table(rows) ->
+        bool`` decides from the rows (:data:`EP_COLUMN`: only when some row has ep > 1).
 
     Examples
     --------
@@ -83,7 +84,7 @@ class Column:
     header: str = ""
     name: str = ""
     display: Callable[[Mapping[str, Any]], str] | None = None
-    in_table: bool = True
+    in_table: bool | Callable[[Sequence[Mapping[str, Any]]], bool] = True
     scale: float = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -102,8 +103,19 @@ def _if_group(key: str, group: str) -> Callable[[Mapping[str, Any]], str]:
     return cell
 
 
+def _any_above_one(key: str) -> Callable[[Sequence[Mapping[str, Any]]], bool]:
+    """Whether some row's ``key`` is above 1 (a column worth a table's width)."""
+    def shown(rows: Sequence[Mapping[str, Any]]) -> bool:
+        return any(isinstance(v := r.get(key), int | float) and v > 1 for r in rows)
+    return shown
+
+
+#: Expert parallelism: in JSON/CSV always, in a table when some row has ep > 1.
+EP_COLUMN = Column("ep", "EP", in_table=_any_above_one("ep"))
+
+#: The layout columns, leading with the group sizes (TP, CP, PP, DP, EP).
 LAYOUT_COLUMNS = [
-    Column("tp", "TP"), Column("cp", "CP"), Column("pp", "PP"), Column("dp", "DP"),
+    Column("tp", "TP"), Column("cp", "CP"), Column("pp", "PP"), Column("dp", "DP"), EP_COLUMN,
     Column("kv_shard_mode", "kv_shard"), Column("ffn_shard_scope", "ffn_scope"),
     Column("tp_placement", "tp_pl", display=_if_group("tp_placement", "tp")),
     Column("cp_placement", "cp_pl", display=_if_group("cp_placement", "cp")),
@@ -147,7 +159,8 @@ def render_rows(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column], fm
     if fmt == "table":
         from ..studies.report import table
 
-        shown = [c for c in columns if c.in_table]
+        shown = [c for c in columns
+                 if (c.in_table(rows) if callable(c.in_table) else c.in_table)]
         cells = [{c.key: c.display(r) if c.display is not None else r.get(c.key) for c in shown}
                  for r in rows]
         return table(cells, [(c.key, c.header) for c in shown]) + "\n"

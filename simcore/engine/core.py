@@ -717,7 +717,7 @@ def prepare(
     if hardware is None:
         hardware = fam.hardware
     knobs = hardware_grid(hardware)
-    sp = _get_space(space, workload.mode, gpus)
+    sp = _get_space(space, workload.mode, gpus, model.n_experts)
     eff = _default_efficiency() if efficiency is None else efficiency
     layouts, canonical = _space_table(sp)
     coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
@@ -737,25 +737,27 @@ def _packed_efficiency(eff: Efficiency, train: bool) -> schema.EfficiencyParams:
 
 
 @functools.lru_cache(maxsize=64)
-def _space_of(items: Any, named: Any, mode: str, gpus: int | None = None) -> Space:
+def _space_of(items: Any, named: Any, mode: str, gpus: int | None = None,
+              experts: int = 1) -> Space:
     if items is None:
-        return get_space(named, mode, gpus)
+        return get_space(named, mode, gpus, experts)
     return get_space({k: tuple(v for _, v in vals) for k, vals in items}, mode)
 
 
-def _get_space(space: Any, mode: str, gpus: int | None = None) -> Space:
-    """:func:`~simcore.engine.space.get_space`, cached per (space, mode, gpus): a mapping by its items
-    with each value's type (so ``4`` and ``4.0`` stay apart); anything unhashable, or a
-    mapping whose values are not sequences, goes to ``get_space`` as it is."""
+def _get_space(space: Any, mode: str, gpus: int | None = None, experts: int = 1) -> Space:
+    """:func:`~simcore.engine.space.get_space`, cached per (space, mode, gpus, experts): a
+    mapping by its items with each value's type (so ``4`` and ``4.0`` stay apart); anything
+    unhashable, or a mapping whose values are not sequences, goes to ``get_space`` as it
+    is."""
     if isinstance(space, Space):
         return space
     try:
         if isinstance(space, Mapping):
             items = tuple((k, tuple((type(v), v) for v in vals)) for k, vals in space.items())
             return _space_of(items, None, mode)
-        return _space_of(None, space, mode, gpus)
+        return _space_of(None, space, mode, gpus, experts)
     except TypeError:
-        return get_space(space, mode, gpus)
+        return get_space(space, mode, gpus, experts)
 
 
 def _counts(sizes: np.ndarray, most: int = 12) -> str:

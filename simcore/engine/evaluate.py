@@ -246,7 +246,7 @@ def _check_sweep_memory(p: Prepared, dims: Mapping[str, Sequence[int]], *, fused
     sweep = " x ".join(f"{len(v):,} {d}" for d, v in dims.items())
     fewer = (f"sweep fewer batch / s_kv values ({sweep} = {n:,} points; e.g. one call per "
              "s_kv value)")
-    if p.space.size > get_space("reduced", p.workload.mode).size:
+    if p.space.size > get_space("reduced", p.workload.mode, p.gpus, p.model.n_experts).size:
         fewer += " or the reduced space"
     if not fused and in_memory:
         what = (f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts"

@@ -23,6 +23,12 @@ __all__ = [
     "PARALLEL_DIMS",
     "CHOICES",
     "Space",
+    "NamedSpace",
+    "SPACE_NAMES",
+    "MAX_EP",
+    "expert_sizes",
+    "ep_choices",
+    "check_ep",
     "reduced_space",
     "full_space",
     "get_space",
@@ -174,9 +180,126 @@ def budget_sizes(default: Sequence[int], gpus: int, cap: int | None = None) -> t
     return tuple(sorted(sizes))
 
 
-def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str = "decode",
-              gpus: int | None = None) -> Space:
-    """Resolve ``"reduced"``, ``"full"``, a :class:`Space` or a mapping of overrides.
+#: The named layout spaces (:func:`reduced_space`, :func:`full_space`).
+SPACE_NAMES: tuple[str, ...] = ("reduced", "full")
+
+#: The largest expert-parallel degree a named space offers an MoE model without a device
+#: budget (with one, up to the budget).
+MAX_EP = 64
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def expert_sizes(experts: int, gpus: int | None = None) -> tuple[int, ...]:
+    """The ``ep`` values a named space offers a model with ``experts`` routed experts:
+    ``(1,)`` for a dense model (``experts`` 1); else every divisor of ``experts`` up to the
+    budget ``gpus`` (:data:`MAX_EP` without one) that is a power of two or divides
+    ``gpus`` (the devices TP x DP can hold: ``ep`` must divide them).
+
+    Examples
+    --------
+    >>> expert_sizes(256, 16), expert_sizes(8, 16), expert_sizes(1, 16)
+    ((1, 2, 4, 8, 16), (1, 2, 4, 8), (1,))
+    >>> expert_sizes(60, 24)
+    (1, 2, 3, 4, 6, 12)
+    >>> expert_sizes(128)
+    (1, 2, 4, 8, 16, 32, 64)
+    """
+    experts = int(experts)
+    if experts <= 1:
+        return (1,)
+    top = min(experts, MAX_EP if gpus is None else int(gpus))
+    return tuple(d for d in range(1, top + 1) if experts % d == 0
+                 and (_power_of_two(d) or (gpus is not None and gpus % d == 0)))
+
+
+def ep_choices(space: Space, experts: int, mode: str = "decode",
+               gpus: int | None = None) -> tuple[int, ...]:
+    """Every ``ep`` a layout of ``space`` can take for a model with ``experts`` routed
+    experts (the values :class:`NamedSpace` pins may name): 1, and each divisor of
+    ``experts`` that divides some TP x DP of the space (TP x CP x DP in training: the
+    devices the experts split over) and is at most the budget ``gpus``.
+
+    Examples
+    --------
+    >>> ep_choices(get_space("reduced", gpus=16), 256, gpus=16)
+    (1, 2, 4, 8, 16)
+    >>> ep_choices(get_space("reduced", gpus=16), 1, gpus=16)
+    (1,)
+    """
+    d = space.dict
+    cps = d["cp"] if mode == "train" else (1,)
+    devices = {t * c * p for t in d["tp"] for c in cps for p in d["dp"]}
+    experts = int(experts)
+    if experts <= 1:
+        return (1,)
+    return tuple(v for v in range(1, experts + 1) if experts % v == 0
+                 and (gpus is None or v <= gpus) and any(n % v == 0 for n in devices))
+
+
+@dataclass(frozen=True)
+class NamedSpace:
+    """A named space (``"reduced"`` or ``"full"``) with its ``ep`` values pinned: resolved
+    as the name is (widened to the budget and the model, :func:`get_space`), then ``ep``
+    replaced. ``ep`` None keeps the name's own choices (:func:`expert_sizes`); ``"all"``
+    takes every value the model can (:func:`ep_choices`). An ``ep`` the model cannot take
+    (a dense model, a value dividing no layout's devices or not the experts) is a
+    :class:`~simcore.errors.SimcoreInputError` naming the values it can.
+
+    Examples
+    --------
+    >>> get_space(NamedSpace("reduced", ep=(8,)), gpus=16, experts=256).dict["ep"]
+    (8,)
+    >>> get_space(NamedSpace("reduced", ep="all"), gpus=24, experts=256).dict["ep"]
+    (1, 2, 4, 8, 16)
+    """
+
+    name: str = "reduced"
+    ep: tuple[int, ...] | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in SPACE_NAMES:
+            raise ValueError(f"NamedSpace.name must be one of {list(SPACE_NAMES)}, "
+                             f"got {self.name!r}")
+        if isinstance(self.ep, str):
+            if self.ep != "all":
+                raise ValueError(f"NamedSpace.ep must be positive integers or 'all', got "
+                                 f"{self.ep!r}")
+        elif self.ep is not None:
+            ep = tuple(self.ep)
+            if not ep or any(isinstance(v, bool) or not isinstance(v, numbers.Integral)
+                             or v < 1 for v in ep):
+                raise ValueError(f"NamedSpace.ep must be positive integers, got {self.ep!r}")
+            object.__setattr__(self, "ep", tuple(sorted({int(v) for v in ep})))
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def check_ep(values: Sequence[int], space: Space, experts: int, mode: str = "decode",
+             gpus: int | None = None) -> None:
+    """Refuse ``ep`` values a model with ``experts`` routed experts cannot take in
+    ``space`` (:func:`ep_choices`): a :class:`~simcore.errors.SimcoreInputError` naming
+    the ones it can."""
+    bad = [v for v in values if v > 1]
+    if bad and int(experts) <= 1:
+        raise SimcoreInputError(f"ep={','.join(map(str, bad))}: the model is dense (no "
+                                "experts); ep applies to mixture-of-experts models")
+    ok = ep_choices(space, experts, mode, gpus)
+    bad = [v for v in values if v not in ok]
+    if bad:
+        within = "" if gpus is None else f" within {gpus} devices"
+        raise SimcoreInputError(
+            f"ep={','.join(map(str, bad))}: ep must divide the {int(experts)} experts and the "
+            f"devices of a layout{within}; pass one of {', '.join(map(str, ok))}")
+
+
+def get_space(space: str | Space | NamedSpace | Mapping[str, Sequence[Any]] | None,
+              mode: str = "decode", gpus: int | None = None, experts: int = 1) -> Space:
+    """Resolve ``"reduced"``, ``"full"``, a :class:`NamedSpace`, a :class:`Space` or a
+    mapping of overrides.
 
     For the reduced space the ring variant follows the mode: ``"kv"`` for prefill and
     training, ``"qoml"`` for decode (DESIGN.md). With a device budget ``gpus`` the two
@@ -185,22 +308,37 @@ def get_space(space: str | Space | Mapping[str, Sequence[Any]] | None, mode: str
     without it a question such as "the fastest layout of 64 GPUs" could never be answered
     with DP 64, nor one of 6 GPUs with TP2 x DP3. The widened grids are not nested: a
     budget of 24 offers DP 3, 6, 12 and 24, one of 32 does not, so a larger budget is not
-    a superset of a smaller one's layouts. A :class:`Space` or a mapping is used as given.
+    a superset of a smaller one's layouts. For a mixture-of-experts model (``experts`` >
+    1 routed experts) the named spaces search expert parallelism over
+    :func:`expert_sizes` (a dense model keeps ``ep`` 1); a :class:`NamedSpace` pins it.
+    A :class:`Space` or a mapping is used as given.
     """
-    if space is None or space == "reduced" or space == "full":
+    pinned = space if isinstance(space, NamedSpace) else None
+    if pinned is not None:
+        space = pinned.name
+    if space is None or space in SPACE_NAMES:
         s = full_space() if space == "full" else reduced_space().with_(
             cp_ring_variant=("qoml",) if mode == "decode" else ("kv",))
+        d = s.dict
         if gpus is not None:
-            d = s.dict
             d["dp"] = budget_sizes(d["dp"], gpus)
             d["pp"] = budget_sizes(d["pp"], gpus, cap=MAX_BUDGET_PP)
-            return Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name=s.name)
+        d["ep"] = expert_sizes(experts, gpus)
+        s = Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name=s.name)
+        if pinned is not None and pinned.ep is not None:
+            if isinstance(pinned.ep, str):  # "all"
+                d["ep"] = ep_choices(s, experts, mode, gpus)
+            else:
+                check_ep(pinned.ep, s, experts, mode, gpus)
+                d["ep"] = tuple(pinned.ep)
+            s = Space(tuple((k, d[k]) for k in PARALLEL_DIMS), name=s.name)
         return s
     if isinstance(space, Space):
         return space
     if isinstance(space, Mapping):
         return full_space().with_(**space)
-    raise ValueError(f"space must be 'reduced', 'full', a Space or a mapping; got {space!r}")
+    raise ValueError(f"space must be 'reduced', 'full', a NamedSpace, a Space or a mapping; "
+                     f"got {space!r}")
 
 
 def layout_table(space: Space) -> np.ndarray:

@@ -39,7 +39,10 @@ def _plt():
 
 
 def layout_label(layout: dict[str, Any]) -> str:
-    s = f"TP{layout['tp']}·CP{layout['cp']}·PP{layout['pp']}·DP{layout['dp']} {layout['kv_shard_mode']}"
+    s = f"TP{layout['tp']}·CP{layout['cp']}·PP{layout['pp']}·DP{layout['dp']}"
+    if (layout.get("ep") or 1) > 1:
+        s += f"·EP{layout['ep']}"
+    s += f" {layout['kv_shard_mode']}"
     if layout.get("cp", 1) > 1:
         s += f" {layout['cp_ring_variant']}/{layout['ffn_shard_scope']}"
     return s
