@@ -220,3 +220,15 @@ def test_validate__prints_the_blackwell_block(capsys):
     line = next(x for x in err.splitlines() if x.startswith("Blackwell, never fitted: "))
     assert "points, mean |error|" in line and "per kind: train" in line
     assert "not covered (no pinned setting simcore can express; never guessed):" in err
+
+
+def test_usd_per_million_tokens__from_the_cited_price_and_power():
+    from simcore.hardware.costmodel import usd_per_million_tokens
+
+    hours, kwh = 4 * 8760, 0.10
+    usd = usd_per_million_tokens(2000.0, "B200", hours=hours, usd_per_kwh=kwh)
+    assert usd == pytest.approx((35000.0 / hours + 1.0 * kwh) / (2000.0 * 3600) * 1e6)
+    with pytest.raises(SpecError, match="GB300-NVL72 has no cited price and power per GPU"):
+        usd_per_million_tokens(2000.0, "GB300-NVL72", hours=hours, usd_per_kwh=kwh)
+    with pytest.raises(ValueError, match="hours must be a positive number"):
+        usd_per_million_tokens(2000.0, "B200", hours=0, usd_per_kwh=kwh)

@@ -104,6 +104,7 @@ __all__ = [
     "load_cost_model",
     "get_cost_model",
     "add_costs",
+    "usd_per_million_tokens",
 ]
 
 #: knob -> (the unit its price is quoted in, multiplier from the knob's own unit).
@@ -455,3 +456,38 @@ def add_costs(ds: Any, cost_model: CostModel | None = None, *, n_devices: str = 
                            **({"cost_model": m.name} if name != "tokens_per_s_per_gpu" else {})}
     out.attrs["cost_model"] = m.name
     return out
+
+
+def usd_per_million_tokens(tokens_per_s_per_gpu: float, family: Any, *, hours: float,
+                           usd_per_kwh: float) -> float:
+    """What a million tokens cost on ``family``'s GPUs at ``tokens_per_s_per_gpu``: the
+    family's cited price per GPU (``HardwareFamily.price_usd``, an indication) spread over
+    ``hours`` of service, plus its data-sheet maximum power (``power_w``) at ``usd_per_kwh``.
+    ``hours`` and ``usd_per_kwh`` are the caller's assumptions (no default: a service life
+    and an electricity price are not properties of the hardware); host, network, facility
+    and cooling are not counted. A family without a cited price or power is refused in one
+    line naming the families that have both.
+
+    Examples
+    --------
+    >>> from simcore.hardware.families import get_family
+    >>> round(usd_per_million_tokens(1000.0, get_family("H200"), hours=4 * 8760,
+    ...                              usd_per_kwh=0.10), 4)
+    0.2731
+    """
+    from ..errors import SpecError
+    from .families import HARDWARE_FAMILIES, get_family
+
+    fam = get_family(family)
+    if fam.price_usd is None or fam.power_w is None:
+        have = [n for n, f in HARDWARE_FAMILIES.items() if f.price_usd and f.power_w]
+        raise SpecError(f"{fam.name} has no cited price and power per GPU (simcore families "
+                        f"--provenance {fam.name}); pass one of {', '.join(have)}")
+    for name, v in (("tokens_per_s_per_gpu", tokens_per_s_per_gpu), ("hours", hours),
+                    ("usd_per_kwh", usd_per_kwh)):
+        if not (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                and v > 0):
+            raise SimcoreInputError(f"usd_per_million_tokens: {name} must be a positive "
+                                    f"number, got {v!r}")
+    usd_per_hour = fam.price_usd / hours + fam.power_w / 1000.0 * usd_per_kwh
+    return usd_per_hour / (tokens_per_s_per_gpu * 3600.0) * 1e6
