@@ -192,3 +192,93 @@ def test_app__compare_with_a_pinned_ep_and_its_refusals():
         L.run_compare(get_model(DENSE), designs=["H100-SXM", "H200"], values="4096", ep="2")
     with pytest.raises(SimcoreInputError, match="pass one of 1, 2, 4, 8"):
         L.run_compare(m, designs=["H100-SXM", "H200"], values="4096", ep="16")
+
+
+# -- the catalogue's MoE models (issue 33 item 4) ------------------------------------------
+
+#: id -> (card total, card active) in billions, as index.json cites them
+MOE_CARDS = {
+    "deepseek-ai/DeepSeek-V3": (671.0, 37.0), "deepseek-ai/DeepSeek-R1": (671.0, 37.0),
+    "Qwen/Qwen3-235B-A22B": (235.0, 22.0), "Qwen/Qwen3-30B-A3B": (30.5, 3.3),
+    "openai/gpt-oss-120b": (116.83, None), "openai/gpt-oss-20b": (20.91, None),
+    "mistralai/Mixtral-8x7B-v0.1": (46.7, 12.9), "mistralai/Mixtral-8x22B-v0.1": (141.0, 39.0),
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct": (109.0, 17.0),
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": (400.0, 17.0),
+}
+
+
+@pytest.mark.parametrize("model_id", sorted(MOE_CARDS))
+def test_catalogue__moe_models_load_within_2pct_of_their_cards(model_id):
+    m = get_model(model_id)
+    total, active = MOE_CARDS[model_id]
+    assert m.name == model_id and m.n_experts > 1
+    assert m.n_params / 1e9 == pytest.approx(total, rel=0.02)
+    if active is not None:
+        assert m.n_active_params / 1e9 == pytest.approx(active, rel=0.02)
+
+
+def test_catalogue__deepseek_r1_is_deepseek_v3s_architecture():
+    import dataclasses
+
+    r1, v3 = get_model("deepseek-ai/DeepSeek-R1"), get_model("deepseek-ai/DeepSeek-V3")
+    assert dataclasses.replace(r1, name=v3.name) == v3
+    assert r1.kv_bytes_per_token == 61 * (512 + 64) * 2  # MLA: the latent
+
+
+def test_catalogue__llama4_interleaved_moe_shared_expert_and_chunked_attention():
+    scout = get_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    mav = get_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    for m, experts, dense in ((scout, 16, 0), (mav, 128, 24)):
+        assert (m.n_experts, m.top_k, m.n_shared_experts) == (experts, 1, 1)
+        assert (m.n_dense_layers, m.n_moe_layers) == (dense, 48 - dense)
+        assert (m.moe_d_ff, m.d_ff) == (8192, 16384)
+        assert (m.sliding_window, m.n_local_layers) == (8192, 36)  # 3 of 4 layers chunked
+        assert not m.tied_embeddings
+
+
+def test_catalogue__qwen3_235b_moe_shape():
+    m = get_model("Qwen/Qwen3-235B-A22B")
+    assert (m.n_layers, m.n_experts, m.top_k, m.moe_d_ff, m.n_kv_heads) == (94, 128, 8, 1536, 4)
+    assert m.n_dense_layers == 0 and m.n_shared_experts == 0
+
+
+# -- the reader's Llama 4 rules -------------------------------------------------------------
+
+def _llama4(**text):
+    base = {"model_type": "llama4_text", "num_hidden_layers": 8, "hidden_size": 64,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "intermediate_size": 32, "intermediate_size_mlp": 128, "vocab_size": 100,
+            "num_local_experts": 4, "num_experts_per_tok": 1, "attention_chunk_size": 16}
+    return {"model_type": "llama4", "text_config": {**base, **text}}
+
+
+def test_hf__llama4_interleave_step_and_moe_layers():
+    from simcore.model.transformer import Model
+
+    assert Model.from_hf_dict(_llama4(interleave_moe_layer_step=2)).n_moe_layers == 4
+    assert Model.from_hf_dict(_llama4(interleave_moe_layer_step=4)).n_moe_layers == 2
+    assert Model.from_hf_dict(_llama4()).n_moe_layers == 8  # step 1 by default
+    m = Model.from_hf_dict(_llama4(interleave_moe_layer_step=2, moe_layers=[0, 7, 9]))
+    assert m.n_moe_layers == 2  # the explicit list wins; indices past the depth ignored
+    assert Model.from_hf_dict(_llama4(moe_layers=[])).n_experts == 1  # no MoE layer: dense
+    dense = Model.from_hf_dict(_llama4(interleave_moe_layer_step=2))
+    assert (dense.d_ff, dense.moe_d_ff, dense.n_shared_experts) == (128, 32, 1)
+
+
+def test_hf__llama4_chunked_layers_from_no_rope_layers_or_layer_types():
+    from simcore.model.specs import SpecError
+    from simcore.model.transformer import Model
+
+    m = Model.from_hf_dict(_llama4())
+    assert (m.sliding_window, m.n_local_layers) == (16, 6)  # interval 4: layers 3, 7 global
+    m = Model.from_hf_dict(_llama4(no_rope_layers=[1, 0] * 4))
+    assert m.n_local_layers == 4
+    m = Model.from_hf_dict(_llama4(no_rope_layer_interval=2))
+    assert m.n_local_layers == 4
+    types = ["chunked_attention"] * 5 + ["full_attention"] * 3
+    assert Model.from_hf_dict(_llama4(layer_types=types)).n_local_layers == 5
+    assert Model.from_hf_dict(_llama4(attention_chunk_size=None)).n_local_layers == 0
+    with pytest.raises(SpecError, match="no_rope_layers"):
+        Model.from_hf_dict(_llama4(no_rope_layers=[1, 0]))
+    with pytest.raises(SpecError, match="layer_types"):
+        Model.from_hf_dict(_llama4(layer_types=["sliding_attention"] * 8))

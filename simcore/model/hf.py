@@ -2,7 +2,7 @@
 transformer.Model` keyword arguments (see :meth:`Model.from_hf_dict
 <simcore.model.transformer.Model.from_hf_dict>`).
 
-It reads the decoder-only families the catalogue ships (Llama, Mistral, Mixtral, Qwen,
+It reads the decoder-only families the catalogue ships (Llama, Llama 4, Mistral, Mixtral, Qwen,
 DeepSeek, Gemma, Phi, GPT-OSS, Falcon, GPT-2) and refuses what simcore does not model
 (encoder-decoder configs such as T5 or BART) with one line saying what to pass instead.
 Every bad field raises :class:`~simcore.errors.SpecError` naming it.
@@ -37,7 +37,14 @@ _UNGATED_TYPES = frozenset({"gpt2", "gpt_neox", "opt", "gptj", "bloom", "falcon"
 _TIED_BY_DEFAULT = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "gpt2", "gpt_bigcode",
                               "falcon"})
 _UNTIED_BY_DEFAULT = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                                "qwen3_moe", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss"})
+                                "qwen3_moe", "phi3", "deepseek_v2", "deepseek_v3", "gpt_oss",
+                                "llama4", "llama4_text"})
+#: Llama 4 (``text_config`` of ``llama4``): MoE layers every ``interleave_moe_layer_step``-th
+#: layer, each with one shared expert; chunked attention on the RoPE layers.
+_LLAMA4_TYPES = frozenset({"llama4", "llama4_text"})
+#: transformers' ``Llama4TextConfig.no_rope_layer_interval`` default: every 4th layer is a
+#: global NoPE layer, the others RoPE layers with chunked attention.
+_LLAMA4_NOPE_INTERVAL = 4
 #: ``vocab_size`` when a config omits it (transformers' Gemma3TextConfig default).
 _VOCAB_DEFAULTS = {"gemma3_text": 262_208, "gemma3": 262_208}
 #: Keys naming the context length a model was trained for, and its value when a config
@@ -188,8 +195,10 @@ def hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
     else:
         kw["head_dim"] = r.integer("head_dim", default=0)
 
-    # FFN and biases
-    d_ff = r.integer("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=4 * d)
+    # FFN and biases (Llama 4: intermediate_size_mlp is the dense layers' FFN,
+    # intermediate_size an expert's)
+    d_ff = r.integer(*(("intermediate_size_mlp",) if mt in _LLAMA4_TYPES else ()),
+                     "intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=4 * d)
     gated = mt not in _UNGATED_TYPES
     act = r.text("hidden_act", "activation_function")
     if "gelu" in act and mt in ("", "gpt2"):
@@ -222,7 +231,9 @@ def hf_model_kwargs(cfg: Any, source: str) -> dict[str, Any]:
         kw["top_k"] = r.integer("num_experts_per_tok", "experts_per_token", "moe_top_k", default=1)
         kw["moe_d_ff"] = r.integer("moe_intermediate_size", default=0)
         kw["n_dense_layers"] = n_layers - moe_layers
-        if mt in ("qwen2_moe", "qwen3_moe"):
+        if mt in _LLAMA4_TYPES:  # Llama4TextMoe: routed experts plus one shared expert
+            kw.update(moe_d_ff=r.integer("intermediate_size"), n_shared_experts=1)
+        elif mt in ("qwen2_moe", "qwen3_moe"):
             shared = r.integer("shared_expert_intermediate_size", default=0)
             if shared:
                 kw.update(n_shared_experts=1, shared_d_ff=shared, shared_expert_gate=True)
@@ -264,6 +275,12 @@ def _refuse_encoder_decoder(cfg: dict[str, Any], mt: str, source: str) -> None:
 
 def _moe_layer_count(r: _HFReader, mt: str, n_layers: int) -> int:
     """Layers with routed experts, as each family's modelling code decides."""
+    if mt in _LLAMA4_TYPES or r.has("interleave_moe_layer_step"):
+        # transformers' Llama4TextConfig: moe_layers, else every step-th layer from step-1
+        if r.has("moe_layers"):
+            return len({i for i in r.int_list("moe_layers") if i < n_layers})
+        step = r.integer("interleave_moe_layer_step", default=1)
+        return len(range(step - 1, n_layers, step)) if step else 0
     if r.has("first_k_dense_replace") or mt.startswith("deepseek"):
         first = r.integer("first_k_dense_replace", default=0)
         freq = r.integer("moe_layer_freq", default=1) or 1
@@ -278,13 +295,25 @@ def _moe_layer_count(r: _HFReader, mt: str, n_layers: int) -> int:
 def _hf_local_attention(r: _HFReader, mt: str, n_layers: int) -> dict[str, int]:
     """``sliding_window`` and ``n_local_layers`` from the config's layer pattern."""
     types = r.str_list("layer_types", n_layers)
+    chunked = mt in _LLAMA4_TYPES and r.has("attention_chunk_size")
     if types is not None:
-        unknown = sorted(set(types) - {"sliding_attention", "full_attention"})
+        local = "chunked_attention" if chunked else "sliding_attention"
+        unknown = sorted(set(types) - {local, "full_attention"})
         if unknown:
-            raise r.fail("layer_types", f"has {unknown}: only sliding_attention and "
-                                        "full_attention layers are modelled")
-        n_local = types.count("sliding_attention")
-        window = r.integer("sliding_window", default=0) if n_local else 0
+            raise r.fail("layer_types", f"has {unknown}: only {local} and full_attention "
+                                        "layers are modelled")
+        n_local = types.count(local)
+        key = "attention_chunk_size" if chunked else "sliding_window"
+        window = r.integer(key, default=0) if n_local else 0
+    elif chunked:  # Llama 4: the RoPE layers (no_rope_layers[i] == 1) attend in chunks
+        rope = r.int_list("no_rope_layers")
+        if rope and len(rope) != n_layers:
+            raise r.fail("no_rope_layers", f"lists {len(rope)} layers but num_hidden_layers "
+                                           f"is {n_layers}")
+        interval = r.integer("no_rope_layer_interval", default=_LLAMA4_NOPE_INTERVAL) or 1
+        n_local = (sum(1 for x in rope if x) if rope
+                   else sum(1 for i in range(n_layers) if (i + 1) % interval != 0))
+        window = r.integer("attention_chunk_size")
     elif mt == "gemma2":  # even-indexed layers are local
         window, n_local = r.integer("sliding_window", default=4096), (n_layers + 1) // 2
     elif mt in ("gemma3_text", "gemma3"):  # every pattern-th layer is global
