@@ -38,7 +38,10 @@ def main() -> int:
                      ["explore", *small, "--s-kv", "4096", "--depth", "two_stage",
                       "--no-progress"],
                      ["serving", *small, "--family", "H100-SXM", "--gpus", "8", "--isl", "1000",
-                      "--osl", "200"]):
+                      "--osl", "200"],
+                     ["serving", *small, "--family", "H100-SXM", "--gpus", "8", "--isl", "500",
+                      "--osl", "50", "--rate", "2", "--duration-s", "20", "--max-ttft-ms",
+                      "2000", "--max-tpot-ms", "50"]):
             cli(argv)
     predict("Llama 3.1 8B", Workload("decode", s_kv=8192), {"tp": 2}, family="H100-SXM")
     kernels = {k for names in engine.FIRST_CALL_KERNELS.values() for k in names}

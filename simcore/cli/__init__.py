@@ -159,7 +159,9 @@ def _main(argv: list[str]) -> int:
         if args.command in _COMPUTING:
             from ..engine.core import FIRST_CALL_KERNELS, notice_before_compiling
 
-            first = FIRST_CALL_KERNELS.get(args.command) or FIRST_CALL_KERNELS[
+            at_rate = getattr(args, "rate", None) is not None or getattr(args, "trace", None)
+            key = "serving_rate" if args.command == "serving" and at_rate else args.command
+            first = FIRST_CALL_KERNELS.get(key) or FIRST_CALL_KERNELS[
                 "train" if getattr(args, "mode", "") == "train" else "inference"]
             seconds = _COMPUTING[args.command]
             notice_before_compiling(first, lambda: print(

@@ -80,6 +80,10 @@ FIRST_CALL_KERNELS: dict[str, tuple[str, ...]] = {
     "compare": ("inference._layout_coeffs", "inference.fused_best"),
     "serving": ("inference._layout_coeffs", "inference.evaluate_grid",
                 "pareto.pareto_mask_sorted"),
+    # serving at a request rate (--rate / --trace): the request simulator, no Pareto mask
+    "serving_rate": ("inference._layout_coeffs", "inference.evaluate_grid",
+                     "requests.decode_part_ns", "requests.prefill_part_ns",
+                     "requests.simulate_round_robin", "requests.kv_transfer_done"),
     "tune": ("training._layout_coeffs", "inference.evaluate_grid"),
 }
 
