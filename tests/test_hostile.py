@@ -201,7 +201,8 @@ BAD_ARGV: list[tuple[list[str], str]] = [
     (["rank"], ""),
     (["rank", "--bogus"], ""),
     # serving: bad --dtype
-    (["serving", "--gpus", "8", "--dtype", "fp4"], "--dtype"),
+    (["serving", "--gpus", "8", "--dtype", "fp6"], "--dtype"),
+    (["serving", "--gpus", "8", "--dtype", "fp4"], "dtype 'fp4'"),  # H200: no FP4 rate
     (["serving", "--gpus", "8", "--family", "A100-80G", "--dtype", "fp8"], "dtype 'fp8'"),
     # the command itself
     (["nope"], ""),
@@ -875,8 +876,11 @@ BAD_CALLS: dict[str, tuple[object, type[BaseException], str]] = {
         SimcoreInputError, "batch=6"),
     "evaluate_best batch=[]": (lambda: evaluate_best("Llama 3.1 8B", WL, space=TINY, batch=[]),
                                SimcoreInputError, "batch"),
-    "plan dtype=fp4": (lambda: plan("Llama 3.1 8B", family="H100-SXM", gpus=2, isl=128,
-                                    osl=16, dtype="fp4"), ValueError, "dtype must be one of"),
+    "plan dtype=fp6": (lambda: plan("Llama 3.1 8B", family="H100-SXM", gpus=2, isl=128,
+                                    osl=16, dtype="fp6"), ValueError, "dtype must be one of"),
+    "plan dtype=fp4 on H100": (lambda: plan("Llama 3.1 8B", family="H100-SXM", gpus=2,
+                                            isl=128, osl=16, dtype="fp4"),
+                               ValueError, "H100-SXM has none"),
     "plan dtype=fp8 on A100": (lambda: plan("Llama 3.1 8B", family="A100-80G", gpus=2,
                                             isl=128, osl=16, dtype="fp8"),
                                ValueError, "A100-80G has none"),
