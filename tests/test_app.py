@@ -152,7 +152,7 @@ def test_run_compare__table_speedups_and_plot():
 @pytest.mark.parametrize("designs, match", [
     ([], "select two or more designs to compare .*got 0$"),
     (["H200"], "select two or more designs .*got 1: H200"),
-    (["H200", "B300"], "unknown hardware family 'B300'"),
+    (["H200", "X300"], "unknown hardware family 'X300'"),
 ])
 def test_run_compare__bad_designs_are_one_line(designs, match):
     with pytest.raises(SimcoreInputError, match=match):
