@@ -394,6 +394,9 @@ def straddling_layouts(table: np.ndarray, pes_per_cube: int, pes_per_sip: int) -
     t = np.asarray(table, dtype=np.int64).reshape(-1, len(PARALLEL_DIMS))
     col = {d: t[:, i] for i, d in enumerate(PARALLEL_DIMS)}
     sizes = np.stack([col["tp"], col["cp"], col["pp"], col["dp"]], axis=1)  # order codes
+    tiers = np.array([pes_per_cube, pes_per_sip], dtype=np.int64)
+    if not (np.bitwise_and(sizes, sizes - 1).any() or np.bitwise_and(tiers, tiers - 1).any()):
+        return np.zeros(len(t), dtype=bool)  # powers of two tile powers of two exactly
     orders = np.asarray(PLACEMENT_ORDERS, dtype=np.int64)[col["tp_placement"]
                                                            + 2 * col["cp_placement"]]
     inner = np.take_along_axis(sizes, orders, axis=1)
