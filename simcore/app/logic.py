@@ -177,10 +177,12 @@ def _space(model: Any, ep: str | int | None) -> Any:
     """The page's layout space: the reduced space, with ``ep`` (``auto`` / None: its own
     choices, ``all``, or one value) pinned; an ``ep`` on a dense model is refused."""
     from ..engine.space import NamedSpace
+    from ..model.presets import load_model
 
     if ep is None or str(ep) == "auto":
         return "reduced"
     ep = str(ep).strip()
+    model = load_model(model)  # a name, a catalogue id or a config.json path
     if model.n_experts <= 1 and ep != "1":
         raise SimcoreInputError(f"EP {ep}: model {model.name} is dense (no experts); expert "
                                 "parallelism applies to mixture-of-experts models")
@@ -254,8 +256,10 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
     the CLI's defaults: ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None
     is one node of a GPU family (the whole system for SiP), ``ep`` None (``auto``) the
     reduced space's expert-parallel degrees (:func:`ep_options`)."""
+    from ..model.presets import load_model
     from ..studies.codesign import joint_explore
 
+    model = load_model(model)  # a name, a catalogue id or a config.json path
     graphs = _check_graphs(cuda_graphs, mode)
     budget = _budget(family, gpus)
     space = _space(model, ep)
