@@ -97,7 +97,8 @@ def test_models__filter_and_csv(capsys):
     code, out, _ = _run(["models", "qwen3", "--format", "csv"], capsys)
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert [r["name"] for r in rows] == ["Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B"]
+    assert [r["name"] for r in rows] == ["Qwen/Qwen3-32B", "Qwen/Qwen3-30B-A3B",
+                                        "Qwen/Qwen3-235B-A22B"]
 
 
 def test_models__filter_matching_nothing_is_an_empty_result(capsys):
