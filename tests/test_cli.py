@@ -183,7 +183,9 @@ def test_main__evaluate_gpus_budget_picks_a_layout_within_it(capsys):
     argv = ["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--mode", "train",
             "--s-kv", "8192", "--top", "5", "--format", "json"]
     assert main([*argv, "--gpus", "all"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["n_devices"] == 4096  # no budget
+    # no budget: CP8 x TP32 x PP8 (4096 devices before cross-node collectives paid NCCL's
+    # latencies, issue 32)
+    assert json.loads(capsys.readouterr().out)[0]["n_devices"] == 2048
     assert main([*argv, "--gpus", "8"]) == 0
     cap = capsys.readouterr()
     rows = json.loads(cap.out)

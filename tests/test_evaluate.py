@@ -317,7 +317,9 @@ def test_evaluate__masked_layouts_never_join_a_pareto_frontier():
 
 def test_evaluate__train_llama8b_h100_gpus8_picks_at_most_8_devices():
     before = best(evaluate("Llama 3.1 8B", TRAIN_8K, **H100)).squeeze()
-    assert int(before.n_devices) == 4096  # what it picked without a budget
+    # what it picked without a budget: CP8 x TP32 x PP8 (CP16 and 4096 devices before
+    # cross-node collectives paid NCCL's latencies, issue 32)
+    assert int(before.n_devices) == 2048
     after = best(evaluate("Llama 3.1 8B", TRAIN_8K, **H100, gpus=8)).squeeze()
     assert bool(after.any_fits) and int(after.n_devices) <= 8
     assert (int(after.best_tp), int(after.n_devices)) == (8, 8)

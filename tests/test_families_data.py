@@ -27,8 +27,10 @@ BLACKWELL = ["B200", "B300", "GB200-NVL72", "GB300-NVL72"]
 NAMES = CODE_NAMES + BLACKWELL
 #: sha256 of every code family's name, description, hardware and topology values (JSON,
 #: floats as their shortest round-trip repr, so bit-exact), computed from those code
-#: definitions
-DIGEST = "5d0d7c5c849448ea48013dfd9901b8496c38d461079e9fa152f3821dbc5e602a"
+#: definitions, then moved on purpose by issue 32 item 1: the GPU families' network
+#: latencies pinned to NCCL's tuning model (alpha_inter_ns 3000 -> 5000 ns) and two fields
+#: added (coll_base_scaleout_ns, alpha_intra_scaleout_ns: 6800 / 600 ns, SiP 0 / 500)
+DIGEST = "4af50bfa4e39bd0a3650d08e826c2d7d9c5614b22dba6baa3c69dcca6249da33"
 #: a few values per family, spelled as the code spelled them
 KEY_VALUES = {
     "SiP": dict(pe_hbm_gb=96.0, bw_hbm_gbs=4000.0, pes_per_cube=8, cubes_per_sip=4, n_sips=8,
@@ -39,7 +41,8 @@ KEY_VALUES = {
     "A100-40G": dict(pe_hbm_gb=42.9, bw_hbm_gbs=1555.0, pcie_gbs=32.0, n_sips=32),
     "H100-SXM": dict(pe_hbm_gb=85.9, bw_hbm_gbs=3350.0, peak_tflops_f16=989.0,
                      bw_intra_gbs=450.0, fp8_ratio=2.0, fa2_ratio=329.483 / 631.338,
-                     alpha_intra_ns=700.0, alpha_intersip_ns=5000.0, nvls=True),
+                     alpha_intra_ns=700.0, alpha_inter_ns=5000.0, alpha_intersip_ns=5000.0,
+                     coll_base_scaleout_ns=6800.0, alpha_intra_scaleout_ns=600.0, nvls=True),
     "H200": dict(pe_hbm_gb=150.8, bw_hbm_gbs=4800.0, bw_intersip_gbs=50.0, host_mem_gb=256.0,
                  mm_ratio=1.0, nvls=True),
     # the Blackwell families: the research file's chosen values (docs/sources/blackwell.md)

@@ -82,6 +82,8 @@ topologies = st.builds(
     alpha_intra_ns=st.floats(0, 1e4),
     alpha_inter_ns=st.floats(0, 1e4),
     alpha_intersip_ns=st.floats(0, 1e4),
+    coll_base_scaleout_ns=st.floats(0, 1e4),
+    alpha_intra_scaleout_ns=st.floats(0, 1e4),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     int8_ratio=st.sampled_from([1.0, 2.0, 4.0]),
     fp4_ratio=st.sampled_from([4.0, 14000.0 / 2250.0]),
@@ -250,6 +252,8 @@ train_topologies = st.builds(
     alpha_intra_ns=st.floats(0, 1e4),
     alpha_inter_ns=st.floats(0, 1e4),
     alpha_intersip_ns=st.floats(0, 1e4),
+    coll_base_scaleout_ns=st.floats(0, 1e4),
+    alpha_intra_scaleout_ns=st.floats(0, 1e4),
     nics_per_cube=st.integers(0, 16),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
@@ -351,24 +355,28 @@ def _check_training(model, workload, hw, topo, eff, lay):
 
 @given(st.floats(0, 1e10), st.integers(1, 256), st.sampled_from([1, 2, 4, 8, 16]),
        st.integers(1, 16), st.integers(1, 8), st.floats(0.1, 1e3), st.floats(0.1, 1e3),
-       st.floats(0, 1e4), st.floats(0, 1e4), st.booleans())
+       st.floats(0, 1e4), st.floats(0, 1e4), st.floats(0, 1e4), st.floats(0, 1e4),
+       st.booleans())
 def test_allreduce_hier__matches_reference(nbytes, g, stride, cube, cubes, bw0, bw1, a0, a1,
-                                           nvls):
+                                           base, hop, nvls):
+    topo = Topology(pes_per_cube=cube, cubes_per_sip=cubes, n_sips=4, alpha_intra_ns=a0,
+                    alpha_inter_ns=a1, alpha_intersip_ns=2 * a1, coll_base_scaleout_ns=base,
+                    alpha_intra_scaleout_ns=hop, nvls=nvls)
     acc = np.zeros(4)
-    kc.allreduce_hier(acc, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1,
-                      1.0 if nvls else 0.0)
+    kc.allreduce_hier(acc, nbytes, float(g), float(stride), schema.pack_topology(topo))
     links = [(bw0, a0), (bw1, a1), (bw1 / 2, 2 * a1)]
     got = acc[0] / bw0 + acc[1] / bw1 + acc[2] / (bw1 / 2) + acc[3]
-    want = kr.allreduce_hier_ns(nbytes, g, stride, cube, cube * cubes, links, nvls)
+    want = kr.allreduce_hier_ns(nbytes, g, stride, topo, links)
     assert got == pytest.approx(want, rel=REL, abs=1e-9)
-    # never slower than a flat ring at the slowest tier the group spans
+    # with no base latency and the cube's own hop, never slower than a flat ring at the
+    # slowest tier the group spans
     bw, alpha = links[kr.tier_of(g * stride, cube, cube * cubes)]
-    if bw0 >= bw and a0 <= alpha:
+    if bw0 >= bw and a0 <= alpha and base == 0.0 and hop <= a0:
         assert got <= kr.allreduce_ns(nbytes, g, bw, alpha) * (1 + 1e-9) + 1e-9
     # in-switch reduction never costs more than the ring
     ring = np.zeros(4)
-    kc.allreduce_hier(ring, nbytes, float(g), float(stride), cube, cube * cubes, a0, a1, 2 * a1,
-                      0.0)
+    kc.allreduce_hier(ring, nbytes, float(g), float(stride),
+                      schema.pack_topology(replace(topo, nvls=False)))
     assert got <= ring[0] / bw0 + ring[1] / bw1 + ring[2] / (bw1 / 2) + ring[3] + 1e-9
 
 

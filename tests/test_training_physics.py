@@ -596,8 +596,11 @@ def test_training_ep__alltoall_volume_is_tokens_topk_dmodel_bytes():
     two = _ep_row(m, replace(wl, batch=128), dp=16, ep=16)
     assert two["comm0_bytes"] == pytest.approx(4 * msg * 7 / 16, rel=1e-12)
     assert two["comm1_bytes"] == pytest.approx(4 * msg * 8 / 16, rel=1e-12)
+    # ... leaving the node, each all-to-all pays NCCL's base latency once, its NVLink
+    # latency per node peer and the network latency per peer on the other node
+    t = H100.topology
     assert two["comm_alpha_ns"] == pytest.approx(
-        4 * (7 * H100.topology.alpha_intra_ns + 8 * H100.topology.alpha_inter_ns))
+        4 * (t.coll_base_scaleout_ns + 7 * t.alpha_intra_scaleout_ns + 8 * t.alpha_inter_ns))
     # leading dense layers have no all-to-all: DeepSeek-V3's 58 MoE layers of 61
     ds = _ep_row(DEEPSEEK_V3, wl, dp=8, ep=8)
     ds_msg = 4096 * 8 * DEEPSEEK_V3.d_model * 2

@@ -395,7 +395,7 @@ def _print_rows(args: argparse.Namespace, r: Any, fmt_ns: Any) -> int:
           f"{len(r.all_scores)} fitting candidates")
     emit_rows(pareto_rows, _cost_columns(r), "table")
     baseline = fmt_ns(r.sensitivity[0].baseline_latency_ns) if r.sensitivity else "-"
-    print(f"\nSensitivity: latency when doubling each knob on the {r.metric}-best hardware "
-          f"(baseline {baseline})")
+    print(f"\nSensitivity: latency when doubling each knob (or halving the scale-out "
+          f"latency) on the {r.metric}-best hardware (baseline {baseline})")
     emit_rows(sens_rows, SENSITIVITY_COLUMNS, "table")
     return 0

@@ -80,6 +80,8 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
     "alpha_intra_ns": Range(0, 1e9, "ns", integer=False),
     "alpha_inter_ns": Range(0, 1e9, "ns", integer=False),
     "alpha_intersip_ns": Range(0, 1e9, "ns", integer=False),
+    "coll_base_scaleout_ns": Range(0, 1e9, "ns", integer=False),
+    "alpha_intra_scaleout_ns": Range(0, 1e9, "ns", integer=False),
     "nics_per_cube": Range(0, 1e6, "(scale-out NICs per cube; 0 = one per PE)"),
     "fp8_ratio": Range(0, 1e3, "(FP8 peak / 16-bit peak; 0 = no FP8)", integer=False),
     "int8_ratio": Range(0, 1e3, "(INT8 peak / 16-bit peak; 0 = no INT8)", integer=False),
@@ -96,6 +98,7 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
 TOPOLOGY_UNITS: dict[str, str] = {
     "pes_per_cube": "PEs", "cubes_per_sip": "cubes", "n_sips": "SiPs",
     "alpha_intra_ns": "ns", "alpha_inter_ns": "ns", "alpha_intersip_ns": "ns",
+    "coll_base_scaleout_ns": "ns", "alpha_intra_scaleout_ns": "ns",
     "nics_per_cube": "NICs", "fp8_ratio": "ratio", "int8_ratio": "ratio", "fp4_ratio": "ratio",
     "fa2_ratio": "ratio",
     "mm_ratio": "ratio", "pcie_gbs": "GB/s", "host_mem_gb": "GB", "nvls": "bool",
@@ -125,6 +128,15 @@ class Topology:
     alpha_intra_ns: float = 500.0
     alpha_inter_ns: float = 1000.0
     alpha_intersip_ns: float = 2500.0
+    #: a collective or send whose group crosses the cube pays, as NCCL's tuning model
+    #: prices one, a base latency once (``coll_base_scaleout_ns``; NCCL's Tree/LL base,
+    #: 6.8 us, in the GPU families), each of its steps inside a cube at
+    #: ``alpha_intra_scaleout_ns`` (NCCL's NVLink latency, 0.6 us) and each network step at
+    #: ``alpha_inter_ns`` / ``alpha_intersip_ns`` (NCCL's network latency, 5.0 us); here 0
+    #: and the cube's own step (no collective library assumed). A collective inside one
+    #: cube pays ``alpha_intra_ns`` per step and no base.
+    coll_base_scaleout_ns: float = 0.0
+    alpha_intra_scaleout_ns: float = 500.0
     #: scale-out NICs per cube (node); 0 = one per PE
     nics_per_cube: int = 0
     #: FP8 / INT8 / FP4 (NVFP4, MXFP4) dense matmul peak relative to the dense 16-bit peak

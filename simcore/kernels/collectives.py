@@ -3,6 +3,13 @@
 Bandwidths are GB/s (= bytes/ns); times are ns. A group of size ``g`` at stride ``s``
 spans ``g * s`` consecutive devices and runs at the bandwidth of the smallest tier
 holding that span: 0 = intra-cube, 1 = inter-cube (within a SiP), 2 = inter-SiP.
+
+Latency of a group that crosses the cube (tier 1 or 2): NCCL's tuning model
+(``NVIDIA/nccl src/graph/tuning.cc`` @ 5067397c, lines 414-417 for the tree all-reduce):
+a base latency once per operation (``Topology.coll_base_scaleout_ns``), each step inside a
+cube at ``alpha_intra_scaleout_ns`` (NCCL's NVLink latency) and each network step at the
+tier's alpha (NCCL's network latency); a tree phase over n cubes takes ``tree_depth(n)``
+network steps. Inside one cube a collective pays ``alpha_intra_ns`` per step and no base.
 """
 
 from __future__ import annotations
@@ -100,37 +107,52 @@ def phase_steps(g: float) -> float:
 
 
 @jit()
-def allreduce_hier(acc, nbytes, g, stride, pes_per_cube, pes_per_sip, a0, a1, a2, nvls):
+def tree_depth(n):
+    """Network steps of one tree phase over ``n`` cubes: floor(log2) of the cubes the
+    group touches (NCCL's ``log2i(nNodes)``; 2 and 3 cubes take one step, 4 take two)."""
+    cubes = math.ceil(n)
+    depth = 0.0
+    p = 2.0
+    while p <= cubes:
+        p *= 2.0
+        depth += 1.0
+    return depth
+
+
+@jit()
+def allreduce_hier(acc, nbytes, g, stride, topo):
     """All-reduce of ``nbytes`` over ``g`` ranks at ``stride``: effective wire bytes into
     ``acc[tier]`` and link latency into ``acc[3]``.
 
-    Inside one tier: ring bytes 2(g-1)/g, 2·phase_steps(g) link latencies; inside one
-    cube whose switch reduces (``nvls`` 1: NVLink SHARP) a message of at least
+    Inside one cube: ring bytes 2(g-1)/g, 2·phase_steps(g) latencies of ``alpha_intra_ns``
+    (the serving runtimes' own one-shot / two-shot all-reduce: fitted, not NCCL's); where
+    the switch reduces (``topo.nvls`` 1: NVLink SHARP) a message of at least
     ``NVLS_MIN_BYTES`` costs at most ``NVLS_FACTOR`` (the measured NVLS bandwidth), same
-    latencies. Across cubes
-    with k > 1 members per cube: intra-cube reduce-scatter and all-gather of N, and an
-    all-reduce of N/k over the g/k cube groups at the tier the group spans.
+    latencies. Across cubes, k members per cube: bytes of an intra-cube reduce-scatter and
+    all-gather of N and an all-reduce of N/k over the g/k cubes at the tier the group
+    spans (a ring over the cubes when k is 1); latency NCCL's tree all-reduce:
+    ``coll_base_scaleout_ns`` + 2·((k - 1)·``alpha_intra_scaleout_ns`` +
+    tree_depth(g/k)·the tier's alpha).
     """
     if g <= 1.0:
         return
+    cube = int(topo.pes_per_cube)
     span = int(g * stride + 0.5)
-    tier = tier_of(span, pes_per_cube, pes_per_sip)
-    alpha = a0 if tier == 0 else (a1 if tier == 1 else a2)
-    k = 1.0
-    if tier > 0 and stride < pes_per_cube:
-        k = min(g, float(pes_per_cube // stride))
-    if k <= 1.0:
-        f = allreduce_factor(g)
-        if tier == 0:
-            f = in_switch_wire(f, nbytes, nvls)
-        acc[tier] += f * nbytes
-        acc[3] += 2.0 * phase_steps(g) * alpha
+    tier = tier_of(span, cube, int(topo.pes_per_sip))
+    if tier == 0:
+        acc[0] += in_switch_wire(allreduce_factor(g), nbytes, topo.nvls) * nbytes
+        acc[3] += 2.0 * phase_steps(g) * topo.alpha_intra_ns
         return
+    alpha = topo.alpha_inter_ns if tier == 1 else topo.alpha_intersip_ns
+    k = 1.0
+    if stride < cube:
+        k = min(g, float(cube // stride))
     n = g / k
-    acc[0] += 2.0 * allgather_factor(k) * nbytes
-    acc[3] += 2.0 * phase_steps(k) * a0
+    if k > 1.0:
+        acc[0] += 2.0 * allgather_factor(k) * nbytes
     acc[tier] += allreduce_factor(n) * nbytes / k
-    acc[3] += 2.0 * phase_steps(n) * alpha
+    acc[3] += topo.coll_base_scaleout_ns + 2.0 * ((k - 1.0) * topo.alpha_intra_scaleout_ns
+                                                  + tree_depth(n) * alpha)
 
 
 # --- hierarchical collectives (training: groups spanning cubes) ------------------------------
@@ -165,13 +187,14 @@ def cube_lanes(k: float, nics: float, cube: float) -> float:
 @jit()
 def hier_factors(g: float, k: float, nics: float, cube: float, allreduce: bool):
     """(intra factor, top-tier factor, intra hops, top-tier hops) of a hierarchical
-    all-reduce (``allreduce``) or all-gather / reduce-scatter over g members, k per cube."""
+    all-reduce (``allreduce``) or all-gather / reduce-scatter over g members, k per cube:
+    per phase k - 1 hops inside the cube (NCCL's tree chains them) and ``tree_depth(g/k)``
+    network steps."""
     m = 2.0 if allreduce else 1.0
     n = g / k
     f0 = m * (k - 1.0) / k
     f1 = m * (n - 1.0) / n / cube_lanes(k, nics, cube)
-    h1 = m * math.ceil(math.log2(n)) if n > 1.0 else 0.0
-    return f0, f1, m * (k - 1.0), h1
+    return f0, f1, m * (k - 1.0), m * tree_depth(n)
 
 
 @jit()

@@ -1,7 +1,7 @@
 """Physics pieces shared by the inference and the training kernels.
 
 Where the TP / CP / PP / DP groups sit on the system and which link tier each spans
-(:func:`placement`, :func:`tier_alpha_ns`), the per-tier accumulator of wire bytes and
+(:func:`placement`, :func:`tier_alpha_ns`, :func:`tier_base_ns`), the per-tier accumulator of wire bytes and
 link latency the collectives write (:func:`add_comm`), the keys a sliding-window layer
 attends to (:func:`window_keys`), the HBM bytes of MoE token permutation
 (:func:`moe_permute_bytes`) and the kernel launches of a decoder layer (:data:`OPS_LAYER`,
@@ -17,7 +17,7 @@ from ._numba import jit
 from .collectives import group_span, tier_of
 
 __all__ = ["OPS_LAYER", "OPS_MOE", "add_comm", "moe_permute_bytes", "placement",
-           "tier_alpha_ns", "window_keys"]
+           "tier_alpha_ns", "tier_base_ns", "window_keys"]
 
 #: kernel launches of one decoder layer with two norms: input norm, QKV GEMM, RoPE + KV
 #: write, attention, O GEMM, residual + norm, gate/up GEMM, activation, down GEMM, residual;
@@ -45,6 +45,15 @@ def tier_alpha_ns(topo, tier):
     if tier == 1:
         return topo.alpha_inter_ns
     return topo.alpha_intersip_ns
+
+
+@jit()
+def tier_base_ns(topo, tier):
+    """Base latency (ns) of one collective or send over a group spanning ``tier``: none
+    inside a cube, ``coll_base_scaleout_ns`` (NCCL's per-operation base) across cubes."""
+    if tier == 0:
+        return 0.0
+    return topo.coll_base_scaleout_ns
 
 
 @jit()

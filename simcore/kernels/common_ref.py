@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import collectives_ref as coll
 
 __all__ = ["TIERS", "Layout", "keys_in_window", "moe_permute_bytes", "moe_permute_elems",
-           "op_time", "placement", "strides", "tier_alpha_ns", "window_keys"]
+           "op_time", "placement", "strides", "tier_alpha_ns", "tier_base_ns", "window_keys"]
 
 TIERS = ("intra", "inter", "intersip")
 
@@ -64,6 +64,11 @@ def placement(lay: Layout, topology) -> tuple:
 def tier_alpha_ns(topology, tier: int) -> float:
     """Link latency (ns) of a tier by its name in :data:`TIERS`."""
     return getattr(topology, f"alpha_{TIERS[tier]}_ns")
+
+
+def tier_base_ns(topology, tier: int) -> float:
+    """NCCL's base latency of one operation whose group leaves the cube (0 inside it)."""
+    return topology.coll_base_scaleout_ns if TIERS[tier] != "intra" else 0.0
 
 
 def op_time(t_c: float, t_m: float, overlap: float) -> tuple[float, str]:

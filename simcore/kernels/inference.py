@@ -56,6 +56,7 @@ from .common import (
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
+    tier_base_ns,
     window_keys,
 )
 from .schema import COEF_DTYPE, FUSED_METRICS, HW, LAYOUT, N_BEST
@@ -314,7 +315,8 @@ def attention_core_prefill(mp, tokens, shard, s_q, s_kv, causal, pair_frac, s_ca
 def cp_ring(ring, cp, tier_cp, kv_read, tokens, shard, qk, vd, bytes_per_msg, topo):
     """``(wire_bytes, alpha_ns)`` per layer of ring attention over CP: cp - 1 steps, each
     passing a KV block (``ring`` 0, ``kv``) or Q, O and the softmax statistics m, l
-    (``ring`` 1, ``qoml``) to the neighbour on ``tier_cp``."""
+    (``ring`` 1, ``qoml``) to the neighbour on ``tier_cp``; each step a send, which across
+    cubes pays the base latency too (``tier_base_ns``)."""
     if cp <= 1:
         return 0.0, 0.0
     steps = float(cp) - 1.0
@@ -322,7 +324,7 @@ def cp_ring(ring, cp, tier_cp, kv_read, tokens, shard, qk, vd, bytes_per_msg, to
         per_step = kv_read
     else:
         per_step = tokens[4] * shard[2] * (2.0 * (0.5 * (qk + vd)) * bytes_per_msg + 8.0)
-    return steps * per_step, steps * tier_alpha_ns(topo, tier_cp)
+    return steps * per_step, steps * (tier_alpha_ns(topo, tier_cp) + tier_base_ns(topo, tier_cp))
 
 
 @jit()
@@ -330,7 +332,8 @@ def splitk_combine(acc, kvm, tp, mp, tokens, shard, qk, vd, bytes_per_msg, strid
                    topo):
     """Split-K combine of sequence-sharded KV (``kv_shard_mode`` seq / head_seq): gather Q
     and all-reduce the partial O with the softmax statistics over the ranks sharing a KV
-    head. Adds wire bytes per tier and link latency to ``acc``; returns the launches."""
+    head (two collectives: across cubes each pays the base latency). Adds wire bytes per
+    tier and link latency to ``acc``; returns the launches."""
     ftp = float(tp)
     if kvm == 1:
         g = ftp
@@ -348,7 +351,7 @@ def splitk_combine(acc, kvm, tp, mp, tokens, shard, qk, vd, bytes_per_msg, strid
     q_bytes = tokens_local * qh_loc * qk * bytes_per_msg  # Q and the partial O are 16-bit
     o_bytes = tokens_local * qh_loc * (vd * bytes_per_msg + 8.0)
     add_comm(acc, tier_g, allgather_factor(g) * q_bytes + allreduce_factor(g) * o_bytes,
-             3.0 * (g - 1.0) * tier_alpha_ns(topo, tier_g))
+             3.0 * (g - 1.0) * tier_alpha_ns(topo, tier_g) + 2.0 * tier_base_ns(topo, tier_g))
     return 2.0
 
 
@@ -438,9 +441,7 @@ def tp_allreduce(acc, act_bytes, tp, strides, topo):
     link latency to ``acc``; returns the launches (0 without TP)."""
     if tp <= 1:
         return 0.0
-    allreduce_hier(acc, act_bytes, float(tp), float(strides[0]), int(topo.pes_per_cube),
-                   int(topo.pes_per_sip), topo.alpha_intra_ns, topo.alpha_inter_ns,
-                   topo.alpha_intersip_ns, topo.nvls)
+    allreduce_hier(acc, act_bytes, float(tp), float(strides[0]), topo)
     return 1.0
 
 
@@ -454,13 +455,11 @@ def ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
     tokens_replica = tokens[5]
     g = ftp * fcp
     span = max(group_span(tp, strides[0]), group_span(cp, strides[1]))
-    allreduce_hier(acc, tokens_replica * mp.d_model * bytes_per_msg, g, span / g,
-                   int(topo.pes_per_cube), int(topo.pes_per_sip), topo.alpha_intra_ns,
-                   topo.alpha_inter_ns, topo.alpha_intersip_ns, topo.nvls)
+    allreduce_hier(acc, tokens_replica * mp.d_model * bytes_per_msg, g, span / g, topo)
     if decode:
         return 1.0
     add_comm(acc, tier_cp, allgather_factor(fcp) * tokens_replica * mp.d_model * bytes_per_msg,
-             (fcp - 1.0) * tier_alpha_ns(topo, tier_cp))
+             (fcp - 1.0) * tier_alpha_ns(topo, tier_cp) + tier_base_ns(topo, tier_cp))
     return 2.0
 
 
@@ -470,18 +469,19 @@ def moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, d
     """MoE dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
     slice of the replica's tokens, k copies, (ep-1)/ep of them off the device (dispatch at
     the activation dtype, combine of the experts' outputs); then the TP ranks all-gather
-    their slices' outputs. Adds wire bytes per tier and link latency to ``acc``; returns
-    the launches."""
+    their slices' outputs; across cubes each of the three pays the base latency. Adds wire
+    bytes per tier and link latency to ``acc``; returns the launches."""
     ftp = float(tp)
     fep = float(ep)
     span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
     tier_ep = tier_of(span_ep, int(topo.pes_per_cube), int(topo.pes_per_sip))
     a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * (fep - 1.0) / fep
-    add_comm(acc, tier_ep, a2a, 2.0 * phase_steps(fep) * tier_alpha_ns(topo, tier_ep))
+    add_comm(acc, tier_ep, a2a, 2.0 * (phase_steps(fep) * tier_alpha_ns(topo, tier_ep)
+                                       + tier_base_ns(topo, tier_ep)))
     if tp <= 1:
         return 2.0
     add_comm(acc, tier_tp, allgather_factor(ftp) * act_bytes,
-             phase_steps(ftp) * tier_alpha_ns(topo, tier_tp))
+             phase_steps(ftp) * tier_alpha_ns(topo, tier_tp) + tier_base_ns(topo, tier_tp))
     return 3.0
 
 
@@ -504,12 +504,13 @@ def pipeline_layers(mp, pp, decode, tokens):
 @jit()
 def pp_p2p(mp, pp, tier_pp, tokens, micro, bytes_per_msg, topo):
     """``(wire_bytes, alpha_ns)`` per step of the pipeline sends: pp - 1 hops of one
-    micro-batch's activations on ``tier_pp``."""
+    micro-batch's activations on ``tier_pp`` (across cubes each a send paying the base
+    latency too)."""
     if pp <= 1:
         return 0.0, 0.0
     hops = float(pp) - 1.0
     return (hops * (tokens[4] / micro) * mp.d_model * bytes_per_msg,
-            hops * tier_alpha_ns(topo, tier_pp))
+            hops * (tier_alpha_ns(topo, tier_pp) + tier_base_ns(topo, tier_pp)))
 
 
 @jit()

@@ -24,6 +24,7 @@ from .common_ref import (
     op_time,
     placement,
     tier_alpha_ns,
+    tier_base_ns,
 )
 from .common_ref import strides as _strides
 
@@ -221,7 +222,9 @@ def cp_ring(ring: str, cp, tier_cp, kv_read, tokens, shard, qk, vd, bytes_per_ms
     if cp <= 1:
         return 0.0, 0.0
     block = kv_read if ring == "kv" else tokens[4] * shard[2] * ((qk + vd) * bytes_per_msg + 8)
-    return (cp - 1) * block, (cp - 1) * tier_alpha_ns(topology, tier_cp)
+    # each step a send: across cubes it pays NCCL's base latency as well as the link's
+    return (cp - 1) * block, (cp - 1) * (tier_alpha_ns(topology, tier_cp)
+                                         + tier_base_ns(topology, tier_cp))
 
 
 def splitk_combine(links, kvm, tp, model, tokens, shard, qk, vd, bytes_per_msg, strides,
@@ -233,10 +236,12 @@ def splitk_combine(links, kvm, tp, model, tokens, shard, qk, vd, bytes_per_msg, 
     group = tp if kvm == "seq" else tp // cache_heads(model)
     if group <= 1:  # a one-rank split-K combine launches nothing
         return 0.0, 0
-    g_link = links[tier_tp if kvm == "seq" else _tier(group * strides[0], topology)]
+    g_tier = tier_tp if kvm == "seq" else _tier(group * strides[0], topology)
+    g_link = links[g_tier]
     q_b = tokens[4] * shard[2] * qk * bytes_per_msg
     o_b = tokens[4] * shard[2] * (vd * bytes_per_msg + 8)
-    return coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link), 2
+    return (coll.allgather_ns(q_b, group, *g_link) + coll.allreduce_ns(o_b, group, *g_link)
+            + 2 * tier_base_ns(topology, g_tier)), 2
 
 
 # --- pieces: FFN and MoE -------------------------------------------------------------------
@@ -296,8 +301,7 @@ def tp_allreduce(links, act_bytes, tp, strides, topology) -> tuple:
     """(ns, launches) of an all-reduce over TP."""
     if tp <= 1:
         return 0.0, 0
-    return coll.allreduce_hier_ns(act_bytes, tp, strides[0], topology.pes_per_cube,
-                                  topology.pes_per_sip, links, topology.nvls), 1
+    return coll.allreduce_hier_ns(act_bytes, tp, strides[0], topology, links), 1
 
 
 def ffn_tpcp_allreduce(links, model, tokens, bytes_per_msg, tp, cp, strides, tier_cp, decode,
@@ -306,11 +310,10 @@ def ffn_tpcp_allreduce(links, model, tokens, bytes_per_msg, tp, cp, strides, tie
     an all-gather of its tokens across CP."""
     nbytes = tokens[5] * model.d_model * bytes_per_msg
     span = max(coll.group_span(tp, strides[0]), coll.group_span(cp, strides[1]))
-    ns = coll.allreduce_hier_ns(nbytes, tp * cp, span / (tp * cp), topology.pes_per_cube,
-                                topology.pes_per_sip, links, topology.nvls)
+    ns = coll.allreduce_hier_ns(nbytes, tp * cp, span / (tp * cp), topology, links)
     if decode:
         return ns, 1
-    return ns + coll.allgather_ns(nbytes, cp, *links[tier_cp]), 2
+    return ns + coll.allgather_ns(nbytes, cp, *links[tier_cp]) + tier_base_ns(topology, tier_cp), 2
 
 
 def moe_alltoall(links, model, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep,
@@ -318,13 +321,16 @@ def moe_alltoall(links, model, tokens, act_bytes, bytes_per_act, bytes_per_msg, 
     """(ns, launches) of the MoE dispatch (activation dtype) and combine (16-bit outputs)
     over the EP group, then the TP ranks' all-gather of their slices."""
     ep_span = max(coll.group_span(tp, strides[0]), coll.group_span(dp, strides[3]))
-    ep_bw, ep_alpha = links[_tier(ep_span, topology)]
+    ep_tier = _tier(ep_span, topology)
+    ep_bw, ep_alpha = links[ep_tier]
     sent = tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * (ep - 1) / ep
-    ns = sent / ep_bw + 2 * coll.phase_steps(ep) * ep_alpha
+    # dispatch and combine: two operations, each paying the base latency across cubes
+    ns = sent / ep_bw + 2 * (coll.phase_steps(ep) * ep_alpha + tier_base_ns(topology, ep_tier))
     if tp <= 1:
         return ns, 2
     tp_bw, tp_alpha = links[tier_tp]
-    return ns + (tp - 1) / tp * act_bytes / tp_bw + coll.phase_steps(tp) * tp_alpha, 3
+    return ns + ((tp - 1) / tp * act_bytes / tp_bw + coll.phase_steps(tp) * tp_alpha
+                 + tier_base_ns(topology, tier_tp)), 3
 
 
 # --- pieces: pipeline, memory, model FLOPs, launches -----------------------------------------
@@ -341,7 +347,7 @@ def pp_p2p(model, pp, tier_pp, tokens, micro, bytes_per_msg, topology) -> tuple:
     if pp <= 1:
         return 0.0, 0.0
     return ((pp - 1) * tokens[4] / micro * model.d_model * bytes_per_msg,
-            (pp - 1) * tier_alpha_ns(topology, tier_pp))
+            (pp - 1) * (tier_alpha_ns(topology, tier_pp) + tier_base_ns(topology, tier_pp)))
 
 
 def weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, bytes_per_weight) -> tuple:

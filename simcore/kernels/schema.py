@@ -278,6 +278,10 @@ class TopologyParams(NamedTuple):
     host_mem_gb: float  #: host memory per device (offload)
     nvls: float = 0.0  #: 1 if an all-reduce inside one cube reduces in the switch (NVLS)
     fp4_ratio: float = 0.0  #: FP4 matmul peak / 16-bit peak (0: no FP4)
+    #: base latency of a collective or send whose group crosses the cube (NCCL's model)
+    coll_base_scaleout_ns: float = 0.0
+    #: one in-cube step of a collective whose group crosses the cube (NCCL's NVLink latency)
+    alpha_intra_scaleout_ns: float = 0.0
 
 
 class EfficiencyParams(NamedTuple):
@@ -396,7 +400,9 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.fp8_ratio), float(topology.int8_ratio),
                           float(topology.fa2_ratio), float(topology.mm_ratio),
                           float(topology.pcie_gbs), float(topology.host_mem_gb),
-                          1.0 if topology.nvls else 0.0, fp4_ratio=float(topology.fp4_ratio))
+                          1.0 if topology.nvls else 0.0, fp4_ratio=float(topology.fp4_ratio),
+                          coll_base_scaleout_ns=float(topology.coll_base_scaleout_ns),
+                          alpha_intra_scaleout_ns=float(topology.alpha_intra_scaleout_ns))
 
 
 def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:

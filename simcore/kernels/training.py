@@ -59,6 +59,7 @@ from .common import (
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
+    tier_base_ns,
     window_keys,
 )
 from .schema import COEF_DTYPE, LAYOUT
@@ -451,11 +452,12 @@ def fp8_cast_bytes(mp, tokens, tok_res, ffn_tokens, tp, shard, ep_div, bw, fwd_p
 def group_collective(acc, nbytes, g, k, tier, topo, allreduce, count, in_switch):
     """Add ``count`` collectives of ``nbytes`` over g members (k per cube) spanning
     ``tier`` to ``acc`` (wire bytes per tier, link latency in ns): a ring inside a cube,
-    hierarchical across cubes (see ``hier_factors``). ``allreduce``: an all-reduce, or a
-    reduce-scatter + all-gather pair (sequence parallelism) of the same traffic;
-    ``in_switch``: a true all-reduce, which a cube whose switch reduces (``topo.nvls``)
-    runs in the switch (``collectives.in_switch_wire``). Otherwise one all-gather or one
-    reduce-scatter."""
+    hierarchical across cubes (see ``hier_factors``) at NCCL's latencies (the base once
+    per collective, ``alpha_intra_scaleout_ns`` per hop inside the cube, the tier's alpha
+    per network step). ``allreduce``: an all-reduce, or a reduce-scatter + all-gather pair
+    (sequence parallelism) of the same traffic, two collectives; ``in_switch``: a true
+    all-reduce, which a cube whose switch reduces (``topo.nvls``) runs in the switch
+    (``collectives.in_switch_wire``). Otherwise one all-gather or one reduce-scatter."""
     if g <= 1.0 or count == 0.0:
         return
     if tier == 0:
@@ -468,7 +470,9 @@ def group_collective(acc, nbytes, g, k, tier, topo, allreduce, count, in_switch)
     f0, f1, h0, h1 = hier_factors(g, k, topo.nics_per_cube, topo.pes_per_cube, allreduce)
     acc[0] += count * f0 * nbytes
     acc[tier] += count * f1 * nbytes
-    acc[3] += count * (h0 * topo.alpha_intra_ns + h1 * tier_alpha_ns(topo, tier))
+    n_ops = 2.0 if (allreduce and not in_switch) else 1.0
+    acc[3] += count * (n_ops * topo.coll_base_scaleout_ns + h0 * topo.alpha_intra_scaleout_ns
+                       + h1 * tier_alpha_ns(topo, tier))
 
 
 @jit()
@@ -483,16 +487,18 @@ def tp_collectives(acc, act, tp, k_tp, tier_tp, topo, count, sp):
 def tp_cp_ffn_collectives(acc, mp, mb, s, tp, cp, tier_tpcp, tier_cp, topo, count):
     """The FFN sharded over TP x CP (``ffn_shard_scope`` TP+CP): ``count`` all-reduces of
     the whole sequence's activation over the TP x CP group (in the switch inside a cube
-    that reduces) and all-gathers of it over CP, into ``acc``."""
+    that reduces) and all-gathers of it over CP, into ``acc``; a ring at the tier each
+    group spans, which across cubes pays the base latency once per collective."""
     g = tp * cp
     full_act = mb * s * mp.d_model * mp.bytes_per_param
     wire = allreduce_factor(g)
     if tier_tpcp == 0:
         wire = in_switch_wire(wire, full_act, topo.nvls)
     add_comm(acc, tier_tpcp, count * wire * full_act,
-             count * 2.0 * (g - 1.0) * tier_alpha_ns(topo, tier_tpcp))
+             count * (2.0 * (g - 1.0) * tier_alpha_ns(topo, tier_tpcp)
+                      + tier_base_ns(topo, tier_tpcp)))
     add_comm(acc, tier_cp, count * allgather_factor(cp) * full_act,
-             count * (cp - 1.0) * tier_alpha_ns(topo, tier_cp))
+             count * ((cp - 1.0) * tier_alpha_ns(topo, tier_cp) + tier_base_ns(topo, tier_cp)))
 
 
 @jit()
@@ -519,7 +525,8 @@ def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
     cube, spanning ``tier_ep``) of each rank's tokens / tp, into ``acc``: per routed
     expert, k copies (Megatron's alltoall dispatcher), or (``wp.moe_per_rank``, DeepEP)
     once per destination rank, once per node over the scale-out tier (forwarded inside
-    the node over NVLink)."""
+    the node over NVLink). Across cubes each pays NCCL's base latency once and its in-cube
+    peers at ``alpha_intra_scaleout_ns``."""
     d = mp.d_model
     bw = mp.bytes_per_param
     cube = topo.pes_per_cube
@@ -534,7 +541,8 @@ def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
         msg = tokens / tp * mp.top_k * d * bw
     acc[0] += count * a0 * msg
     acc[tier_ep] += count * a1 * msg
-    acc[3] += count * (h0 * topo.alpha_intra_ns + h1 * tier_alpha_ns(topo, tier_ep))
+    hop = topo.alpha_intra_ns if tier_ep == 0 else topo.alpha_intra_scaleout_ns
+    acc[3] += count * (tier_base_ns(topo, tier_ep) + h0 * hop + h1 * tier_alpha_ns(topo, tier_ep))
 
 
 @jit()
@@ -551,7 +559,8 @@ def cp_ring(lay, mp, wp, tp, bw, topo, tier_cp):
     """CP ring attention per layer and micro-batch: ``(bytes, link latency ns)`` of the
     cp − 1 steps of each pass (forward KV; backward KV and dKV; again when the core is
     recomputed), each passing the KV block (``cp_ring_variant`` ``kv``) or Q, O and the
-    softmax statistics (``qoml``). Overlapped with the attention core by the combine."""
+    softmax statistics (``qoml``); each step a send, across cubes with the base latency.
+    Overlapped with the attention core by the combine."""
     cp = float(lay[LAYOUT.cp])
     if cp <= 1.0:
         return 0.0, 0.0
@@ -565,7 +574,7 @@ def cp_ring(lay, mp, wp, tp, bw, topo, tier_cp):
         adim = 0.5 * (mp.qk_dim + mp.v_dim)
         per_step = mb * (s / cp) * (mp.n_heads / tp) * (2.0 * adim * bw + 8.0)
     return (n_ring * (cp - 1.0) * per_step,
-            n_ring * (cp - 1.0) * tier_alpha_ns(topo, tier_cp))
+            n_ring * (cp - 1.0) * (tier_alpha_ns(topo, tier_cp) + tier_base_ns(topo, tier_cp)))
 
 
 @jit()
@@ -596,11 +605,12 @@ def pipeline_schedule(mp, pp, m, vs):
 @jit()
 def pipeline_p2p(act, tp, pp, vs, m, topo, tier_pp):
     """Pipeline sends per step: ``(bytes, link latency ns)`` of 2 (v·m + pp − 2) p2p
-    transfers, each 1/TP of the ``act``-byte activation (Megatron's scatter/gather)."""
+    transfers, each 1/TP of the ``act``-byte activation (Megatron's scatter/gather); across
+    cubes each send pays the base latency too."""
     if pp <= 1.0:
         return 0.0, 0.0
     n_p2p = 2.0 * (vs * m + pp - 2.0)
-    return n_p2p * act / tp, n_p2p * tier_alpha_ns(topo, tier_pp)
+    return n_p2p * act / tp, n_p2p * (tier_alpha_ns(topo, tier_pp) + tier_base_ns(topo, tier_pp))
 
 
 # --- once per step: gradients and the optimizer --------------------------------------------

@@ -15,7 +15,15 @@ from __future__ import annotations
 import math
 
 from . import collectives_ref as coll
-from .common_ref import Layout, keys_in_window, moe_permute_elems, op_time, placement, tier_alpha_ns
+from .common_ref import (
+    Layout,
+    keys_in_window,
+    moe_permute_elems,
+    op_time,
+    placement,
+    tier_alpha_ns,
+    tier_base_ns,
+)
 
 ADAM_BYTES_PER_PARAM = 26.0
 #: The loss's logit buffers at its peak, bytes per logit element (fused; eager fp32).
@@ -295,8 +303,10 @@ def fp8_cast_bytes(model, tokens, tok_res, ffn_tokens, tp, shard, ep_div, bw,
 # --- per layer and micro-batch: collectives (ns over ``links``) -----------------------------
 def group_collective(links, nbytes, g, k, tier, topology, allreduce, count, in_switch) -> float:
     """``count`` collectives: a ring inside a cube, hierarchical across cubes (k members
-    per cube); a true all-reduce (``in_switch``) inside a cube whose switch reduces runs
-    at NVLS's measured bandwidth (``coll.in_switch_factor``)."""
+    per cube) at NCCL's latencies; a true all-reduce (``in_switch``) inside a cube whose
+    switch reduces runs at NVLS's measured bandwidth (``coll.in_switch_factor``); an
+    all-reduce that is not one (``allreduce`` without ``in_switch``: sequence
+    parallelism) is a reduce-scatter and an all-gather, two collectives."""
     if g <= 1 or count == 0:
         return 0.0
     if tier == 0:
@@ -307,8 +317,16 @@ def group_collective(links, nbytes, g, k, tier, topology, allreduce, count, in_s
         f = coll.allreduce_ns if allreduce else coll.allgather_ns
         return count * f(nbytes, g, *links[0])
     cube = topology.pes_per_cube
-    return count * coll.hier_collective_ns(nbytes, g, k, cube, topology.nics_per_cube or cube,
-                                           links[0], links[tier], allreduce)
+
+    def one(both_phases: bool) -> float:
+        return coll.hier_collective_ns(nbytes, g, k, cube, topology.nics_per_cube or cube,
+                                       links[0], links[tier], both_phases,
+                                       topology.coll_base_scaleout_ns,
+                                       topology.alpha_intra_scaleout_ns)
+
+    if allreduce and not in_switch:
+        return count * 2 * one(False)
+    return count * one(allreduce)
 
 
 def tp_collectives(links, act, tp, k_tp, tier_tp, topology, count, sp) -> float:
@@ -322,9 +340,11 @@ def tp_cp_ffn_collectives(links, model, mb, s, tp, cp, tier_tpcp, tier_cp, topol
     full_act = mb * s * model.d_model * model.bytes_per_param
     if tier_tpcp == 0:  # inside the cube: the ring, or in the switch
         t = group_collective(links, full_act, tp * cp, tp * cp, 0, topology, True, 1, True)
-    else:
-        t = coll.allreduce_ns(full_act, tp * cp, *links[tier_tpcp])
-    return count * (t + coll.allgather_ns(full_act, cp, *links[tier_cp]))
+    else:  # a ring across cubes, with the base latency of an operation that leaves the cube
+        t = coll.allreduce_ns(full_act, tp * cp, *links[tier_tpcp]) + tier_base_ns(topology,
+                                                                                  tier_tpcp)
+    gather = coll.allgather_ns(full_act, cp, *links[tier_cp]) + tier_base_ns(topology, tier_cp)
+    return count * (t + gather)
 
 
 def tp_ffn_share(model, ep) -> float:
@@ -346,13 +366,17 @@ def moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, tier_ep
     cube = topology.pes_per_cube
     nics = topology.nics_per_cube or cube
     row = tokens / tp * model.d_model * model.bytes_per_param
+    # across cubes: NCCL's base latency once, its NVLink latency per in-cube peer
+    scaleout = (None if tier_ep == 0 else
+                (topology.coll_base_scaleout_ns, topology.alpha_intra_scaleout_ns))
     if workload.moe_dispatch == "per_rank":
         ranks, nodes = ep_dispatch_copies(model.n_experts, model.top_k, ep, k_ep,
                                           workload.moe_routing == "round_robin")
         t = coll.node_dedup_alltoall_ns(row, ep, k_ep, cube, nics, ranks, nodes, links[0],
-                                        links[tier_ep])
+                                        links[tier_ep], scaleout)
     else:
-        t = coll.alltoall_ns(row * model.top_k, ep, k_ep, cube, nics, links[0], links[tier_ep])
+        t = coll.alltoall_ns(row * model.top_k, ep, k_ep, cube, nics, links[0], links[tier_ep],
+                             scaleout)
     return count * t
 
 
@@ -375,7 +399,7 @@ def cp_ring(lay: Layout, model, workload, tp, bw, topology, tier_cp):
                                                         * bw + 8)
     flash = workload.attention in ("flash", "flash2")
     n = (4 if (rc == "full" or (rc != "none" and not flash)) else 3) * (cp - 1)
-    return n * block, n * tier_alpha_ns(topology, tier_cp)
+    return n * block, n * (tier_alpha_ns(topology, tier_cp) + tier_base_ns(topology, tier_cp))
 
 
 def kernels_per_layer(model, p_elem, n_half, n_a2a, tp, ep) -> float:
@@ -397,7 +421,7 @@ def pipeline_p2p(act, tp, pp, vs, m, topology, tier_pp):
     if pp <= 1:
         return 0.0, 0.0
     n = 2 * (vs * m + pp - 2)
-    return n * act / tp, n * tier_alpha_ns(topology, tier_pp)
+    return n * act / tp, n * (tier_alpha_ns(topology, tier_pp) + tier_base_ns(topology, tier_pp))
 
 
 # --- once per step: gradients and the optimizer ----------------------------------------------

@@ -52,6 +52,7 @@ class Twin:
 TWINS: tuple[Twin, ...] = (
     # inference pieces (with the shared ones of common.py)
     Twin("tier_alpha_ns", "common", "common_ref"),
+    Twin("tier_base_ns", "common", "common_ref"),
     Twin("placement", "common", "common_ref"),
     Twin("window_keys", "common", "common_ref"),
     Twin("moe_permute_bytes", "common", "common_ref"),

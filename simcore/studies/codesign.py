@@ -3,14 +3,15 @@
 For a fixed model and workload, :func:`joint_explore` evaluates every (hardware, layout)
 pair with the fused kernel, keeps the latency-minimum (or metric-best) fitting layout per
 hardware candidate, marks the Pareto frontier on (metric, ``cost_score``) and ranks the
-knobs by how much doubling each speeds up the fastest hardware.
+knobs by how much doubling each speeds up the fastest hardware, with one more row for the
+scale-out network's latency halved (:data:`SCALEOUT_LATENCY_ROW`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = [
     "HardwareCandidate",
     "JointScore",
     "SensitivityRow",
+    "SCALEOUT_LATENCY_ROW",
     "JointExploreResult",
     "enumerate_hardware",
     "joint_explore",
@@ -143,6 +145,15 @@ _COST_FIELDS = ("cost_usd", "power_w", "cost_usd_per_device", "power_w_per_devic
                 "tokens_per_s_per_gpu")
 
 
+#: The sensitivity row that halves the scale-out network's latency instead of doubling a
+#: knob: "what if the scale-out network had half the latency?". It halves the topology's
+#: per-step network latencies (``Topology.alpha_inter_ns`` and ``alpha_intersip_ns``: NCCL's
+#: network latency in the GPU families) and re-prepares the layouts (a topology constant
+#: enters the first stage, not the swept knobs); NCCL's per-operation base latency
+#: (``coll_base_scaleout_ns``, software) and the in-cube steps stay.
+SCALEOUT_LATENCY_ROW = "scaleout_latency_halved"
+
+
 @dataclass(frozen=True)
 class SensitivityRow:
     """Doubling one knob on a hardware point, measured by the sweep's metric.
@@ -152,7 +163,8 @@ class SensitivityRow:
     gain, direction-aware (``baseline/doubled - 1`` for a smaller-is-better metric,
     ``doubled/baseline - 1`` for a larger-is-better one), so it is ≥ 0 whenever doubling
     does not hurt. ``baseline_latency_ns`` / ``doubled_latency_ns`` are the latencies of
-    those same layouts.
+    those same layouts. The row named :data:`SCALEOUT_LATENCY_ROW` halves the scale-out
+    network's latency instead; its ``doubled*`` fields hold the values with that change.
     """
 
     knob: str
@@ -236,7 +248,8 @@ def sensitivity(
     efficiency: Efficiency | None = None,
     metric: str | Metric = "latency",
 ) -> list[SensitivityRow]:
-    """Per-knob deltas: best latency at ``hardware`` vs with one knob doubled.
+    """Per-knob deltas: best latency at ``hardware`` vs with one knob doubled, and
+    (:data:`SCALEOUT_LATENCY_ROW`) with the scale-out network's latency halved.
 
     ``rel_speedup = baseline / doubled - 1`` (≥ 0: doubling a knob never hurts). Rows are
     ranked by ``rel_speedup``, largest first. Empty if nothing fits at ``hardware``.
@@ -254,12 +267,29 @@ def sensitivity_of_prepared(p: Prepared, hardware: Hardware, *,
     if found is None:
         return []
     vals, lat = found
+    # the scale-out latency halved: the same layouts prepared on the changed topology
+    # (memory does not depend on latency: what fits at ``hardware`` still fits)
+    halved = _scaleout_halved(p, hardware).doubling(hardware, m)
+    names: tuple[str, ...] = HW_KNOBS
+    if halved is not None:
+        names = (*HW_KNOBS, SCALEOUT_LATENCY_ROW)
+        vals, lat = np.append(vals, halved[0][0]), np.append(lat, halved[1][0])
     gain = vals[0] / vals[1:] - 1.0 if m.direction == "min" else vals[1:] / vals[0] - 1.0
     rows = [SensitivityRow(kn, float(lat[0]), float(lat[j + 1]), float(gain[j]), m.name,
                            float(vals[0]), float(vals[j + 1]))
-            for j, kn in enumerate(HW_KNOBS)]
+            for j, kn in enumerate(names)]
     rows.sort(key=lambda r: -r.rel_speedup)
     return rows
+
+
+def _scaleout_halved(p: Prepared, hardware: Hardware) -> Prepared:
+    """``p``'s layouts prepared at ``hardware`` on its topology with the scale-out
+    network's per-step latencies halved (:data:`SCALEOUT_LATENCY_ROW`)."""
+    t = p.topology
+    topo = replace(t, alpha_inter_ns=t.alpha_inter_ns / 2, alpha_intersip_ns=t.alpha_intersip_ns / 2)
+    return prepare(p.model, p.workload, space=p.space, hardware=hardware,
+                   family=HardwareFamily(p.family, hardware, topo), efficiency=p.efficiency,
+                   gpus=p.gpus, exact_gpus=p.exact_gpus)
 
 
 def _no_fit_message(p: Prepared) -> str:
