@@ -451,7 +451,7 @@ def test_main__bad_input_names_the_option(capsys):
     cases = {("--model", "nope"): "--model", ("--set", "speed=5"): "--set",
              ("--family", "TPU"): "--family", ("--format", "xml"): "--format",
              ("--out", "/no/such/folder/x.json"): "--out", ("--dtype", "fp4"): "--dtype",
-             ("--dtype", "fp32"): "--dtype", ("--kv-dtype", "fp4"): "--kv-dtype"}
+             ("--dtype", "fp32"): "--dtype", ("--kv-dtype", "fp2"): "--kv-dtype"}
     for (opt, val), name in cases.items():
         assert main(["evaluate", opt, val]) == 2
         assert name in _one_error_line(capsys.readouterr().err, "evaluate")
