@@ -34,9 +34,16 @@ from .options import (
 )
 from .output import LAYOUT_COLUMNS, METRIC_COLUMNS, Column, emit_rows, for_script, note_stream
 
-__all__ = ["COLUMNS", "add_parser", "run"]
+__all__ = ["COLUMNS", "TRAIN_COLUMNS", "add_parser", "run"]
 
 COLUMNS = LAYOUT_COLUMNS + METRIC_COLUMNS
+
+#: The columns of a training row (``--mode train``), between the layout and the metrics.
+TRAIN_COLUMNS = [
+    Column("micro_batch", "mb"), Column("zero_stage", "ZeRO"), Column("recompute", "recomp"),
+    Column("mfu", "MFU", display=lambda r: f"{float(r['mfu']):.1%}"),
+    Column("tokens_per_s_per_gpu", "tok/s/GPU"),
+]
 
 
 def add_parser(sub: Any, name: str, help: str) -> None:
@@ -62,67 +69,138 @@ def _ep_text(p: Any) -> str:
     return f" (EP {', '.join(map(str, ep))})" if p.model.n_experts > 1 else ""
 
 
+def _mfu(model: Any, wl: Any, row: dict[str, Any]) -> float:
+    """Model FLOPs utilisation of a training row: PaLM's model FLOPs per step (what
+    ``simcore validate`` scores MFU by, :func:`~simcore.validation.points.palm_flops_per_step`;
+    an MoE model counts the parameters a token touches) per second per device, over the
+    device's 16-bit matmul peak (``peak_tflops_f16``). Recomputation is not counted."""
+    from ..validation.points import palm_flops_per_step
+
+    tokens = float(wl.batch) * float(wl.s_kv)
+    flops = (palm_flops_per_step(model, wl)
+             - 6.0 * (model.n_params - model.n_active_params) * tokens)
+    per_device = flops / (float(row["latency_ns"]) * 1e-9) / float(row["n_devices"])
+    return per_device / (float(row["peak_tflops_f16"]) * 1e12)
+
+
+def _train_rows(model: Any, wl: Any, top: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``top`` with the training columns: the workload's micro-batch, ZeRO stage and
+    recomputation, ``mfu`` and ``tokens_per_s_per_gpu`` (tokens of a step, batch x s_kv,
+    per second per device)."""
+    return [{**r, "micro_batch": wl.micro_batch, "zero_stage": wl.zero_stage,
+             "recompute": wl.recompute, "mfu": _mfu(model, wl, r),
+             "tokens_per_s_per_gpu": float(r["throughput_tok_s"]) / float(r["n_devices"])}
+            for r in top]
+
+
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ..engine.core import check_budget, prepare
-    from ..engine.space import workload_points
+    from ..engine.metrics import get_metric
+    from ..engine.space import TRAIN_DIMS, workload_points
     from ..errors import DeviceBudgetError
     from ..studies.assumptions import assumed_line, precision_text, runtime_text
     from ..studies.report import fmt_ns
 
     model = resolve_model(args)
     fam = resolve_family(args)
+    sweep = sweep_kwargs(args)  # first: a micro-batch dividing no batch names the valid ones
     wl = make_workload(args, family=fam)
     budget = resolve_budget(args, fam)
-    sweep = sweep_kwargs(args)
     notes = note_stream(args)
+    train = wl.mode == "train"
     # one hardware point: the engine's rows (Prepared.top_rows, the rows of
     # metrics.top_points over evaluate) without building a Dataset (no xarray import)
     sweep_dims, wls = workload_points(wl, **sweep)
     kw = dict(space=resolve_space(args, model, budget.gpus), family=fam,
               hardware=fam.hardware, **budget.kwargs())
-    preps = [prepare(model, wls[0], **kw)]
-    if len(wls) > 1:  # every point's coefficients are kept: refuse a sweep beyond memory
+    first = prepare(model, wls[0], **kw)
+    if len(wls) > 1:  # every point's coefficients may be kept: refuse a sweep beyond memory
         from ..engine.chunks import check_sweep_memory
 
         shape = " x ".join(f"{len(v):,} {d}" for d, v in sweep_dims.items())
+        opts = "--s-kv / --batch" + (" / --micro-batch / --zero-stage / --recompute"
+                                     if train else "")
         check_sweep_memory(
-            preps[0], len(wls), result_bytes=2000.0 * len(wls) * args.top,
-            what=f"--s-kv / --batch: {shape} = {len(wls):,} points of "
-                 f"{preps[0].space.size:,} layouts",
-            advice="pass fewer --s-kv / --batch values (e.g. one run per --s-kv value)"
+            first, len(wls), result_bytes=2000.0 * len(wls) * args.top,
+            what=f"{opts}: {shape} = {len(wls):,} points of {first.space.size:,} layouts",
+            advice=f"pass fewer {opts} values (e.g. one run per --s-kv value)"
                    + (" or --space reduced" if args.space != "reduced" else ""))
-    preps += [prepare(model, w, **kw) for w in wls[1:]]
+    # the rows of every point, as each is prepared; a point's coefficients are dropped
+    # once some point fits (check_budget needs them only when none does). A micro-batch
+    # whose divisor (same stage and recomputation) fitted nowhere is skipped: a layout's
+    # memory grows with the micro-batch and its valid layouts are a subset.
+    points: list[tuple[Any, list[dict[str, Any]], int]] = []
+    kept: list[Any] = []
+    valid = np.zeros(first.valid.shape, dtype=bool)  # valid at some point of the sweep
+    dead: dict[tuple[Any, ...], list[int]] = {}
+    n_prepared = 0
+    for i, w in enumerate(wls):
+        rest = tuple(getattr(w, d) for d in sweep_dims if d != "micro_batch")
+        if any(w.micro_batch % m == 0 for m in dead.get(rest, ())):
+            continue
+        q = first if i == 0 else prepare(model, w, **kw)
+        n_prepared += 1
+        top, n = q.top_rows(args.metric, args.top)
+        valid |= q.valid
+        if n == 0 and "micro_batch" in sweep_dims:
+            dead.setdefault(rest, []).append(w.micro_batch)
+        points.append((w, _train_rows(model, w, top) if train else top, n))
+        kept = [] if any(n for _, _, n in points) else [*kept, q]
     try:
-        check_budget(preps)
+        if kept:
+            check_budget(kept)
     except DeviceBudgetError as exc:
         raise budget_error(exc, budget) from None
-    dims = list(sweep_dims)
-    columns = [Column(d, d) for d in dims] + COLUMNS
-    tops = [p.top_rows(args.metric, args.top) for p in preps]
-    n_fit = sum(n for _, n in tops)
+    # the outer points (s_kv, batch) each print their --top best rows; the training dims
+    # are searched with the layout: their rows merge, ranked by the metric
+    outer = [d for d in sweep_dims if d not in TRAIN_DIMS]
+    searched = [d for d in sweep_dims if d in TRAIN_DIMS]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for w, top, _ in points:
+        groups.setdefault(tuple(getattr(w, d) for d in outer), []).extend(top)
+    m = get_metric(args.metric)
+    for key, rows_ in groups.items():
+        rows_.sort(key=lambda r: m.sign * float(r[m.key]))  # stable: ties keep sweep order
+        groups[key] = rows_[:args.top]
+    columns = [Column(d, d) for d in outer] + COLUMNS
+    if train:
+        columns = [Column(d, d) for d in outer] + LAYOUT_COLUMNS + TRAIN_COLUMNS + METRIC_COLUMNS
+    n_fit = sum(n for _, _, n in points)
     s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
     batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
-    valid = np.logical_or.reduce([p.valid for p in preps])  # valid at some point of the sweep
-    p0 = preps[0]
+    p0 = first
+    over = (f" (over {len(points)} {'/'.join(sweep_dims)} points"
+            + (f"; {len(wls) - n_prepared} larger micro-batches skipped, nothing fits at a "
+               "divisor" if n_prepared < len(wls) else "") + ")") if sweep_dims else ""
     print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
           f"(a {p0.topology.n_devices}-device system), {args.space} space{_ep_text(p0)}: "
-          f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory"
-          + (f" (over {len(preps)} batch/s_kv points)" if dims else ""), file=notes)
+          f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory{over}",
+          file=notes)
     print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl)),
           file=notes)
+    if train:
+        text = {"micro_batch": "micro-batch", "zero_stage": "ZeRO stage",
+                "recompute": "recompute"}
+        vals = {d: ",".join(map(str, sweep_dims[d])) if d in sweep_dims else
+                f"{getattr(wl, d)} (fixed)" for d in TRAIN_DIMS}
+        print(("searched with the layout: " if searched else "training: ")
+              + "; ".join(f"{text[d]} {vals[d]}" for d in TRAIN_DIMS)
+              + f"; mfu against the {fam.hardware.peak_tflops_f16:g} TFLOP/s 16-bit peak",
+              file=notes)
     if n_fit == 0:
         if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
             emit_rows([], columns, args.format, args.out)
         print("no layout fits: try a family with more HBM per device (--family H200), a "
               "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=..."
+              + (", or --zero-stage all --recompute all" if train and not searched else "")
               + ("" if budget.gpus is None else ", or a larger --gpus"), file=notes)
         return 1
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
-    for w, (top, _) in zip(wls, tops, strict=True):
-        at = {d: getattr(w, d) for d in dims}
+    for key, top in groups.items():
+        at = dict(zip(outer, key, strict=True))
         where = ", ".join(f"{k} {v}" for k, v in at.items())
         if not top:
             lines.append(f"{where}: no layout fits")
@@ -137,7 +215,10 @@ def run(args: argparse.Namespace) -> int:
               f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
               f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
               f"{fmt_ns(parts['overhead_ns'])})"
-            + f" on {int(b['n_devices'])} devices")
+            + f" on {int(b['n_devices'])} devices"
+            + (f", micro-batch {b['micro_batch']}, ZeRO stage {b['zero_stage']}, recompute "
+               f"{b['recompute']}: MFU {float(b['mfu']):.1%}, "
+               f"{float(b['tokens_per_s_per_gpu']):,.0f} tokens/s per GPU" if train else ""))
     if (wl.mode == "decode" and not wl.cuda_graphs and rows
             and float(rows[0]["overhead_ns"]) > 0.3 * float(rows[0]["latency_ns"])):
         lines.append("note: --eager launches every kernel from the host (5 us of host time "

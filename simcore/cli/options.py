@@ -41,6 +41,7 @@ from ..model.specs import DTYPE_BYTES
 
 __all__ = [
     "DEFAULT_SPACE", "DTYPES", "FORMATS", "KV_DTYPES", "METRICS", "SPACES", "TRAIN_PRECISIONS",
+    "TRAIN_DEFAULTS", "TRAIN_OPTIONS", "micro_batch_arg", "recompute_arg", "zero_stage_arg",
     "OptionError", "Parser", "ParserExit", "UsageError",
     "add_budget_options", "add_cuda_graphs_option", "add_dtype_options", "add_hardware_overrides",
     "add_metric_options", "add_model_options", "add_output_options",
@@ -303,14 +304,105 @@ def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
                    help="sequences per step" + (" (global batch for train)" if train else "")
                         + lists + " (default: 1)")
     if train:
-        p.add_argument("--micro-batch", type=positive_int, default=1, metavar="N",
-                       help="train: sequences per micro-batch per replica (default: 1)")
-        p.add_argument("--recompute", choices=["none", "selective", "full", "op"],
-                       default="selective",
-                       help="train: activation recomputation: Megatron's selective or full, "
-                            "or op (torchtitan's per-op checkpointing) (default: selective)")
-        p.add_argument("--zero-stage", type=int, choices=[0, 1, 2, 3], default=0,
-                       help="train: ZeRO stage for model-state memory (default: 0)")
+        # default None: given or not (only --mode train takes them); make_workload fills in
+        # TRAIN_DEFAULTS, sweep_kwargs turns comma lists and "all" into sweep dims
+        search = "; a comma list or all searches it with the layout" if sweep else ""
+        p.add_argument("--micro-batch", type=micro_batch_arg if sweep else positive_int,
+                       default=None, metavar="N[,N...]|all" if sweep else "N",
+                       help="train: sequences per micro-batch per replica" + search
+                            + (" (all: the powers of two dividing the batch)" if sweep else "")
+                            + " (default: 1)")
+        p.add_argument("--recompute", type=recompute_arg if sweep else _recompute_one,
+                       default=None, metavar="MODE[,MODE...]|all" if sweep else "MODE",
+                       help="train: activation recomputation: none, Megatron's selective or "
+                            "full, or op (torchtitan's per-op checkpointing)" + search
+                            + " (default: selective)")
+        p.add_argument("--zero-stage", type=zero_stage_arg if sweep else _zero_stage_one,
+                       default=None, metavar="STAGE[,STAGE...]|all" if sweep else "STAGE",
+                       help="train: ZeRO stage 0-3 for model-state memory and data-parallel "
+                            "communication" + search + " (default: 0)")
+
+
+#: ``--micro-batch`` / ``--zero-stage`` / ``--recompute`` when not given (``Workload``'s).
+TRAIN_DEFAULTS: dict[str, Any] = {"micro_batch": 1, "zero_stage": 0, "recompute": "selective"}
+
+#: The training options, by Workload field.
+TRAIN_OPTIONS: dict[str, str] = {"micro_batch": "--micro-batch", "zero_stage": "--zero-stage",
+                                 "recompute": "--recompute"}
+
+
+def _list_or_all(text: str, one: Any, what: str) -> Any:
+    """``"all"``, one value or a comma list (each once) of ``one(part)``."""
+    text = text.strip()
+    if text.lower() == "all":
+        return "all"
+    parts = [t.strip() for t in text.split(",")]
+    if not all(parts):
+        raise OptionError(f"expected {what}, a comma list of them or all, got {text!r}")
+    values = [one(t) for t in parts]
+    dup = sorted({v for v in values if values.count(v) > 1}, key=str)
+    if dup:
+        raise OptionError(f"repeats {', '.join(map(str, dup))} in {text!r}; give each value once")
+    return values if len(values) > 1 else values[0]
+
+
+def micro_batch_arg(text: str) -> Any:
+    """``--micro-batch``: a positive integer, a comma list of them, or ``all``.
+
+    Examples
+    --------
+    >>> micro_batch_arg("2"), micro_batch_arg("1,2,4"), micro_batch_arg("all")
+    (2, [1, 2, 4], 'all')
+    """
+    def one(t: str) -> int:
+        try:
+            return positive_int(t)
+        except OptionError:
+            raise OptionError(f"expected N, N1,N2,... (positive integers) or all, got "
+                              f"{text!r}") from None
+    return _list_or_all(text, one, "a positive integer")
+
+
+def _zero_stage_one(t: str) -> int:
+    from ..engine.space import ZERO_STAGES
+
+    if t.strip() not in {str(z) for z in ZERO_STAGES}:
+        raise OptionError(f"expected a ZeRO stage {_or(map(str, ZERO_STAGES))}, got {t!r}")
+    return int(t)
+
+
+def zero_stage_arg(text: str) -> Any:
+    """``--zero-stage``: 0, 1, 2 or 3, a comma list of them, or ``all``.
+
+    Examples
+    --------
+    >>> zero_stage_arg("1"), zero_stage_arg("0,3"), zero_stage_arg("all")
+    (1, [0, 3], 'all')
+    >>> zero_stage_arg("5")
+    Traceback (most recent call last):
+    ...
+    simcore.cli.options.OptionError: expected a ZeRO stage 0, 1, 2 or 3, got '5'
+    """
+    return _list_or_all(text, _zero_stage_one, "a ZeRO stage")
+
+
+def _recompute_one(t: str) -> str:
+    from ..engine.space import RECOMPUTE_CHOICES
+
+    if t not in RECOMPUTE_CHOICES:
+        raise OptionError(f"expected a recompute mode {_or(RECOMPUTE_CHOICES)}, got {t!r}")
+    return t
+
+
+def recompute_arg(text: str) -> Any:
+    """``--recompute``: none, selective, full or op, a comma list of them, or ``all``.
+
+    Examples
+    --------
+    >>> recompute_arg("full"), recompute_arg("none,full"), recompute_arg("all")
+    ('full', ['none', 'full'], 'all')
+    """
+    return _list_or_all(text, _recompute_one, "a recompute mode")
 
 
 def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> None:
@@ -599,9 +691,39 @@ _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The comma lists among ``--s-kv`` / ``--batch`` as ``s_kv=`` / ``batch=`` keywords
-    of :func:`simcore.evaluate` (sweep dimensions); single values are in the workload."""
-    return {k: v for k in ("s_kv", "batch") if isinstance(v := getattr(args, k), list)}
+    """The comma lists among ``--s-kv`` / ``--batch`` (and, for ``--mode train``,
+    ``--micro-batch`` / ``--zero-stage`` / ``--recompute``, ``all`` expanded) as keywords of
+    :func:`simcore.evaluate` (sweep dimensions); single values are in the workload.
+
+    ``--micro-batch all`` is the powers of two dividing every ``--batch`` value; a listed
+    micro-batch that divides no batch is a :class:`SimcoreInputError` naming the valid
+    ones (one that divides the batch but not a layout's per-replica share masks that
+    layout in the engine)."""
+    from ..engine.space import RECOMPUTE_CHOICES, ZERO_STAGES
+
+    out = {k: v for k in ("s_kv", "batch") if isinstance(v := getattr(args, k), list)}
+    if getattr(args, "mode", None) != "train":
+        return out
+    batches = args.batch if isinstance(args.batch, list) else [args.batch]
+    common = math.gcd(*batches)
+    divisors = [d for d in range(1, common + 1) if common % d == 0]
+    for field, opt in TRAIN_OPTIONS.items():
+        v = getattr(args, field, None)
+        if v == "all":
+            v = {"micro_batch": [d for d in divisors if d & (d - 1) == 0],
+                 "zero_stage": list(ZERO_STAGES), "recompute": list(RECOMPUTE_CHOICES)}[field]
+        if field == "micro_batch" and v is not None:
+            bad = [m for m in (v if isinstance(v, list) else [v]) if common % m]
+            if bad:
+                shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12
+                                                              else "")
+                raise SimcoreInputError(
+                    f"{opt} {','.join(map(str, bad))}: divides no per-replica batch of --batch "
+                    f"{','.join(map(str, batches))} (the global batch is a multiple of "
+                    f"micro-batch x DP); pass divisors of {common}: {shown}, or all")
+        if isinstance(v, list):
+            out[field] = v
+    return out
 
 
 def _first(value: int | list[int]) -> int:
@@ -689,9 +811,16 @@ def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
     from ..model.specs import Workload
 
     kw: dict[str, Any] = {"batch": _first(args.batch), "s_kv": _first(args.s_kv)}
+    given = [opt for field, opt in TRAIN_OPTIONS.items()
+             if getattr(args, field, None) is not None]
     if args.mode == "train":
-        kw.update(micro_batch=args.micro_batch, recompute=args.recompute,
-                  zero_stage=args.zero_stage)
+        # a list or "all" is a sweep (sweep_kwargs): the workload keeps the default
+        kw.update({field: v if (v := getattr(args, field, None)) is not None
+                   and not isinstance(v, list) and v != "all" else default
+                   for field, default in TRAIN_DEFAULTS.items()})
+    elif given:
+        raise SimcoreInputError(f"{', '.join(given)}: training options; pass --mode train or "
+                                f"drop {'them' if len(given) > 1 else 'it'} (--mode {args.mode})")
     kw.update(_dtype_kwargs(args))
     try:
         wl = Workload(args.mode, **kw)

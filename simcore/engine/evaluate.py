@@ -6,10 +6,11 @@ path: the kernel reduces inside its loop, streaming hardware chunks, and returns
 best layout per hardware point without materialising the tensor.
 
 Both take a device budget (``gpus=N``, ``exact_gpus``: masked in the engine, so a layout
-outside it is a point that does not fit) and sweep ``batch`` and ``s_kv`` as ordinary
-dimensions: one prepared point per (``s_kv``, ``batch``) value, the labelled results
-concatenated along new leading ``s_kv`` and ``batch`` dims (:func:`stack_points`). A
-scalar ``batch`` / ``s_kv`` only replaces the workload's value, with today's shape.
+outside it is a point that does not fit) and sweep ``batch`` and ``s_kv`` (training also
+``micro_batch``, ``zero_stage`` and ``recompute``) as ordinary dimensions: one prepared
+point per combination of the swept values, the labelled results concatenated along new
+leading dims (:func:`stack_points`, in :data:`WORKLOAD_DIMS` order). A scalar only
+replaces the workload's value, with today's shape.
 """
 
 from __future__ import annotations
@@ -48,7 +49,14 @@ from .core import (
 )
 from .labels import dataset, space_coords, var_attrs, variable
 from .metrics import Metric
-from .space import PARALLEL_DIMS, WORKLOAD_DIMS, Space, get_space, workload_points
+from .space import (
+    PARALLEL_DIMS,
+    TRAIN_DIMS,
+    WORKLOAD_DIMS,
+    Space,
+    get_space,
+    workload_points,
+)
 
 __all__ = ["evaluate", "evaluate_best", "best_of_prepared", "build_coeffs", "prepare", "Prepared",
            "UNITS", "WORKLOAD_DIMS", "assemble_best", "default_chunk_size", "fused_metric",
@@ -60,7 +68,7 @@ UNITS: dict[str, str] = {
     for n in (*OUTPUT_NAMES, *LAYOUT_OUTPUTS, *HW_KNOBS) if n not in ("fits", "valid")
 }
 
-def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]], *,
+def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[Any]], *,
                  same: Sequence[str] = ()) -> xr.Dataset:
     """The Datasets of a sweep's points (C order over ``dims``) as one Dataset with
     ``dims`` leading, their coordinates labelled from :data:`WORKLOAD_DIMS`.
@@ -88,7 +96,8 @@ def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]],
         stacked = np.stack([q.variables[name].data for q in parts]).reshape(shape + var.shape)
         data[name] = variable((*lead, *map(str, var.dims)), stacked, dict(var.attrs))
     # xr.concat's order: the parts' coordinates, then the sweep's from the innermost out
-    swept = _sweep_coords(tuple((d, tuple(int(x) for x in dims[d])) for d in reversed(lead)))
+    swept = _sweep_coords(tuple((d, tuple(x if isinstance(x, str) else int(x) for x in dims[d]))
+                                for d in reversed(lead)))
     ds = dataset(data, xr.Coordinates({**first.coords.variables, **swept.variables},
                                       indexes={**first.xindexes, **swept.xindexes}),
                  first.attrs)
@@ -96,13 +105,14 @@ def stack_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]],
 
 
 @functools.lru_cache(maxsize=64)
-def _sweep_coords(dims: tuple[tuple[str, tuple[int, ...]], ...]) -> xr.Coordinates:
-    return xr.Coordinates({d: xr.Variable(d, np.array(v, dtype=np.int64), dict(WORKLOAD_DIMS[d]))
+def _sweep_coords(dims: tuple[tuple[str, tuple[Any, ...]], ...]) -> xr.Coordinates:
+    return xr.Coordinates({d: xr.Variable(d, np.array(v, dtype=str if d == "recompute"
+                                                      else np.int64), dict(WORKLOAD_DIMS[d]))
                            for d, v in dims})
 
 
 def _sweep_attrs(ds: xr.Dataset, parts: Sequence[xr.Dataset],
-                 dims: Mapping[str, Sequence[int]]) -> xr.Dataset:
+                 dims: Mapping[str, Sequence[Any]]) -> xr.Dataset:
     for name in dims:
         ds.attrs.pop(name, None)
     if len({q.attrs.get("s_q") for q in parts}) > 1:
@@ -110,7 +120,7 @@ def _sweep_attrs(ds: xr.Dataset, parts: Sequence[xr.Dataset],
     return ds
 
 
-def _concat_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[int]], *,
+def _concat_points(parts: Sequence[xr.Dataset], dims: Mapping[str, Sequence[Any]], *,
                    same: Sequence[str] = ()) -> xr.Dataset:
     """:func:`stack_points` by ``xr.concat`` (any backing arrays, dask included)."""
     level = list(parts)
@@ -135,6 +145,9 @@ def evaluate(
     *,
     batch: int | Sequence[int] | None = None,
     s_kv: int | Sequence[int] | None = None,
+    micro_batch: int | Sequence[int] | None = None,
+    zero_stage: int | Sequence[int] | None = None,
+    recompute: str | Sequence[str] | None = None,
     gpus: int | None = None,
     exact_gpus: bool = False,
     space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
@@ -158,6 +171,12 @@ def evaluate(
         gains leading ``s_kv`` and/or ``batch`` dims (coordinates with ``units``). A
         scalar replaces the workload's value (no new dim). For prefill and training
         ``s_q`` follows ``s_kv``.
+    micro_batch, zero_stage, recompute : int, str or a sequence of them, optional
+        Training only: a sequence sweeps the field as a dimension, as ``batch`` does
+        (``zero_stage=[0, 1, 2, 3]``, ``recompute=["selective", "full"]``); a scalar
+        replaces the workload's value. A micro-batch that does not divide a layout's
+        per-replica batch masks that layout (not valid); one that divides no batch is a
+        ``SimcoreInputError``.
     gpus : int, optional
         Device budget: layouts using more than ``gpus`` devices are masked (not valid:
         NaN outputs, ``fits`` False, so they never win :func:`simcore.best` or join a
@@ -189,7 +208,8 @@ def evaluate(
     Returns
     -------
     xarray.Dataset
-        Dims: the swept ``s_kv`` / ``batch`` (if any), the six knobs, then the ten layout
+        Dims: the swept ``s_kv`` / ``batch`` / ``micro_batch`` / ``zero_stage`` /
+        ``recompute`` (if any), the six knobs, then the ten layout
         dims. Variables ``latency_ns``, ``throughput_tok_s``, ``flops_per_device``,
         ``compute_ns``, ``memory_ns``, ``comm_ns``, ``fits`` over all dims; ``mem_bytes``
         (= ``mem_weights_bytes`` + ``mem_kv_bytes`` + ``mem_act_bytes``) and ``valid``
@@ -209,7 +229,8 @@ def evaluate(
     >>> int(simcore.best(ds).n_devices.max()) <= 8
     True
     """
-    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
+    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv, micro_batch=micro_batch,
+                                zero_stage=zero_stage, recompute=recompute)
     kw: dict[str, Any] = dict(space=space, hardware=hardware, family=family,
                               efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
     p = prepare(model, wls[0], **kw)
@@ -225,10 +246,10 @@ def evaluate(
     return stack_points(parts, dims, same=("n_devices",)) if dims else parts[0]
 
 
-def _check_sweep_memory(p: Prepared, dims: Mapping[str, Sequence[int]], *, fused: bool,
+def _check_sweep_memory(p: Prepared, dims: Mapping[str, Sequence[Any]], *, fused: bool,
                         in_memory: bool) -> None:
     """Refuse, before the sweep's other points are prepared, a sweep over ``dims`` (the
-    batch / s_kv values) whose prepared points and results would not fit in memory.
+    swept workload values: batch, s_kv, training's micro_batch, zero_stage, recompute) whose prepared points and results would not fit in memory.
 
     ``p`` is the sweep's first point; every point holds as much
     (:func:`~simcore.engine.chunks.prepared_bytes`) while the sweep runs. The results: the
@@ -244,19 +265,20 @@ def _check_sweep_memory(p: Prepared, dims: Mapping[str, Sequence[int]], *, fused
     else:
         out_bytes = 8.0 * len(OUTPUT_NAMES) * p.n_hw * p.space.size if in_memory else 0.0
     sweep = " x ".join(f"{len(v):,} {d}" for d, v in dims.items())
-    fewer = (f"sweep fewer batch / s_kv values ({sweep} = {n:,} points; e.g. one call per "
-             "s_kv value)")
+    train = [d for d in dims if d in TRAIN_DIMS]
+    fewer = (f"sweep fewer batch / s_kv{''.join(f' / {d}' for d in train)} values ({sweep} = "
+             f"{n:,} points; e.g. one call per s_kv value)")
     if p.space.size > get_space("reduced", p.workload.mode, p.gpus, p.model.n_experts).size:
         fewer += " or the reduced space"
     if not fused and in_memory:
         what = (f"the full tensor of {p.n_hw:,} hardware points x {p.space.size:,} layouts"
-                + (f" x {n:,} batch/s_kv points" if dims else ""))
+                + (f" x {n:,} workload points" if dims else ""))
         advice = ("pass chunks= for a lazy dask-backed result, or use evaluate_best (the best "
                   "layout per hardware point, streamed)")
         if dims:
             advice = f"{fewer}, pass chunks= for a lazy result, or use evaluate_best"
     else:
-        what = (f"{'evaluate_best' if fused else 'evaluate'} over {n:,} batch/s_kv points of "
+        what = (f"{'evaluate_best' if fused else 'evaluate'} over {n:,} workload points of "
                 f"{p.space.size:,} layouts x {p.n_hw:,} hardware points")
         advice = fewer
     check_sweep_memory(p, n, result_bytes=n * stack * out_bytes, what=what, advice=advice)
@@ -356,6 +378,9 @@ def evaluate_best(
     *,
     batch: int | Sequence[int] | None = None,
     s_kv: int | Sequence[int] | None = None,
+    micro_batch: int | Sequence[int] | None = None,
+    zero_stage: int | Sequence[int] | None = None,
+    recompute: str | Sequence[str] | None = None,
     gpus: int | None = None,
     exact_gpus: bool = False,
     space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
@@ -370,8 +395,9 @@ def evaluate_best(
 
     Identical to ``simcore.best(simcore.evaluate(...), metric)`` (same winners, same
     values) but streams hardware chunks, so memory stays bounded for any sweep.
-    ``batch``, ``s_kv``, ``gpus`` and ``exact_gpus`` as in :func:`evaluate`: the best
-    layout per (``s_kv``, ``batch``, hardware) point, within the budget.
+    ``batch``, ``s_kv``, ``micro_batch``, ``zero_stage``, ``recompute``, ``gpus`` and
+    ``exact_gpus`` as in :func:`evaluate`: the best layout per (swept workload fields,
+    hardware) point, within the budget.
 
     Examples
     --------
@@ -382,7 +408,8 @@ def evaluate_best(
     >>> bool((r.latency_ns.sel(bw_hbm_gbs=4000) < r.latency_ns.sel(bw_hbm_gbs=2000)).all())
     True
     """
-    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv)
+    dims, wls = workload_points(workload, batch=batch, s_kv=s_kv, micro_batch=micro_batch,
+                                zero_stage=zero_stage, recompute=recompute)
     kw: dict[str, Any] = dict(space=space, hardware=hardware, family=family,
                               efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
     first = prepare(model, wls[0], **kw)

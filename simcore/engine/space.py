@@ -42,6 +42,9 @@ __all__ = [
     "DEPTHS",
     "depth_grid",
     "WORKLOAD_DIMS",
+    "TRAIN_DIMS",
+    "RECOMPUTE_CHOICES",
+    "ZERO_STAGES",
     "workload_points",
 ]
 
@@ -552,21 +555,36 @@ def depth_grid(
     return hardware_grid({k: [v * m for m in mults] for k, v in base.items()})
 
 
-# --- the workload sweep dims (batch, s_kv) ---------------------------------------------
+# --- the workload sweep dims (batch, s_kv; training's micro_batch, zero_stage, recompute) ---
 
 #: The workload fields :func:`evaluate` sweeps as dimensions, in dim order (outermost
-#: first), with the units and long name of their coordinates.
+#: first), with the units and long name of their coordinates. The last three are
+#: training-only (``Workload(mode="train")``): the search ``simcore evaluate --mode train``
+#: runs with the layout.
 WORKLOAD_DIMS: dict[str, dict[str, str]] = {
     "s_kv": {"units": "tokens", "long_name": "context length"},
     "batch": {"units": "sequences", "long_name": "sequences per step"},
+    "micro_batch": {"units": "sequences", "long_name": "sequences per micro-batch per replica"},
+    "zero_stage": {"units": "1", "long_name": "ZeRO stage"},
+    "recompute": {"units": "1", "long_name": "activation recomputation"},
 }
 
+#: The training-only sweep dims of :data:`WORKLOAD_DIMS`.
+TRAIN_DIMS: tuple[str, ...] = ("micro_batch", "zero_stage", "recompute")
 
-def _sweep_values(name: str, values: Any) -> int | tuple[int, ...]:
-    """A scalar (int) or a sweep (tuple) of positive integers, each once."""
+#: Allowed values of the categorical training dims (``Workload``'s choices).
+RECOMPUTE_CHOICES: tuple[str, ...] = ("none", "selective", "full", "op")
+ZERO_STAGES: tuple[int, ...] = (0, 1, 2, 3)
+
+
+def _sweep_values(name: str, values: Any, *, minimum: int = 1) -> int | tuple[int, ...]:
+    """A scalar (int) or a sweep (tuple) of integers >= ``minimum``, each once."""
+    what = "positive integers" if minimum == 1 else f"integers >= {minimum}"
+
     def one(v: Any) -> int:
-        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or v < 1:
-            raise SimcoreInputError(f"{name} values must be positive integers, got {v!r}")
+        if (isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral)
+                or v < minimum):
+            raise SimcoreInputError(f"{name} values must be {what}, got {v!r}")
         return int(v)
 
     if isinstance(values, np.ndarray) and values.ndim == 0:
@@ -574,23 +592,42 @@ def _sweep_values(name: str, values: Any) -> int | tuple[int, ...]:
     if isinstance(values, numbers.Integral) and not isinstance(values, bool | np.bool_):
         return one(values)
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence | np.ndarray):
-        raise SimcoreInputError(f"{name} must be a positive integer or a sequence of them "
+        raise SimcoreInputError(f"{name} must be {what[:-1]} or a sequence of them "
                                 f"(a sweep dimension), got {values!r}")
-    out = tuple(one(v) for v in values)
+    return _once(name, tuple(one(v) for v in values))
+
+
+def _once(name: str, out: tuple[Any, ...]) -> tuple[Any, ...]:
     if not out:
         raise SimcoreInputError(f"{name} needs at least one value (an empty sweep)")
-    dup = sorted({v for v in out if out.count(v) > 1})
+    dup = sorted({v for v in out if out.count(v) > 1}, key=str)
     if dup:
         raise SimcoreInputError(f"{name} repeats {', '.join(map(str, dup))}; give each value once")
     return out
 
 
-def _with(w: Workload, **fields: int) -> Workload:
-    """``w`` with new ``batch`` / ``s_kv``; ``s_q`` follows ``s_kv`` where it equalled it
-    (prefill's default, training) and stays otherwise (decode: 1)."""
+def _recompute_values(values: Any) -> str | tuple[str, ...]:
+    """A recompute mode or a sweep (tuple) of them, each one of :data:`RECOMPUTE_CHOICES`."""
+    def one(v: Any) -> str:
+        if v not in RECOMPUTE_CHOICES:
+            raise SimcoreInputError(f"recompute values must be one of "
+                                    f"{', '.join(RECOMPUTE_CHOICES)}, got {v!r}")
+        return str(v)
+
+    if isinstance(values, str):
+        return one(values)
+    if isinstance(values, bytes | Mapping) or not isinstance(values, Sequence | np.ndarray):
+        raise SimcoreInputError(f"recompute must be one of {', '.join(RECOMPUTE_CHOICES)} or a "
+                                f"sequence of them (a sweep dimension), got {values!r}")
+    return _once("recompute", tuple(one(v) for v in values))
+
+
+def _with(w: Workload, **fields: Any) -> Workload:
+    """``w`` with new ``batch`` / ``s_kv`` / training fields; ``s_q`` follows ``s_kv``
+    where it equalled it (prefill's default, training) and stays otherwise (decode: 1)."""
     if "s_kv" in fields and (w.s_q == w.s_kv or w.mode == "train"):
         fields = {**fields, "s_q": 0}
-    return replace(w, **fields)  # type: ignore[arg-type]
+    return replace(w, **fields)
 
 
 def workload_points(
@@ -598,31 +635,53 @@ def workload_points(
     *,
     batch: int | Sequence[int] | None = None,
     s_kv: int | Sequence[int] | None = None,
-) -> tuple[dict[str, tuple[int, ...]], list[Workload]]:
-    """The workloads of a sweep over ``batch`` / ``s_kv``: ``(dims, workloads)``.
+    micro_batch: int | Sequence[int] | None = None,
+    zero_stage: int | Sequence[int] | None = None,
+    recompute: str | Sequence[str] | None = None,
+) -> tuple[dict[str, tuple[Any, ...]], list[Workload]]:
+    """The workloads of a sweep over ``batch`` / ``s_kv`` (and, training only,
+    ``micro_batch`` / ``zero_stage`` / ``recompute``): ``(dims, workloads)``.
 
     ``dims`` maps each swept field (a sequence, even of one value) to its values, in
     :data:`WORKLOAD_DIMS` order; ``workloads`` has one :class:`Workload` per point, in C
     order over ``dims`` (one, with no dims, when nothing is swept). A scalar replaces
     the workload's value; ``s_q`` follows ``s_kv`` where it equalled it (prefill, train).
+    A point the workload refuses (a ``micro_batch`` that does not divide the ``batch``,
+    a ZeRO stage its ``framework`` cannot run) is a :class:`SimcoreInputError` naming it;
+    a ``micro_batch`` that divides the batch but not a layout's per-replica share is
+    masked per layout by the engine (not valid there).
 
     Examples
     --------
     >>> dims, wls = workload_points(Workload("prefill"), batch=[1, 8], s_kv=2048)
     >>> dims, [(w.batch, w.s_kv, w.s_q) for w in wls]
     ({'batch': (1, 8)}, [(1, 2048, 2048), (8, 2048, 2048)])
+    >>> dims, wls = workload_points(Workload("train", batch=8), micro_batch=[1, 2],
+    ...                             recompute=["selective", "full"])
+    >>> dims, [(w.micro_batch, w.recompute) for w in wls][:2]
+    ({'micro_batch': (1, 2), 'recompute': ('selective', 'full')}, [(1, 'selective'), (1, 'full')])
     """
     if workload is None:
         workload = Workload("decode")
     if not isinstance(workload, Workload):
         raise SimcoreInputError(f"workload must be a simcore.Workload, got "
                                 f"{type(workload).__name__}")
-    fixed: dict[str, int] = {}
-    dims: dict[str, tuple[int, ...]] = {}
-    for name, values in (("s_kv", s_kv), ("batch", batch)):
+    given = {"s_kv": s_kv, "batch": batch, "micro_batch": micro_batch,
+             "zero_stage": zero_stage, "recompute": recompute}
+    train = [n for n in TRAIN_DIMS if given[n] is not None]
+    if train and workload.mode != "train":
+        raise SimcoreInputError(f"{', '.join(train)}: training only (Workload(mode='train')), "
+                                f"got a {workload.mode} workload; drop {', '.join(train)}")
+    fixed: dict[str, Any] = {}
+    dims: dict[str, tuple[Any, ...]] = {}
+    for name, values in given.items():
         if values is None:
             continue
-        v = _sweep_values(name, values)
+        v: Any
+        if name == "recompute":
+            v = _recompute_values(values)
+        else:
+            v = _sweep_values(name, values, minimum=0 if name == "zero_stage" else 1)
         if isinstance(v, tuple):
             dims[name] = v
         else:
