@@ -153,6 +153,23 @@ def _print_blackwell(eff: Efficiency, notes: Any) -> None:
           "simcore/validation/blackwell_measurements.json]", file=notes)
 
 
+def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
+    """Decision accuracy (:func:`simcore.validation.ranking.ranking_agreement`): the share of
+    measured pairs of one job ordered as measured, per kind, and the worst jobs."""
+    from ..validation.ranking import RANKING_TIE, ranking_agreement
+
+    r = ranking_agreement(points, predicted)
+    if not r.n_pairs:
+        return
+    kinds = ", ".join(f"{k} {100 * a / n:.0f}% of {n}" for k, (a, n) in r.by_kind.items())
+    print(f"\n{title} {100 * r.share:.0f}% of {r.n_pairs} measured pairs ({kinds}; pairs of "
+          "configurations of one job: source, model, kind, metric, hardware; measured ties "
+          f"within {100 * RANKING_TIE:.0f}% not counted)", file=notes)
+    for (ref, model, kind, metric, hw), wrong, n in r.worst_jobs(3):
+        print(f"  {wrong} of {n} pairs ordered otherwise: {ref}, {model}, {kind} {metric}, {hw}",
+              file=notes)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..validation import (
         FITTED_EFFICIENCY,
@@ -203,10 +220,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nin-sample mean |error| {title}:", file=notes)
         for label, (err, n) in sorted(tables[key].items()):
             print(f"  {label:<28} {100 * err:5.1f}%  ({n} points)", file=notes)
+    points = [get_measurement(r.id) for r in rows]
+    _print_ranking("ranking agreement", points, {r.id: r.predicted for r in rows}, notes)
     if not args.no_loso and len(tables["source"]) > 1:
         from ..validation.fit import leave_one_source_out
 
-        loso = leave_one_source_out([get_measurement(r.id) for r in rows])
+        loso = leave_one_source_out(points)
         print("\nleave-one-source-out (factors refitted without the source):", file=notes)
         for label, (err, _) in sorted(loso.by_source.items()):
             print(f"  {label:<28} {100 * err:5.1f}%", file=notes)
@@ -217,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
                                          for k, v in per_kind.items()), file=notes)
         print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}%",
               file=notes)
+        _print_ranking("out-of-sample ranking agreement", points, loso.predicted, notes)
     if args.kind is None or "train" in args.kind:
         from ..validation import validate_memory
 
