@@ -94,14 +94,9 @@ def _train_rows(model: Any, wl: Any, top: list[dict[str, Any]]) -> list[dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ..engine.core import check_budget, prepare
-    from ..engine.metrics import get_metric
     from ..engine.space import TRAIN_DIMS, workload_points
     from ..errors import DeviceBudgetError
-    from ..studies.assumptions import assumed_line, precision_text, runtime_text
-    from ..studies.report import fmt_ns
 
     model = resolve_model(args)
     fam = resolve_family(args)
@@ -116,24 +111,68 @@ def run(args: argparse.Namespace) -> int:
     kw = dict(space=resolve_space(args, model, budget.gpus), family=fam,
               hardware=fam.hardware, **budget.kwargs())
     first = prepare(model, wls[0], **kw)
-    if len(wls) > 1:  # every point's coefficients may be kept: refuse a sweep beyond memory
-        from ..engine.chunks import check_sweep_memory
+    if len(wls) > 1:
+        _check_sweep_memory(args, first, sweep_dims, len(wls), train)
+    points, kept, valid, n_prepared = _points(args, model, wls, sweep_dims, first, kw)
+    try:
+        if kept:
+            check_budget(kept)
+    except DeviceBudgetError as exc:
+        raise budget_error(exc, budget) from None
+    outer, groups = _ranked_groups(args, points, sweep_dims)
+    columns = [Column(d, d) for d in outer] + COLUMNS
+    if train:
+        columns = [Column(d, d) for d in outer] + LAYOUT_COLUMNS + TRAIN_COLUMNS + METRIC_COLUMNS
+    n_fit = sum(n for _, _, n in points)
+    _print_header(args, model, wl, fam, budget, first, sweep, sweep_dims, valid, n_fit,
+                  len(points), len(wls) - n_prepared, notes)
+    if n_fit == 0:
+        if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
+            emit_rows([], columns, args.format, args.out)
+        searched = any(d in TRAIN_DIMS for d in sweep_dims)
+        print("no layout fits: try a family with more HBM per device (--family H200), a "
+              "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=..."
+              + (", or --zero-stage all --recompute all" if train and not searched else "")
+              + ("" if budget.gpus is None else ", or a larger --gpus"), file=notes)
+        return 1
+    rows, lines = _best_lines(args, wl, outer, groups, train)
+    emit_rows(rows, columns, args.format, args.out)
+    for line in lines:
+        print(line, file=notes)
+    return 0
 
-        shape = " x ".join(f"{len(v):,} {d}" for d, v in sweep_dims.items())
-        opts = "--s-kv / --batch" + (" / --micro-batch / --zero-stage / --recompute"
-                                     if train else "")
-        check_sweep_memory(
-            first, len(wls), result_bytes=2000.0 * len(wls) * args.top,
-            what=f"{opts}: {shape} = {len(wls):,} points of {first.space.size:,} layouts",
-            advice=f"pass fewer {opts} values (e.g. one run per --s-kv value)"
-                   + (" or --space reduced" if args.space != "reduced" else ""))
-    # the rows of every point, as each is prepared; a point's coefficients are dropped
-    # once some point fits (check_budget needs them only when none does). A micro-batch
-    # whose divisor (same stage and recomputation) fitted nowhere is skipped: a layout's
-    # memory grows with the micro-batch and its valid layouts are a subset.
+
+def _check_sweep_memory(args: argparse.Namespace, first: Any, sweep_dims: dict[str, Any],
+                        n_points: int, train: bool) -> None:
+    """Every point's coefficients may be kept: refuse a sweep beyond memory."""
+    from ..engine.chunks import check_sweep_memory
+
+    shape = " x ".join(f"{len(v):,} {d}" for d, v in sweep_dims.items())
+    opts = "--s-kv / --batch" + (" / --micro-batch / --zero-stage / --recompute"
+                                 if train else "")
+    check_sweep_memory(
+        first, n_points, result_bytes=2000.0 * n_points * args.top,
+        what=f"{opts}: {shape} = {n_points:,} points of {first.space.size:,} layouts",
+        advice=f"pass fewer {opts} values (e.g. one run per --s-kv value)"
+               + (" or --space reduced" if args.space != "reduced" else ""))
+
+
+def _points(args: argparse.Namespace, model: Any, wls: list[Any], sweep_dims: dict[str, Any],
+            first: Any, kw: dict[str, Any]) -> tuple[list[Any], list[Any], Any, int]:
+    """The rows of every point, as each is prepared: ``(points, kept, valid, n_prepared)``.
+
+    A point's coefficients are dropped once some point fits (``check_budget`` needs them
+    only when none does: ``kept``). A micro-batch whose divisor (same stage and
+    recomputation) fitted nowhere is skipped: a layout's memory grows with the micro-batch
+    and its valid layouts are a subset. ``valid``: layouts valid at some point."""
+    import numpy as np
+
+    from ..engine.core import prepare
+
+    train = wls[0].mode == "train"
     points: list[tuple[Any, list[dict[str, Any]], int]] = []
     kept: list[Any] = []
-    valid = np.zeros(first.valid.shape, dtype=bool)  # valid at some point of the sweep
+    valid = np.zeros(first.valid.shape, dtype=bool)
     dead: dict[tuple[Any, ...], list[int]] = {}
     n_prepared = 0
     for i, w in enumerate(wls):
@@ -148,15 +187,17 @@ def run(args: argparse.Namespace) -> int:
             dead.setdefault(rest, []).append(w.micro_batch)
         points.append((w, _train_rows(model, w, top) if train else top, n))
         kept = [] if any(n for _, _, n in points) else [*kept, q]
-    try:
-        if kept:
-            check_budget(kept)
-    except DeviceBudgetError as exc:
-        raise budget_error(exc, budget) from None
-    # the outer points (s_kv, batch) each print their --top best rows; the training dims
-    # are searched with the layout: their rows merge, ranked by the metric
+    return points, kept, valid, n_prepared
+
+
+def _ranked_groups(args: argparse.Namespace, points: list[Any], sweep_dims: dict[str, Any]
+                   ) -> tuple[list[str], dict[tuple[Any, ...], list[dict[str, Any]]]]:
+    """The outer points (s_kv, batch) each keep their --top best rows; the training dims
+    are searched with the layout: their rows merge, ranked by the metric."""
+    from ..engine.metrics import get_metric
+    from ..engine.space import TRAIN_DIMS
+
     outer = [d for d in sweep_dims if d not in TRAIN_DIMS]
-    searched = [d for d in sweep_dims if d in TRAIN_DIMS]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for w, top, _ in points:
         groups.setdefault(tuple(getattr(w, d) for d in outer), []).extend(top)
@@ -164,23 +205,29 @@ def run(args: argparse.Namespace) -> int:
     for key, rows_ in groups.items():
         rows_.sort(key=lambda r: m.sign * float(r[m.key]))  # stable: ties keep sweep order
         groups[key] = rows_[:args.top]
-    columns = [Column(d, d) for d in outer] + COLUMNS
-    if train:
-        columns = [Column(d, d) for d in outer] + LAYOUT_COLUMNS + TRAIN_COLUMNS + METRIC_COLUMNS
-    n_fit = sum(n for _, _, n in points)
+    return outer, groups
+
+
+def _print_header(args: argparse.Namespace, model: Any, wl: Any, fam: Any, budget: Any,
+                  p0: Any, sweep: dict[str, Any], sweep_dims: dict[str, Any], valid: Any,
+                  n_fit: int, n_points: int, n_skipped: int, notes: Any) -> None:
+    """What was evaluated, what it assumed and, in training, what was searched."""
+    from ..engine.space import TRAIN_DIMS
+    from ..studies.assumptions import assumed_line, precision_text, runtime_text
+
     s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
     batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
-    p0 = first
-    over = (f" (over {len(points)} {'/'.join(sweep_dims)} points"
-            + (f"; {len(wls) - n_prepared} larger micro-batches skipped, nothing fits at a "
-               "divisor" if n_prepared < len(wls) else "") + ")") if sweep_dims else ""
+    over = (f" (over {n_points} {'/'.join(sweep_dims)} points"
+            + (f"; {n_skipped} larger micro-batches skipped, nothing fits at a "
+               "divisor" if n_skipped else "") + ")") if sweep_dims else ""
     print(f"{model.name} {wl.mode} s_kv={s_kv} batch={batch} on {p0.family} "
           f"(a {p0.topology.n_devices}-device system), {args.space} space{_ep_text(p0)}: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory{over}",
           file=notes)
     print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl)),
           file=notes)
-    if train:
+    if wl.mode == "train":
+        searched = [d for d in sweep_dims if d in TRAIN_DIMS]
         text = {"micro_batch": "micro-batch", "zero_stage": "ZeRO stage",
                 "recompute": "recompute"}
         vals = {d: ",".join(map(str, sweep_dims[d])) if d in sweep_dims else
@@ -189,14 +236,14 @@ def run(args: argparse.Namespace) -> int:
               + "; ".join(f"{text[d]} {vals[d]}" for d in TRAIN_DIMS)
               + f"; mfu against the {fam.hardware.peak_tflops_f16:g} TFLOP/s 16-bit peak",
               file=notes)
-    if n_fit == 0:
-        if for_script(args):  # an empty row set, so a script still gets valid JSON/CSV
-            emit_rows([], columns, args.format, args.out)
-        print("no layout fits: try a family with more HBM per device (--family H200), a "
-              "shorter --s-kv or smaller --batch, --space full, or --set pe_hbm_gb=..."
-              + (", or --zero-stage all --recompute all" if train and not searched else "")
-              + ("" if budget.gpus is None else ", or a larger --gpus"), file=notes)
-        return 1
+
+
+def _best_lines(args: argparse.Namespace, wl: Any, outer: list[str],
+                groups: dict[tuple[Any, ...], list[dict[str, Any]]], train: bool
+                ) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows to print and, per outer point, the best layout in words."""
+    from ..studies.report import fmt_ns
+
     rows: list[dict[str, Any]] = []
     lines: list[str] = []
     for key, top in groups.items():
@@ -224,7 +271,4 @@ def run(args: argparse.Namespace) -> int:
         lines.append("note: --eager launches every kernel from the host (5 us of host time "
                      "each); serving frameworks replay decode steps from CUDA graphs, the "
                      "default without --eager")
-    emit_rows(rows, columns, args.format, args.out)
-    for line in lines:
-        print(line, file=notes)
-    return 0
+    return rows, lines
