@@ -20,6 +20,10 @@ Figures:
 * ``reference``: the plain-python twin's evals/s on a uniform sample of the same space
   (same share of masked layouts), and the ratio;
 Masked (invalid) layouts cost almost nothing; ``valid_evals_per_s`` counts only valid ones.
+* ``kernel_per_core``: the fused kernel alone on one thread, over the coarse grid and the
+  layouts the coarse × full sweep visits (``live``) or every valid one (``valid``):
+  computed evaluations per second per core (visited layouts × hardware rows over the
+  thread's CPU time, best of 11, so a busy machine's waits do not count), per metric;
 * ``distributed``: the coarse × full sweep on a 2-worker LocalCluster.
 Peak RSS is the process high-water mark (ru_maxrss), which covers everything before it.
 """
@@ -85,6 +89,40 @@ def sweep(depth, repeat: int = 3, prune: bool = True) -> dict:
             "evals_per_s": round(n / float(np.median(walls))),
             "valid_evals_per_s": round(n_valid / float(np.median(walls))),
             "n_fitting_hardware": int(ds.any_fits.sum()), "peak_rss_mb": round(rss_mb(), 1)}
+
+
+def kernel_per_core(repeat: int = 11) -> dict:
+    """The fused kernel on one thread: evaluations it computes per second of its CPU time."""
+    import numba
+    import numpy as np
+
+    from simcore import Workload
+    from simcore.engine.evaluate import prepare
+    from simcore.engine.space import depth_grid
+    from simcore.kernels import inference
+
+    p = prepare(MODEL, Workload("decode", s_kv=S_KV), space="full", hardware=depth_grid("coarse"))
+    hw = p.hw_rows(0, p.n_hw)
+    live, _ = p.live_layouts(prune=True)
+    tables = {"live": p.coeffs[live], "valid": p.coeffs[np.flatnonzero(p.valid)]}
+    out: dict = {"n_hardware": p.n_hw, "threads": 1}
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        for name, table in tables.items():
+            for metric, code, sign in (("latency", 0, 1.0), ("throughput", 1, -1.0)):
+                inference.fused_best(table, hw, p.eff, code, sign)
+                cpu = []
+                for _ in range(repeat):
+                    t0 = time.thread_time()
+                    inference.fused_best(table, hw, p.eff, code, sign)
+                    cpu.append(time.thread_time() - t0)
+                out[f"{name}_{metric}"] = {
+                    "layouts": len(table), "cpu_s": round(min(cpu), 5),
+                    "evals_per_s_per_core": round(p.n_hw * len(table) / min(cpu))}
+    finally:
+        numba.set_num_threads(before)
+    return out
 
 
 _EIGHT = """
@@ -184,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         out["pruning_speedup_five_per_knob"] = round(
             out["five_per_knob_full_unpruned"]["wall_s"] / out["five_per_knob_full"]["wall_s"], 2)
         out["eight_per_knob_full"] = eight_per_knob()
+    out["kernel_per_core"] = kernel_per_core()
     out["reference"] = reference_rate()
     out["speedup_vs_reference"] = round(out["coarse_full"]["evals_per_s"]
                                         / out["reference"]["evals_per_s"])

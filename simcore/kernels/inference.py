@@ -37,6 +37,7 @@ twin, piece by piece under the same names (``simcore.kernels.twin_table``).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -722,12 +723,53 @@ def layout_coeffs(layouts, mp, wp, topo):
     return out
 
 
+# --- second stage: one coefficient record x one hardware row -----------------------------
+#
+# Per hardware row the achievable rates are fixed, so their reciprocals (time per FLOP,
+# per HBM byte, per wire byte on each tier) are computed once per row (:func:`row_rates`)
+# and ``point`` multiplies by them: its inner loop has no division by a hardware value.
+# The fused sweep reads the coefficients as a structure of arrays (:func:`coef_columns`,
+# one contiguous column per coefficient, copied once per call) and scores every layout of
+# a row in a loop without early exits, which the compiler vectorises; the first-best
+# layout is then found by a short scan of the scores. Each (row, layout) pair goes
+# through the same IEEE operations in every path (no fastmath: no reassociation, no
+# fused multiply-add), so ``point_one``, ``evaluate_grid`` and ``fused_best`` agree bit
+# for bit.
+
+
+class RowRates(NamedTuple):
+    """What :func:`point` needs of one hardware row: the reciprocals of its achievable
+    rates and the memory that fits (:func:`row_rates`)."""
+
+    ns_per_flop: float  #: 16-bit matmul rate (peak x ``compute``)
+    ns_per_flop_lowp: float  #: FP8 / INT8 matmul rate, in 16-bit-rate FLOPs (x ``lowp``)
+    ns_per_flop_attention: float  #: the attention kernel's rate (x ``attention``)
+    ns_per_hbm_byte: float  #: HBM (x ``memory``)
+    ns_per_byte_intra: float  #: tier 0 wire (x ``network``)
+    ns_per_byte_inter: float  #: tier 1 wire (x ``network_inter``)
+    ns_per_byte_intersip: float  #: tier 2 wire (x ``network_sip``)
+    fit_bytes: float  #: usable HBM per device (x ``hbm_usable``)
+
+
 @jit(inline="always")
-def _roof(f, b, P, M, ov):
+def row_rates(hw, eff):
+    """One hardware row (the six knobs) → :class:`RowRates` (once per row)."""
+    flops_per_ns = hw[HW.peak_tflops_f16] * 1e3
+    return RowRates(1.0 / (flops_per_ns * eff.compute), 1.0 / (flops_per_ns * eff.lowp),
+                    1.0 / (flops_per_ns * eff.attention),
+                    1.0 / (hw[HW.bw_hbm_gbs] * eff.memory),
+                    1.0 / (hw[HW.bw_intra_gbs] * eff.network),
+                    1.0 / (hw[HW.bw_inter_gbs] * eff.network_inter),
+                    1.0 / (hw[HW.bw_intersip_gbs] * eff.network_sip),
+                    hw[HW.pe_hbm_gb] * 1e9 * eff.hbm_usable)
+
+
+@jit(inline="always")
+def _roof(f, b, ns_per_flop, ns_per_byte, ov):
     """One op's time: the longer of its compute and HBM times plus the part ``1 - ov`` of
     the shorter that does not hide under it; charged to the longer side."""
-    tc = f / P
-    tm = b / M
+    tc = f * ns_per_flop
+    tm = b * ns_per_byte
     if tc > tm:
         t = tc + (1.0 - ov) * tm
         return t, t, 0.0
@@ -736,43 +778,49 @@ def _roof(f, b, P, M, ov):
 
 
 @jit(inline="always")
-def point(c, hw, eff):
+def per_second(amount, latency):
+    """``amount`` per step of ``latency`` ns, per second (throughput, FLOP/s)."""
+    return amount / (latency * 1e-9)
+
+
+@jit(inline="always")
+def point(c, k, eff):
     """One (hardware, layout) pair → the values of :data:`~.schema.OUTPUTS`.
 
-    Per layer: the roofline ops (projections, attention core at its own efficiency,
-    FFN), memory-bound element-wise bytes, the CP ring (hidden under the attention core
-    where it overlaps), blocking collectives, collectives that overlap the layer's
-    compute (prefetched all-gathers: only what outlasts the compute is exposed) and the
-    kernel launches. Per step: the LM head, pipeline sends, the once-per-step
-    collectives (hidden under ``tail_hide`` of the layers' compute, e.g. bucketed
-    gradient reduction under the backward pass), the optimizer's HBM traffic,
-    hardware-independent time (``fixed_ns``: PCIe offload), launches and the
-    framework's per-step floor.
+    ``c`` is a coefficient record (or a :data:`CoefValues` tuple of the same fields),
+    ``k`` the hardware row's :class:`RowRates`. Per layer: the roofline ops
+    (projections, attention core at its own efficiency, FFN), memory-bound element-wise
+    bytes, the CP ring (hidden under the attention core where it overlaps), blocking
+    collectives, collectives that overlap the layer's compute (prefetched all-gathers:
+    only what outlasts the compute is exposed) and the kernel launches. Per step: the LM
+    head, pipeline sends, the once-per-step collectives (hidden under ``tail_hide`` of
+    the layers' compute, e.g. bucketed gradient reduction under the backward pass), the
+    optimizer's HBM traffic, hardware-independent time (``fixed_ns``: PCIe offload),
+    launches and the framework's per-step floor.
     """
     if c.valid == 0.0:
         nan = np.nan
         return nan, nan, nan, nan, nan, nan, nan, False
-    P = hw[HW.peak_tflops_f16] * 1e3 * eff.compute
-    PL = hw[HW.peak_tflops_f16] * 1e3 * eff.lowp  # FLOPs of lowp ops are in 16-bit-rate units
-    P_mm = PL if c.lowp_mm == 1.0 else P
-    P_head = PL if c.lowp_head == 1.0 else P
+    # FLOPs of lowp ops are in 16-bit-rate units
+    t_flop_mm = k.ns_per_flop_lowp if c.lowp_mm == 1.0 else k.ns_per_flop
+    t_flop_head = k.ns_per_flop_lowp if c.lowp_head == 1.0 else k.ns_per_flop
     # the attention core at its kernel's factor, or (unfused: batched GEMMs) the matmul one
-    PA = hw[HW.peak_tflops_f16] * 1e3 * (eff.compute if c.core_gemm == 1.0 else eff.attention)
-    M = hw[HW.bw_hbm_gbs] * eff.memory
-    b0 = hw[HW.bw_intra_gbs] * eff.network
-    b1 = hw[HW.bw_inter_gbs] * eff.network_inter
-    b2 = hw[HW.bw_intersip_gbs] * eff.network_sip
+    t_flop_core = k.ns_per_flop if c.core_gemm == 1.0 else k.ns_per_flop_attention
+    t_byte = k.ns_per_hbm_byte
+    w0 = k.ns_per_byte_intra
+    w1 = k.ns_per_byte_inter
+    w2 = k.ns_per_byte_intersip
 
     ov = eff.overlap
-    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, P_mm, M, ov)
-    t_core, cc, mc = _roof(c.f_core, c.b_core, PA, M, ov)
-    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, P_mm, M, ov)
-    t_head, ch, mh = _roof(c.f_head, c.b_head, P_head, M, ov)
-    t_elem = c.b_elem / M
+    t_lin, cl, ml = _roof(c.f_lin, c.b_lin, t_flop_mm, t_byte, ov)
+    t_core, cc, mc = _roof(c.f_core, c.b_core, t_flop_core, t_byte, ov)
+    t_ffn, cf, mf = _roof(c.f_ffn, c.b_ffn, t_flop_mm, t_byte, ov)
+    t_head, ch, mh = _roof(c.f_head, c.b_head, t_flop_head, t_byte, ov)
+    t_elem = c.b_elem * t_byte
 
     rt = c.ring_tier
-    rbw = b0 if rt == 0.0 else (b1 if rt == 1.0 else b2)
-    ring_t = c.ring_bytes / rbw + c.ring_alpha_ns
+    rw = w0 if rt == 0.0 else (w1 if rt == 1.0 else w2)
+    ring_t = c.ring_bytes * rw + c.ring_alpha_ns
     u = eff.contention  # compute a collective running under it takes (Calculon)
     if c.ring_overlap == 1.0:
         exposed = ring_t - t_core
@@ -780,11 +828,11 @@ def point(c, hw, eff):
             exposed = u * ring_t
     else:
         exposed = ring_t
-    comm_l = c.comm0_bytes / b0 + c.comm1_bytes / b1 + c.comm2_bytes / b2 + c.comm_alpha_ns
+    comm_l = c.comm0_bytes * w0 + c.comm1_bytes * w1 + c.comm2_bytes * w2 + c.comm_alpha_ns
     # the window prefetched gathers and the gradient tail hide under: the layer's compute
     # and the ring wait it exposes (a faster core then never exposes more than it saves)
     t_work = t_lin + t_core + t_ffn + exposed
-    t_ovl = c.ovl0_bytes / b0 + c.ovl1_bytes / b1 + c.ovl2_bytes / b2 + c.ovl_alpha_ns
+    t_ovl = c.ovl0_bytes * w0 + c.ovl1_bytes * w1 + c.ovl2_bytes * w2 + c.ovl_alpha_ns
     ovl = t_ovl - t_work
     free = 0.0  # compute the overlapping collectives leave free (hides the tail)
     if ovl < 0.0:
@@ -793,16 +841,16 @@ def point(c, hw, eff):
     if ovl < u * t_ovl:  # the compute it ran under slowed by the contention
         ovl = u * t_ovl
     pt = c.pp_tier
-    pbw = b0 if pt == 0.0 else (b1 if pt == 1.0 else b2)
-    t_pp = c.pp_bytes / pbw + c.pp_alpha_ns
+    pw = w0 if pt == 0.0 else (w1 if pt == 1.0 else w2)
+    t_pp = c.pp_bytes * pw + c.pp_alpha_ns
 
     mult = c.layer_mult
-    t_tail = c.tail0_bytes / b0 + c.tail1_bytes / b1 + c.tail2_bytes / b2 + c.tail_alpha_ns
+    t_tail = c.tail0_bytes * w0 + c.tail1_bytes * w1 + c.tail2_bytes * w2 + c.tail_alpha_ns
     hidden = c.tail_hide * mult * free  # the part that hides, at contention u
     if hidden > t_tail:
         hidden = t_tail
     t_tail = t_tail - (1.0 - u) * hidden
-    t_tail_mem = c.tail_mem_bytes / M
+    t_tail_mem = c.tail_mem_bytes * t_byte
     t_ops = (mult * c.n_ops * eff.op_ns + c.step_ops * eff.op_ns + c.step_count * eff.step_ns
              + c.launch_ns)
     # the scheduler's per-sequence host work runs one step ahead, under the device's step
@@ -819,11 +867,42 @@ def point(c, hw, eff):
     compute = mult * (cl + cc + cf) + ch
     memory = mult * (ml + mc + mf) + mh + t_tail_mem + mult * t_elem
     comm = mult * (exposed + comm_l) + t_pp + t_tail + mult * ovl + c.fixed_ns
-    sec = latency * 1e-9
-    throughput = c.tokens / sec
-    flops_dev = c.model_flops / c.n_devices / sec
-    fits = c.mem_bytes <= hw[HW.pe_hbm_gb] * 1e9 * eff.hbm_usable
+    throughput = per_second(c.tokens, latency)
+    flops_dev = per_second(c.model_flops / c.n_devices, latency)
+    fits = c.mem_bytes <= k.fit_bytes
     return latency, throughput, flops_dev, compute, memory, comm, t_ops, fits
+
+
+# The coefficients as a structure of arrays: ``cols[q]`` is the column of coefficient q of
+# schema.COEFFICIENTS. Both functions are generated from that declaration (a new
+# coefficient needs nothing here): a column per field, read back into a tuple of the
+# same field names, which ``point`` reads as it reads a record.
+_COEF_NAMES: tuple[str, ...] = COEF_DTYPE.names or ()
+#: One layout's coefficients as a tuple with the record's field names.
+CoefValues = NamedTuple("CoefValues", [(n, float) for n in _COEF_NAMES])  # type: ignore[misc]
+_COLUMNS_SRC = (
+    "def coef_columns(coeffs):\n"
+    "    \"\"\"Coefficient records → (n_coefficients, n_layouts) columns (one copy).\"\"\"\n"
+    "    cols = np.empty((N_COEF, coeffs.shape[0]))\n"
+    "    for j in range(coeffs.shape[0]):\n"
+    "        c = coeffs[j]\n"
+    + "".join(f"        cols[{q}, j] = c.{n}\n" for q, n in enumerate(_COEF_NAMES))
+    + "    return cols\n\n\n"
+    "def coef_at(cols, j):\n"
+    "    \"\"\"Layout ``j`` of :func:`coef_columns` as :data:`CoefValues`.\"\"\"\n"
+    "    return CoefValues("
+    + ", ".join(f"cols[{q}, j]" for q in range(len(_COEF_NAMES))) + ")\n")
+_generated: dict = {"__name__": __name__, "np": np, "N_COEF": len(_COEF_NAMES),
+                   "CoefValues": CoefValues}
+exec(compile(_COLUMNS_SRC, "<simcore.kernels.inference: coefficient columns>", "exec"),
+     _generated)
+coef_columns = jit()(_generated["coef_columns"])
+coef_at = jit(inline="always")(_generated["coef_at"])
+
+
+#: :func:`point` compiled as a function of its own (not inlined): :func:`point_one` and
+#: the winners of :func:`fused_best` (one compiled copy instead of one inlined per caller)
+_point_call = jit()(point.py_func)
 
 
 @jit(parallel=True)
@@ -840,9 +919,9 @@ def evaluate_grid(coeffs, hw, eff):
     over = np.empty((n_hw, n_lay))
     fits = np.empty((n_hw, n_lay), dtype=np.bool_)
     for i in prange(n_hw):
-        h = hw[i]
+        k = row_rates(hw[i], eff)
         for j in range(n_lay):
-            r = point(coeffs[j], h, eff)
+            r = point(coeffs[j], k, eff)
             lat[i, j] = r[0]
             thr[i, j] = r[1]
             fl[i, j] = r[2]
@@ -854,6 +933,10 @@ def evaluate_grid(coeffs, hw, eff):
     return lat, thr, fl, comp, mem, comm, over, fits
 
 
+#: hardware rows per task of :func:`fused_best` (its scratch buffers are per task)
+_ROWS_PER_TASK = 16
+
+
 @jit(parallel=True)
 def fused_best(coeffs, hw, eff, metric_code, sign):
     """Best layout per hardware row without materialising the (hw × layout) tensor.
@@ -862,51 +945,58 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
     as ``argmin`` does). Returns ``best_idx`` (-1 where nothing fits) and the outputs
     at the winner as an (n_hw, N_BEST) array (NaN where nothing fits) plus the count of
     fitting layouts per hardware row.
+
+    Per row, every layout is scored in one loop over :func:`coef_columns` (vectorised:
+    no early exit, the metric's numerator per layout read from a column: ``tokens`` for
+    throughput, ``model_flops / n_devices`` for FLOPS per device, as ``point`` divides
+    them), then a scan keeps the first best fitting one.
     """
     n_hw = hw.shape[0]
     n_lay = coeffs.shape[0]
     best_idx = np.full(n_hw, -1, dtype=np.int64)
     vals = np.full((n_hw, N_BEST), np.nan)
     n_fit = np.zeros(n_hw, dtype=np.int64)
-    for i in prange(n_hw):
-        h = hw[i]
-        best_s = np.inf
-        bi = -1
-        nf = 0
-        for j in range(n_lay):
-            r = point(coeffs[j], h, eff)
-            if not r[7]:
-                continue
-            nf += 1
-            if metric_code == 0:
-                s = sign * r[0]
-            elif metric_code == 1:
-                s = sign * r[1]
-            else:
-                s = sign * r[2]
-            if s < best_s:
-                best_s = s
-                bi = j
-        n_fit[i] = nf
-        best_idx[i] = bi
-        if bi >= 0:
-            r = point(coeffs[bi], h, eff)
-            vals[i, 0] = r[0]
-            vals[i, 1] = r[1]
-            vals[i, 2] = r[2]
-            vals[i, 3] = r[3]
-            vals[i, 4] = r[4]
-            vals[i, 5] = r[5]
-            vals[i, 6] = r[6]
+    cols = coef_columns(coeffs)
+    amount = np.empty(n_lay)  # what the metric counts per step (unused for latency)
+    for j in range(n_lay):
+        c = coeffs[j]
+        amount[j] = c.tokens if metric_code == 1 else c.model_flops / c.n_devices
+    n_tasks = (n_hw + _ROWS_PER_TASK - 1) // _ROWS_PER_TASK
+    for task in prange(n_tasks):
+        score = np.empty(n_lay)
+        fit = np.empty(n_lay, dtype=np.bool_)
+        for i in range(task * _ROWS_PER_TASK, min(n_hw, (task + 1) * _ROWS_PER_TASK)):
+            k = row_rates(hw[i], eff)
+            for j in range(n_lay):
+                r = point(coef_at(cols, j), k, eff)
+                v = r[0] if metric_code == 0 else per_second(amount[j], r[0])
+                score[j] = sign * v
+                fit[j] = r[7]
+            best_s = np.inf
+            bi = -1
+            nf = 0
+            for j in range(n_lay):
+                if fit[j]:
+                    nf += 1
+                    if score[j] < best_s:
+                        best_s = score[j]
+                        bi = j
+            n_fit[i] = nf
+            best_idx[i] = bi
+            if bi >= 0:
+                r = _point_call(coeffs[bi], k, eff)
+                vals[i, 0] = r[0]
+                vals[i, 1] = r[1]
+                vals[i, 2] = r[2]
+                vals[i, 3] = r[3]
+                vals[i, 4] = r[4]
+                vals[i, 5] = r[5]
+                vals[i, 6] = r[6]
     return best_idx, vals, n_fit
-
-
-#: :func:`point` compiled as a function of its own (not inlined), for :func:`point_one`
-_point_call = jit()(point.py_func)
 
 
 @jit()
 def point_one(coeffs, hw_row, eff):
     """:func:`point` for one coefficient record (``coeffs[0]``) and one hardware row,
     serially: the single-configuration fast path (no thread pool, no output arrays)."""
-    return _point_call(coeffs[0], hw_row, eff)
+    return _point_call(coeffs[0], row_rates(hw_row, eff), eff)

@@ -140,7 +140,8 @@ TWINS: tuple[Twin, ...] = (
 #: by tests/test_kernels.py).
 DRIVERS: dict[str, tuple[str, ...]] = {
     "common": ("add_comm",),
-    "inference": ("_coeff_row", "_no_training_terms", "_layout_coeffs", "_roof", "point",
-                  "evaluate_grid", "fused_best", "_point_call", "point_one"),
+    "inference": ("_coeff_row", "_no_training_terms", "_layout_coeffs", "row_rates", "_roof",
+                  "per_second", "point", "coef_columns", "coef_at", "evaluate_grid",
+                  "fused_best", "_point_call", "point_one"),
     "training": ("_train_row", "_layer_ops", "_write_comm", "_layout_coeffs"),
 }
