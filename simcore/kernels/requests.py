@@ -141,6 +141,172 @@ def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, to
 
 
 @jit()
+def enqueue_arrivals(arrival_ns, prompt, max_new, n_blocks, block_size, queue, q_head, q_len,
+                     nxt, done, t):
+    """Queue the requests that have arrived by ``t`` (a request whose final KV can never fit
+    ``n_blocks`` is dropped: counted done). Returns ``(q_len, nxt, done)``."""
+    n = arrival_ns.shape[0]
+    while nxt < n and arrival_ns[nxt] <= t:
+        if blocks_for(prompt[nxt] + max_new[nxt] - 1, block_size) > n_blocks:
+            done += 1  # can never hold its KV: dropped
+        else:
+            queue[(q_head + q_len) % n] = nxt
+            q_len += 1
+        nxt += 1
+    return q_len, nxt, done
+
+
+@jit()
+def step_stretch(k, tables, n_run, fast_ctx, running, computed, tokens, sampled, last_ns, held,
+                 block_size, arrival_ns, nxt, q_len, t, free):
+    """Run up to ``k`` decode-only steps of the ``n_run`` running requests in one go,
+    stopping early at an arrival the next step may admit. Returns ``(t, steps, free)``."""
+    n = arrival_ns.shape[0]
+    ctx_sum = fast_ctx
+    done_steps = 0
+    while done_steps < k:
+        t += step_ns(tables, n_run, ctx_sum, 0, 0.0)
+        done_steps += 1
+        ctx_sum += n_run
+        if q_len == 0 and nxt < n and arrival_ns[nxt] <= t:
+            break  # an arrival: the next step may admit it
+    for j in range(n_run):
+        r = running[j]
+        computed[r] += done_steps
+        tokens[r] += done_steps
+        sampled[r] += done_steps
+        last_ns[r] = t
+        need = blocks_for(computed[r], block_size) - held[r]
+        held[r] += need
+        free -= need
+    return t, done_steps, free
+
+
+@jit()
+def schedule_running(running, n_run, tokens, computed, held, sched, preemptions, queue, q_head,
+                     q_len, free, budget, block_size):
+    """The running requests' share of the step's token budget, in admission order; when
+    the cache runs short the newest running request is preempted (recompute) back to the
+    queue's head. Returns ``(n_run, q_head, q_len, free, budget, n_dec, ctx_sum,
+    pre_tokens, pairs, preempted)``."""
+    n = queue.shape[0]
+    n_dec = 0
+    ctx_sum = 0.0
+    pre_tokens = 0
+    pairs = 0.0
+    preempted = False
+    k = 0
+    while k < n_run and budget > 0:  # running requests first, in admission order
+        r = running[k]
+        m = min(tokens[r] - computed[r], budget)
+        need = blocks_for(computed[r] + m, block_size) - held[r]
+        lost = False
+        while need > free:  # preempt the newest running request (recompute)
+            v = running[n_run - 1]
+            n_run -= 1
+            free += held[v]
+            held[v] = 0
+            computed[v] = 0
+            preemptions[v] += 1
+            q_head = (q_head - 1) % n
+            queue[q_head] = v
+            q_len += 1
+            preempted = True
+            if v == r:
+                lost = True
+                break
+        if lost:
+            break
+        held[r] += need
+        free -= need
+        sched[r] = m
+        budget -= m
+        if m == 1 and computed[r] >= 1:
+            n_dec += 1
+            ctx_sum += computed[r] + 1
+        else:
+            pre_tokens += m
+            pairs += m * computed[r] + m * (m + 1) / 2.0
+        k += 1
+    return n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs, preempted
+
+
+@jit()
+def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, computed, held,
+                     sched, start_ns, free, budget, block_size, t, n_dec, ctx_sum, pre_tokens,
+                     pairs):
+    """Admit waiting requests, first come first served, while the budget, the sequence
+    cap and free KV blocks allow. Returns ``(q_head, q_len, n_run, free, budget, n_dec,
+    ctx_sum, pre_tokens, pairs)``."""
+    n = queue.shape[0]
+    while q_len > 0 and budget > 0 and n_run < max_seqs:
+        r = queue[q_head]  # waiting requests, first come first served
+        m = min(tokens[r] - computed[r], budget)
+        need = blocks_for(computed[r] + m, block_size)
+        if need > free:
+            break
+        q_head = (q_head + 1) % n
+        q_len -= 1
+        running[n_run] = r
+        n_run += 1
+        held[r] = need
+        free -= need
+        sched[r] = m
+        budget -= m
+        if start_ns[r] < 0.0:
+            start_ns[r] = t
+        if m == 1 and computed[r] >= 1:
+            n_dec += 1
+            ctx_sum += computed[r] + 1
+        else:
+            pre_tokens += m
+            pairs += m * computed[r] + m * (m + 1) / 2.0
+    return q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens, pairs
+
+
+@jit()
+def finish_step(running, n_run, sched, computed, tokens, sampled, max_new, first_ns, last_ns,
+                held, free, done, t):
+    """Book a step that ended at ``t``: tokens computed, tokens sampled, requests finished
+    (their blocks freed), and what a decode stretch from the next step needs to know.
+    Returns ``(n_run, free, done, fast_ok, fast_left, fast_ctx)``."""
+    kept = 0
+    fast_ok = True
+    fast_left = 1 << 62
+    fast_ctx = 0.0
+    for k in range(n_run):
+        r = running[k]
+        m = sched[r]
+        sched[r] = 0
+        finished = False
+        if m > 0:
+            computed[r] += m
+            if computed[r] == tokens[r]:
+                sampled[r] += 1
+                tokens[r] += 1
+                if first_ns[r] < 0.0:
+                    first_ns[r] = t
+                last_ns[r] = t
+                if sampled[r] == max_new[r]:
+                    finished = True
+        if finished:
+            free += held[r]
+            held[r] = 0
+            done += 1
+        else:
+            running[kept] = r
+            kept += 1
+            if tokens[r] - computed[r] != 1 or sampled[r] < 1:
+                fast_ok = False
+            else:
+                left = max_new[r] - sampled[r] - 1
+                if left < fast_left:
+                    fast_left = left
+                fast_ctx += computed[r] + 1
+    return kept, free, done, fast_ok, fast_left, fast_ctx
+
+
+@jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
                       n_blocks, block_size):
     """Step one instance's scheduler until every request finished or was dropped.
@@ -183,139 +349,37 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     while done < n:
         if n_run == 0 and q_len == 0 and arrival_ns[nxt] > t:
             t = arrival_ns[nxt]
-        while nxt < n and arrival_ns[nxt] <= t:
-            if blocks_for(prompt[nxt] + max_new[nxt] - 1, block_size) > n_blocks:
-                done += 1  # can never hold its KV: dropped
-            else:
-                queue[(q_head + q_len) % n] = nxt
-                q_len += 1
-            nxt += 1
+        q_len, nxt, done = enqueue_arrivals(arrival_ns, prompt, max_new, n_blocks, block_size,
+                                            queue, q_head, q_len, nxt, done, t)
         if n_run == 0 and q_len == 0:
             continue
         if fast_ok and 0 < n_run <= token_budget:
             k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
                                token_budget, max_seqs, block_size)
             if k > 0:  # k decode-only steps with nothing to decide but time: step them
-                ctx_sum = fast_ctx
-                done_steps = 0
-                while done_steps < k:
-                    t += step_ns(tables, n_run, ctx_sum, 0, 0.0)
-                    steps += 1
-                    done_steps += 1
-                    ctx_sum += n_run
-                    if q_len == 0 and nxt < n and arrival_ns[nxt] <= t:
-                        break  # an arrival: the next step may admit it
-                for j in range(n_run):
-                    r = running[j]
-                    computed[r] += done_steps
-                    tokens[r] += done_steps
-                    sampled[r] += done_steps
-                    last_ns[r] = t
-                    need = blocks_for(computed[r], block_size) - held[r]
-                    held[r] += need
-                    free -= need
+                t, done_steps, free = step_stretch(k, tables, n_run, fast_ctx, running,
+                                                   computed, tokens, sampled, last_ns, held,
+                                                   block_size, arrival_ns, nxt, q_len, t, free)
+                steps += done_steps
                 fast_ok = False
                 continue
         fast_ok = False
-        budget = token_budget
-        n_dec = 0
-        ctx_sum = 0.0
-        pre_tokens = 0
-        pairs = 0.0
-        preempted = False
-        k = 0
-        while k < n_run and budget > 0:  # running requests first, in admission order
-            r = running[k]
-            m = min(tokens[r] - computed[r], budget)
-            need = blocks_for(computed[r] + m, block_size) - held[r]
-            lost = False
-            while need > free:  # preempt the newest running request (recompute)
-                v = running[n_run - 1]
-                n_run -= 1
-                free += held[v]
-                held[v] = 0
-                computed[v] = 0
-                preemptions[v] += 1
-                q_head = (q_head - 1) % n
-                queue[q_head] = v
-                q_len += 1
-                preempted = True
-                if v == r:
-                    lost = True
-                    break
-            if lost:
-                break
-            held[r] += need
-            free -= need
-            sched[r] = m
-            budget -= m
-            if m == 1 and computed[r] >= 1:
-                n_dec += 1
-                ctx_sum += computed[r] + 1
-            else:
-                pre_tokens += m
-                pairs += m * computed[r] + m * (m + 1) / 2.0
-            k += 1
-        while not preempted and q_len > 0 and budget > 0 and n_run < max_seqs:
-            r = queue[q_head]  # waiting requests, first come first served
-            m = min(tokens[r] - computed[r], budget)
-            need = blocks_for(computed[r] + m, block_size)
-            if need > free:
-                break
-            q_head = (q_head + 1) % n
-            q_len -= 1
-            running[n_run] = r
-            n_run += 1
-            held[r] = need
-            free -= need
-            sched[r] = m
-            budget -= m
-            if start_ns[r] < 0.0:
-                start_ns[r] = t
-            if m == 1 and computed[r] >= 1:
-                n_dec += 1
-                ctx_sum += computed[r] + 1
-            else:
-                pre_tokens += m
-                pairs += m * computed[r] + m * (m + 1) / 2.0
+        (n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs,
+         preempted) = schedule_running(running, n_run, tokens, computed, held, sched,
+                                       preemptions, queue, q_head, q_len, free, token_budget,
+                                       block_size)
+        if not preempted:
+            (q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens,
+             pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens,
+                                       computed, held, sched, start_ns, free, budget,
+                                       block_size, t, n_dec, ctx_sum, pre_tokens, pairs)
         if n_dec == 0 and pre_tokens == 0:
             continue  # everything running was preempted: admit again next pass
         t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
         steps += 1
-        kept = 0
-        fast_ok = True  # what a decode stretch from the next step needs to know
-        fast_left = 1 << 62
-        fast_ctx = 0.0
-        for k in range(n_run):
-            r = running[k]
-            m = sched[r]
-            sched[r] = 0
-            finished = False
-            if m > 0:
-                computed[r] += m
-                if computed[r] == tokens[r]:
-                    sampled[r] += 1
-                    tokens[r] += 1
-                    if first_ns[r] < 0.0:
-                        first_ns[r] = t
-                    last_ns[r] = t
-                    if sampled[r] == max_new[r]:
-                        finished = True
-            if finished:
-                free += held[r]
-                held[r] = 0
-                done += 1
-            else:
-                running[kept] = r
-                kept += 1
-                if tokens[r] - computed[r] != 1 or sampled[r] < 1:
-                    fast_ok = False
-                else:
-                    left = max_new[r] - sampled[r] - 1
-                    if left < fast_left:
-                        fast_left = left
-                    fast_ctx += computed[r] + 1
-        n_run = kept
+        n_run, free, done, fast_ok, fast_left, fast_ctx = finish_step(
+            running, n_run, sched, computed, tokens, sampled, max_new, first_ns, last_ns, held,
+            free, done, t)
     return first_ns, last_ns, start_ns, preemptions, steps
 
 
