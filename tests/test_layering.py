@@ -134,3 +134,19 @@ def test_layering__old_module_paths_still_import():
 
     assert callable(prepare) and "validate" in FIRST_CALL_KERNELS
     assert simcore.presets is importlib.import_module("simcore.model.presets")
+
+
+#: longest function allowed anywhere in simcore/ (issue 31: physics in named pieces)
+MAX_FUNCTION_LINES = 120
+
+
+def test_layering__no_function_over_120_lines():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} "
+                                f"({n} lines)")
+    assert long == []
