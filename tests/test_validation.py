@@ -244,10 +244,16 @@ def test_cli_validate__prints_table_and_verdict(capsys):
     assert "Korthikanti" in out and "predicted" in out
     assert "per source" in out and "per hardware generation" in out
     assert "leave-one-source-out mean abs error" in out
+    assert "refits from the neutral start" in out and "out-of-sample ranking agreement" in out
 
 
 def test_leave_one_source_out__predicts_each_source_with_factors_fitted_without_it():
-    from simcore.validation.fit import fast_predictor, leave_one_source_out, source_of
+    from simcore.validation.fit import (
+        NEUTRAL_START,
+        fast_predictor,
+        leave_one_source_out,
+        source_of,
+    )
 
     pts = [m for m in MEASUREMENTS if m.kind == "decode"]
     loso = leave_one_source_out(pts, factors=["memory"])
@@ -258,9 +264,9 @@ def test_leave_one_source_out__predicts_each_source_with_factors_fitted_without_
         assert [loso.predicted[p.id] for p in held] == pytest.approx(list(pred), rel=1e-12)
         errs = [abs(loso.predicted[p.id] / p.measured - 1) for p in held]
         assert loso.by_source[src][0] == pytest.approx(sum(errs) / len(errs))
-        # the factors are those fitted on the other sources only
+        # the factors are those fitted on the other sources only, from the neutral start
         rest = [p for p in pts if source_of(p) != src]
-        assert eff == fit_efficiency(rest, factors=["memory"]).efficiency
+        assert eff == fit_efficiency(rest, base=NEUTRAL_START, factors=["memory"]).efficiency
 
 
 def test_breakdown__per_kind_source_and_generation(rows):

@@ -1,7 +1,7 @@
 """Honest validation (issue 32 item 4): ranking agreement, leave-one-source-out from a
 neutral start, and the record of the held constants."""
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
@@ -63,3 +63,70 @@ def test_cli_validate__no_loso_prints_ranking_agreement(capsys):
     out = capsys.readouterr().out
     assert "ranking agreement" in out and "measured pairs" in out
     assert "out-of-sample ranking agreement" not in out
+    assert "held constants: 0 cited to a measurement, 3 chosen from fits" in out
+
+
+# --- leave-one-source-out from a neutral start ----------------------------------------------
+
+def test_neutral_start__is_the_middle_of_each_range_not_the_fitted_optimum():
+    from simcore import Efficiency
+    from simcore.validation import FITTED_EFFICIENCY
+    from simcore.validation import fit as fit_mod
+    from simcore.validation.fit import FACTORS, NEUTRAL_START
+
+    for name, (_, lo, hi) in FACTORS.items():
+        assert getattr(NEUTRAL_START, name) == pytest.approx((lo + hi) / 2)
+        assert getattr(NEUTRAL_START, name) != getattr(FITTED_EFFICIENCY, name)
+    for name in {f.name for f in fields(Efficiency)} - set(FACTORS):  # held ones stay
+        assert getattr(NEUTRAL_START, name) == getattr(FITTED_EFFICIENCY, name)
+    assert "NEUTRAL_START" in fit_mod.__doc__ and "middle of its" in fit_mod.__doc__
+    assert "neutral" in fit_mod.leave_one_source_out.__doc__
+
+
+def test_leave_one_source_out__neutral_start_differs_from_fitted_start():
+    from simcore.validation import MEASUREMENTS
+    from simcore.validation.fit import NEUTRAL_START, leave_one_source_out
+
+    pts = [m for m in MEASUREMENTS if m.ref in ("lmdeploy A100", "kipply FT", "lmdeploy v0.1")]
+    # memory alone is refitted; the other factors stay where the refit starts
+    neutral = leave_one_source_out(pts, factors=["memory"], coarse_step=0.1, fine_step=0.01)
+    fitted = leave_one_source_out(pts, start="fitted", factors=["memory"], coarse_step=0.1,
+                                  fine_step=0.01)
+    assert neutral.predicted != fitted.predicted
+    for _, eff in neutral.by_source.values():
+        assert eff.compute == NEUTRAL_START.compute
+    for _, eff in fitted.by_source.values():
+        assert eff.compute == 0.71
+    again = leave_one_source_out(pts, start=NEUTRAL_START, factors=["memory"], coarse_step=0.1,
+                                 fine_step=0.01)
+    assert again.predicted == neutral.predicted
+
+
+@pytest.mark.parametrize("kw, match", [({"start": "optimum"}, "start must be"),
+                                       ({"base": None}, "start=")])
+def test_leave_one_source_out__rejects_unknown_start(kw, match):
+    from simcore.validation import MEASUREMENTS
+    from simcore.validation.fit import leave_one_source_out
+
+    with pytest.raises(ValueError, match=match):
+        leave_one_source_out(MEASUREMENTS[:30], **kw)
+
+
+# --- held constants ----------------------------------------------------------------------
+
+def test_held__covers_every_unfitted_factor_with_declared_evidence():
+    from simcore import Efficiency
+    from simcore.validation.fit import FACTORS
+    from simcore.validation.fitted import EVIDENCE, HELD
+
+    assert set(HELD) == {f.name for f in fields(Efficiency)} - set(FACTORS)
+    for kind, why in HELD.values():
+        assert kind in EVIDENCE and why
+    # a value read off fits says so in the record
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[1] / "docs" / "validation.md").read_text()
+    assert "Held constants and their evidence" in doc
+    for name, (kind, _) in HELD.items():
+        if kind == "fit":
+            assert f"`{name}`" in doc.split("Held constants and their evidence")[1][:6000]

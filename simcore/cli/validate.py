@@ -73,7 +73,7 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                         f"{100 * POINT_ERROR_THRESHOLD:.0f}%%), as CI gates do; default: "
                         "report, exit 0")
     p.add_argument("--no-loso", action="store_true",
-                   help="skip the leave-one-source-out refit (about 10-60 s)")
+                   help="skip the leave-one-source-out refits (about 15-60 s)")
     p.add_argument("--unmodelled", action="store_true",
                    help="also list the measurements the cost model does not cover (not "
                         "counted in the error)")
@@ -153,6 +153,20 @@ def _print_blackwell(eff: Efficiency, notes: Any) -> None:
           "simcore/validation/blackwell_measurements.json]", file=notes)
 
 
+def _print_held(notes: Any) -> None:
+    """How many held factors rest on which evidence (:data:`simcore.validation.fitted.HELD`)."""
+    from ..validation.fitted import EVIDENCE, HELD
+
+    counts = {kind: sum(ev == kind for ev, _ in HELD.values()) for kind in EVIDENCE}
+    first = f"{counts['measurement']} {EVIDENCE['measurement']}, {counts['fit']} {EVIDENCE['fit']}"
+    rest = "".join(f", {n} {EVIDENCE[k]}" for k, n in counts.items()
+                   if n and k not in ("measurement", "fit"))
+    print(f"\nheld constants: {first}{rest} (see docs/validation.md, \"Held constants and "
+          "their evidence\")", file=notes)
+    for name, (kind, why) in HELD.items():
+        print(f"  {name:<18} {kind:<11} {why}", file=notes)
+
+
 def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
     """Decision accuracy (:func:`simcore.validation.ranking.ranking_agreement`): the share of
     measured pairs of one job ordered as measured, per kind, and the worst jobs."""
@@ -221,12 +235,14 @@ def run(args: argparse.Namespace) -> int:
         for label, (err, n) in sorted(tables[key].items()):
             print(f"  {label:<28} {100 * err:5.1f}%  ({n} points)", file=notes)
     points = [get_measurement(r.id) for r in rows]
+    _print_held(notes)
     _print_ranking("ranking agreement", points, {r.id: r.predicted for r in rows}, notes)
     if not args.no_loso and len(tables["source"]) > 1:
         from ..validation.fit import leave_one_source_out
 
         loso = leave_one_source_out(points)
-        print("\nleave-one-source-out (factors refitted without the source):", file=notes)
+        print("\nleave-one-source-out (factors refitted without the source, each refit from "
+              "the neutral start, simcore.validation.fit.NEUTRAL_START):", file=notes)
         for label, (err, _) in sorted(loso.by_source.items()):
             print(f"  {label:<28} {100 * err:5.1f}%", file=notes)
         per_kind: dict[str, list[float]] = {}
@@ -234,8 +250,9 @@ def run(args: argparse.Namespace) -> int:
             per_kind.setdefault(r.kind, []).append(abs(loso.errors[r.id]))
         print("  per kind: " + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}%"
                                          for k, v in per_kind.items()), file=notes)
-        print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}%",
-              file=notes)
+        print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}% (refits "
+              "from the neutral start: every fitted factor at the middle of its range, never "
+              "the all-data optimum)", file=notes)
         _print_ranking("out-of-sample ranking agreement", points, loso.predicted, notes)
     if args.kind is None or "train" in args.kind:
         from ..validation import validate_memory

@@ -54,18 +54,25 @@ Fitted (value — what it scales; why this value)
 
 Held, not fitted
 ----------------
-* ``hbm_usable`` = 0.90 — memory fit only.
-* ``network_inter`` = 0.95 — InfiniBand with the NICs of a node used in parallel; the top
-  of its range, where every fit that had it free put it (all points and each
-  leave-one-source-out refit alike). ``network_sip`` follows it.
-* ``step_overhead_ns`` = 0 — its lower bound, where every fit since the per-launch and
-  per-sequence costs joined put it (a quarter of it with CUDA graphs).
+Their evidence is declared once, in :data:`HELD` (``simcore validate`` counts it; the
+record is docs/validation.md, "Held constants and their evidence"). None of the five is
+pinned to a timed measurement: three were chosen by looking at fits, one copies a peer
+model's setting, one is a convention.
+
+* ``hbm_usable`` = 0.90 — memory fit only (moves no time); a convention for the runtime's
+  and the allocator's share of HBM, neither measured nor fitted.
+* ``network_inter`` = 0.95 — InfiniBand with the NICs of a node used in parallel; chosen
+  from fits: the top of its range, where every fit that had it free put it (all points
+  and each leave-one-source-out refit alike). ``network_sip`` follows it.
+* ``step_overhead_ns`` = 0 — chosen from fits: its lower bound, where every fit since the
+  per-launch and per-sequence costs joined put it (a quarter of it with CUDA graphs).
 * ``comm_contention`` = 0.15 — a collective overlapped with compute takes that share of
   the compute's throughput while it runs: ``X`` ns of it under ``W`` ns of compute cost
   ``max(X − W, 0.15 X)`` beyond ``W``. Calculon's ``processor_usage`` of NVLink:
   calculon-ai/calculon systems/a100_80g.json and h100_80g_nvl8.json
   @caa4b11f8fe1fee3ba57adaacb7590d7deabd053, where InfiniBand's is 0.02; simcore uses one
   value for every tier (a scan of 0-0.45 with refits has its minimum there: change 13).
+  A peer model's setting, not a timed run.
 
 How runs are predicted
 ----------------------
@@ -95,7 +102,32 @@ from __future__ import annotations
 
 from ..model.specs import Efficiency
 
-__all__ = ["FITTED_EFFICIENCY"]
+__all__ = ["EVIDENCE", "FITTED_EFFICIENCY", "HELD"]
+
+#: Kinds of evidence a held constant rests on, with the phrase ``simcore validate`` prints.
+EVIDENCE: dict[str, str] = {
+    "measurement": "cited to a measurement",
+    "fit": "chosen from fits",
+    "peer": "copied from a peer model's setting",
+    "convention": "a convention",
+}
+
+#: Every :class:`~simcore.model.specs.Efficiency` field that is held, not fitted (the
+#: fields outside :data:`simcore.validation.fit.FACTORS`) → (evidence, what it rests on).
+#: The evidence is one of :data:`EVIDENCE`; "fit" means the value was read off fits, so
+#: it is a fitted value in disguise and leave-one-source-out does not refit it.
+HELD: dict[str, tuple[str, str]] = {
+    "hbm_usable": ("convention", "0.90 of HBM for weights, KV and activations; decides "
+                   "memory fit only, moves no time; no measurement, no fit"),
+    "network_inter": ("fit", "0.95, the top of its range, where every fit that had it free "
+                      "put it (all points and each leave-one-source-out refit)"),
+    "network_sip": ("fit", "None: follows network_inter (no SiP hardware is measured)"),
+    "step_overhead_ns": ("fit", "0, its lower bound, where every fit since the per-launch and "
+                         "per-sequence costs joined put it"),
+    "comm_contention": ("peer", "0.15, Calculon's processor_usage of NVLink "
+                        "(calculon-ai/calculon systems/a100_80g.json, h100_80g_nvl8.json "
+                        "@caa4b11f); a scan of 0-0.45 with refits has its minimum there"),
+}
 
 #: One set of factors for all measurements (see the module docstring).
 FITTED_EFFICIENCY = Efficiency(compute=0.71, memory=0.822, network=0.673, hbm_usable=0.90,
