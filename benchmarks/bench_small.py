@@ -2,7 +2,9 @@
 
 Prints JSON (one run, ratios from that run):
 
-* ``predict_us_per_call`` — :func:`simcore.predict`, warm, median of 7 repeats;
+* ``predict_us_per_call`` — :func:`simcore.predict`, warm (the same arguments again),
+  median of 7 repeats; ``predict_us_per_new_config`` — a configuration not asked before
+  (its coefficient record built, its arguments checked);
 * ``grid512`` — 512 configurations (8 batches × 64 layouts of Llama 2 7B decode on
   A100-80G) three ways: a ``predict`` loop, ``evaluate`` (kernel + xarray, split), and
   the fused ``evaluate_best``; and, when llm-analysis is importable (``pip install
@@ -53,7 +55,16 @@ def predict_rate() -> dict:
     simcore.predict("Llama 3.1 8B", wl, {"tp": 2}, family="H100-SXM")
     t = _best_of(lambda: simcore.predict("Llama 3.1 8B", wl, {"tp": 2}, family="H100-SXM"),
                  number=2000)
-    return {"predict_us_per_call": round(t * 1e6, 2)}
+    # configurations never asked before (workloads built beforehand): each is checked and
+    # builds its coefficient record
+    fresh = iter([Workload("decode", s_kv=8192 + i) for i in range(1, 7 * 200 + 1)])
+
+    def new_config() -> None:
+        simcore.predict("Llama 3.1 8B", next(fresh), {"tp": 2}, family="H100-SXM")
+
+    t_new = _best_of(new_config, number=200)
+    return {"predict_us_per_call": round(t * 1e6, 2),
+            "predict_us_per_new_config": round(t_new * 1e6, 2)}
 
 
 def grid512() -> dict:

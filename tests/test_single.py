@@ -93,3 +93,30 @@ def test_predict__bad_layout_says_what_to_pass(layout, match):
 def test_predict__bad_workload_is_an_input_error():
     with pytest.raises(SimcoreInputError, match="simcore.Workload"):
         simcore.predict("Llama 3.1 8B", {"mode": "decode"})
+
+
+def test_predict__warm_call_is_the_first_call():
+    """The second call with the same arguments (resolved once, the compiled kernel called
+    without numba's dispatch) gives the same Prediction, same field types."""
+    import dataclasses
+
+    wl = Workload("decode", batch=4, s_kv=4096)
+    for layout, hardware in (({"tp": 2}, None), ({"tp": 4, "dp": 2}, {"bw_hbm_gbs": 5000.0}),
+                             ({"tp": 3}, None)):
+        first = simcore.predict("Llama 3.1 8B", wl, layout, hardware, family="H100-SXM")
+        again = simcore.predict("Llama 3.1 8B", wl, dict(layout), hardware and dict(hardware),
+                                family="H100-SXM")
+        a, b = dataclasses.astuple(first), dataclasses.astuple(again)
+        assert [type(v) for v in a] == [type(v) for v in b]
+        assert all((v != v and w != w) or v == w for v, w in zip(a, b, strict=True))
+        assert type(first.latency_ns) is float and type(first.fits) is bool
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            again.latency_ns = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("bad", [2.0, True])
+def test_predict__a_cached_size_does_not_admit_an_equal_float_or_bool(bad):
+    wl = Workload("decode", s_kv=2048)
+    simcore.predict("Llama 3.1 8B", wl, {"tp": 2 if bad == 2.0 else 1})
+    with pytest.raises(SimcoreInputError, match="positive integer"):
+        simcore.predict("Llama 3.1 8B", wl, {"tp": bad})

@@ -5,7 +5,10 @@ For notebooks, the autotuner and any loop over a handful of configurations, buil
 (model, workload, layout, hardware) point with the same kernels as
 :func:`simcore.evaluate` — identical numbers — and returns a small frozen
 :class:`Prediction`. The per-layout coefficient record is cached per (model, workload,
-layout, topology), so a warm call is one serial kernel call.
+layout, topology), and what a call's arguments resolve to (the record, the hardware row,
+the packed efficiency, the compiled kernel for their types) per the arguments as passed,
+so a warm call is a dictionary lookup, one serial kernel call without numba's type
+dispatch and the :class:`Prediction`: ~5 µs.
 
 Examples
 --------
@@ -21,14 +24,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..errors import SimcoreInputError
 from ..model.presets import get_family, get_model
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
-from .core import build_coeffs, pack_efficiency, point_one
+from .core import build_coeffs, pack_efficiency, point_one_call
 from .space import CHOICES, PARALLEL_DIMS
 
 __all__ = ["Prediction", "predict"]
@@ -59,7 +62,7 @@ class Prediction:
 
 
 def _layout_row(layout: Mapping[str, Any], mode: str) -> tuple[int, ...]:
-    key = (mode, tuple(sorted(layout.items())))
+    key = (mode, tuple(sorted(_items(layout))))
     try:
         return _ROWS[key]
     except (KeyError, TypeError):
@@ -144,6 +147,59 @@ def predict(
     -------
     Prediction
     """
+    try:
+        key: Any = _call_key(model, workload, layout, hardware, family, efficiency)
+        call = _CALLS.get(key)
+    except TypeError:  # unhashable arguments: resolved on every call
+        key = call = None
+    if call is None:
+        call = _resolve(model, workload, layout, hardware, family, efficiency, key)
+    out = call.kernel(call.rec, call.hw_row, call.eff)
+    p = _new_prediction(Prediction)
+    p.__dict__.update(zip(_FIELDS, out + call.tail, strict=True))  # frozen: no __init__
+    return p
+
+
+class _Call(NamedTuple):
+    """What one call's arguments resolve to (:func:`_resolve`)."""
+
+    rec: np.ndarray  #: the layout's coefficient record (one-row table)
+    hw_row: np.ndarray  #: the hardware row, read-only
+    eff: Any  #: the packed efficiency
+    kernel: Any  #: ``point_one`` compiled for the types of these three
+    #: the Prediction's fields after the kernel's outputs: valid, memory parts, devices
+    tail: tuple[Any, ...]
+
+
+#: Prediction's fields in order; the kernel's outputs come first
+_FIELDS: tuple[str, ...] = tuple(Prediction.__dataclass_fields__)
+_new_prediction = object.__new__
+#: resolved calls, keyed by the arguments as passed (:func:`_call_key`)
+_CALLS: dict[Any, _Call] = {}
+_MAX_CALLS = 16384
+#: ``point_one`` entry points per argument type key (:func:`_kernel_for`)
+_KERNELS: dict[Any, Any] = {}
+
+
+def _call_key(model: Any, workload: Any, layout: Any, hardware: Any, family: Any,
+              efficiency: Any) -> tuple[Any, ...]:
+    """The arguments of :func:`predict` as a dictionary key (``TypeError`` if one of them
+    is unhashable). Names resolve to presets and families loaded once per process."""
+    return (model, workload, _items(layout) if layout else None,
+            hardware if hardware is None or isinstance(hardware, Hardware)
+            else (dict, _items(hardware)), family, efficiency)
+
+
+def _items(mapping: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A mapping's items with each value's type (``2``, ``2.0`` and ``True`` stay apart:
+    only the first is a layout size)."""
+    return tuple((k, type(v), v) for k, v in mapping.items())
+
+
+def _resolve(model: Any, workload: Any, layout: Any, hardware: Any, family: Any,
+             efficiency: Any, key: Any) -> _Call:
+    """Check the arguments (errors say what to pass), resolve them and remember the result
+    under ``key`` (:func:`_call_key`; None: not remembered) for the next call."""
     m = get_model(model)
     if not isinstance(workload, Workload):
         raise SimcoreInputError(f"workload must be a simcore.Workload, got {type(workload).__name__}")
@@ -155,14 +211,28 @@ def predict(
     else:
         hw = Hardware(**{**fam.hardware.as_dict(), **dict(hardware)})
     rec = _record(m, workload, _layout_row(layout or {}, workload.mode), fam.topology)
-    out = point_one(rec, _hw_row(hw), _eff(efficiency, workload.mode == "train"))
+    hw_row = _hw_row(hw)
+    eff = _eff(efficiency, workload.mode == "train")
     c = rec[0]
     valid = bool(c["valid"] == 1.0)
     nan = float("nan")  # memory of an illegal layout is masked, as evaluate does
-    lat, thr, flops, comp, mem, comm, over, fits = out
-    return Prediction(float(lat), float(thr), float(flops), float(comp), float(mem),
-                      float(comm), float(over), bool(fits), valid,
-                      float(c["mem_bytes"]) if valid else nan,
-                      float(c["mem_weights_bytes"]) if valid else nan,
-                      float(c["mem_kv_bytes"]) if valid else nan,
-                      float(c["mem_act_bytes"]) if valid else nan, int(c["n_devices"]))
+    tail = (valid, *(float(c[k]) if valid else nan
+                     for k in ("mem_bytes", "mem_weights_bytes", "mem_kv_bytes", "mem_act_bytes")),
+            int(c["n_devices"]))
+    call = _Call(rec, hw_row, eff, _kernel_for(rec, hw_row, eff), tail)
+    if key is not None:
+        if len(_CALLS) >= _MAX_CALLS:
+            _CALLS.clear()
+        _CALLS[key] = call
+    return call
+
+
+def _kernel_for(rec: np.ndarray, hw_row: np.ndarray, eff: Any) -> Any:
+    """``point_one`` compiled for these arguments' types (:func:`~.core.point_one_call`),
+    one per type key."""
+    key = tuple((a.dtype, a.ndim, a.flags.c_contiguous, a.flags.aligned, a.flags.writeable)
+                for a in (rec, hw_row)) + (type(eff), tuple(map(type, eff)))
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        kernel = _KERNELS[key] = point_one_call(rec, hw_row, eff)
+    return kernel
