@@ -441,6 +441,39 @@ def test_evaluate_best__sweep_dims_agree_with_best_of_the_full_tensor():
     assert fused.batch.attrs["units"] == "sequences"
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_evaluate__sweep_of_small_calls_on_threads_is_the_sweep_on_one(fused, monkeypatch):
+    """A batch / s_kv sweep of small calls that together are large runs its points on
+    several threads (engine.map_points); the result is identical to the one-thread run."""
+    import threading
+
+    import simcore.engine.evaluate as ev
+
+    threads: set[str] = set()
+    real = ev.prepare
+
+    def spy(*a, **k):
+        threads.add(threading.current_thread().name)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "prepare", spy)
+    import numba
+
+    from simcore.engine import core
+
+    monkeypatch.setattr(core, "_concurrent_launches", lambda: True)
+    run = evaluate_best if fused else evaluate
+    kw = dict(batch=[1, 4, 16, 64], s_kv=[1024, 8192], hardware={"bw_hbm_gbs": [2000.0, 4000.0]},
+              **H100)
+    with simcore.set_options(serial_below_points=10**12):  # together small: one thread
+        one = run("Llama 3.1 8B", **kw)
+    assert threads == {threading.current_thread().name}
+    with simcore.set_options(serial_below_points=5000):  # each call small, together not
+        many = run("Llama 3.1 8B", **kw)
+    assert any(t.startswith("simcore-points") for t in threads) == (numba.get_num_threads() > 1)
+    xr.testing.assert_identical(one, many)
+
+
 # --- rows at one hardware point without a Dataset (simcore evaluate) ------------------------
 
 def _same_rows(a, b):

@@ -51,7 +51,7 @@ from .space import (
 __all__ = [
     "LAYOUT_OUTPUTS", "MEM_PARTS", "N_BEST", "OUTPUT_NAMES", "CoeffRecipe", "Prepared",
     "apply_budget", "build_coeffs", "check_budget", "check_gpus", "combine", "field_attrs",
-    "point_one", "point_one_call", "fused_metric", "grid_block", "pack_efficiency", "pareto_mask", "prepare",
+    "point_one", "point_one_call", "fused_metric", "map_points", "grid_block", "pack_efficiency", "pareto_mask", "prepare",
     "space_coeffs",
 ]
 
@@ -404,6 +404,51 @@ class _threads:
             import numba
 
             numba.set_num_threads(self.before)
+
+
+def map_points(fn: Any, items: Sequence[Any], points_each: int, *,
+               serial_each: bool | None = None) -> list[Any]:
+    """``[fn(x) for x in items]``, the calls spread over threads when they are serial and
+    many: each runs its kernels on one thread (``serial_each``; default: it has fewer
+    than ``serial_below_points`` (hardware × layout) points, see :class:`_threads`) and
+    together they have at least ``serial_below_points``. The kernels release the GIL, so
+    a batch / s_kv sweep of small calls (the first stage of each point, then its second
+    stage) uses every core instead of one. Results come in order and are identical (each
+    call is the same serial computation); an exception is the first in order. Up to
+    ``numba.get_num_threads()`` threads, only where numba's threading layer takes
+    launches from several threads at once (``omp``, ``tbb``)."""
+    from ..options import OPTIONS
+
+    items = list(items)
+    serial = OPTIONS["serial_below_points"]
+    if serial_each is None:
+        serial_each = points_each < serial
+    if len(items) < 2 or not serial_each or points_each * len(items) < serial:
+        return [fn(x) for x in items]
+    import numba
+
+    workers = min(len(items), numba.get_num_threads())
+    if workers < 2 or not _concurrent_launches():
+        return [fn(x) for x in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="simcore-points") as pool:
+        return list(pool.map(fn, items))
+
+
+@functools.cache
+def _concurrent_launches() -> bool:
+    """Whether numba's threading layer takes parallel launches from several threads at
+    once (``omp`` and ``tbb`` do; ``workqueue`` aborts the process)."""
+    import numba
+
+    try:
+        from numba.np.ufunc import parallel
+
+        parallel._launch_threads()  # picks the layer (it is fixed from then on)
+        return numba.threading_layer() in ("omp", "tbb")
+    except Exception:  # noqa: BLE001 - another numba's internals: stay on one thread
+        return False
 
 
 def combine(coeffs: np.ndarray, hw: np.ndarray, eff: schema.EfficiencyParams

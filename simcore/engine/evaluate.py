@@ -45,6 +45,7 @@ from .core import (
     field_attrs,
     fused_metric,
     grid_block,
+    map_points,
     prepare,
 )
 from .labels import dataset, space_coords, var_attrs, variable
@@ -240,9 +241,12 @@ def evaluate(
     if chunks is not None:
         chunks = _check_chunks(chunks)
     _check_sweep_memory(p, dims, fused=False, in_memory=chunks is None)
-    preps = [p, *(prepare(model, w, **kw) for w in wls[1:])]
+    each = p.n_hw * p.space.size if chunks is None else 0  # lazy parts: nothing runs yet
+    # the first stage never runs in parallel: its rows are serial work however many
+    preps = [p, *map_points(lambda w: prepare(model, w, **kw), wls[1:], p.space.size,
+                            serial_each=True)]
     check_budget(preps)
-    parts = [_labelled(q, chunks) for q in preps]
+    parts = map_points(lambda q: _labelled(q, chunks), preps, each)
     return stack_points(parts, dims, same=("n_devices",)) if dims else parts[0]
 
 
@@ -414,10 +418,13 @@ def evaluate_best(
                               efficiency=efficiency, gpus=gpus, exact_gpus=exact_gpus)
     first = prepare(model, wls[0], **kw)
     _check_sweep_memory(first, dims, fused=True, in_memory=True)
-    preps = [first, *(prepare(model, w, **kw) for w in wls[1:])]
+    preps = [first, *map_points(lambda w: prepare(model, w, **kw), wls[1:],
+                                first.space.size, serial_each=True)]
     check_budget(preps)
-    parts = [best_of_prepared(q, metric=metric, chunk_size=chunk_size, progress=progress)
-             for q in preps]
+    parts = map_points(lambda q: best_of_prepared(q, metric=metric, chunk_size=chunk_size,
+                                                  progress=progress), preps,
+                       first.n_hw * first.space.size,
+                       serial_each=None if not progress else False)  # bars: one at a time
     return stack_points(parts, dims) if dims else parts[0]
 
 
