@@ -151,6 +151,37 @@ def test_inference_kernel__matches_reference(model, workload, hw, topo, eff, lay
     # the breakdown adds up to the latency
     parts = got["compute_ns"] + got["memory_ns"] + got["comm_ns"] + got["overhead_ns"]
     assert parts == pytest.approx(got["latency_ns"], rel=1e-9)
+    # each side alone never takes longer than the step that overlaps them
+    for name in ("compute_alone_ns", "memory_alone_ns"):
+        assert 0.0 <= got[name] <= got["latency_ns"] * (1 + 1e-9), name
+
+
+def test_alone_terms__decode_compute_is_priced_and_memory_is_the_bytes():
+    """A decode step books all its time to the memory side (compute_ns 0) yet its FLOPs
+    cost time: compute_alone_ns is positive and doubles when the peak halves;
+    memory_alone_ns is the weights and KV cache read once at the achievable bandwidth."""
+    from simcore.model.presets import HARDWARE_FAMILIES, PRESETS
+
+    m = PRESETS["Llama 3.1 8B"].model
+    fam = HARDWARE_FAMILIES["H100-SXM"]
+    wl = Workload("decode", batch=1, s_kv=8192)
+    lay = ref.Layout(tp=1)
+    eff = Efficiency()
+    got = _kernel_point(m, wl, fam.hardware, fam.topology, eff, lay)
+    want = ref.evaluate_point(m, wl, fam.hardware, fam.topology, eff, lay)
+    for name in ("compute_alone_ns", "memory_alone_ns"):
+        assert got[name] == pytest.approx(want[name], rel=REL), name
+    assert got["compute_ns"] == 0.0 < got["compute_alone_ns"] < got["memory_alone_ns"]
+    slow = replace(fam.hardware, peak_tflops_f16=fam.hardware.peak_tflops_f16 / 2)
+    half = _kernel_point(m, wl, slow, fam.topology, eff, lay)
+    assert half["compute_alone_ns"] == pytest.approx(2 * got["compute_alone_ns"], rel=1e-12)
+    assert half["memory_alone_ns"] == got["memory_alone_ns"]
+    # weights (but the input embedding table, of which a step reads one row per token) +
+    # KV cache over the achievable bandwidth; activations add well under 1%
+    table = m.vocab_size * m.d_model * m.bytes_per_param
+    read = got["mem_weights_bytes"] - table + got["mem_kv_bytes"]
+    ideal = read / (fam.hardware.bw_hbm_gbs * eff.memory)
+    assert ideal <= got["memory_alone_ns"] < 1.01 * ideal
 
 
 @pytest.mark.parametrize("u", [0.0, 0.15, 0.6])
@@ -195,7 +226,7 @@ def test_fused_best__matches_argbest_of_grid(model, workload, hw, topo, eff, lay
             assert idx[i] == -1 and np.isnan(vals[i]).all()
             continue
         assert idx[i] == int(np.argmin(score[i]))
-        for q in range(6):
+        for q in range(schema.N_BEST):
             assert vals[i, q] == grid[q][i, idx[i]]
 
 

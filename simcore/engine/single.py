@@ -52,6 +52,8 @@ class Prediction:
     memory_ns: float
     comm_ns: float
     overhead_ns: float
+    compute_alone_ns: float
+    memory_alone_ns: float
     fits: bool
     valid: bool
     mem_bytes: float

@@ -800,7 +800,7 @@ def point(c, k, eff):
     """
     if c.valid == 0.0:
         nan = np.nan
-        return nan, nan, nan, nan, nan, nan, nan, False
+        return nan, nan, nan, nan, nan, nan, nan, nan, nan, False
     # FLOPs of lowp ops are in 16-bit-rate units
     t_flop_mm = k.ns_per_flop_lowp if c.lowp_mm == 1.0 else k.ns_per_flop
     t_flop_head = k.ns_per_flop_lowp if c.lowp_head == 1.0 else k.ns_per_flop
@@ -866,11 +866,18 @@ def point(c, k, eff):
         latency = t_seq
     compute = mult * (cl + cc + cf) + ch
     memory = mult * (ml + mc + mf) + mh + t_tail_mem + mult * t_elem
+    # each side alone (not the roofline's attribution): every op's FLOPs at its peak, every
+    # op's bytes at the HBM bandwidth (the fused scan reads only the latency and drops these)
+    compute_alone = (mult * ((c.f_lin + c.f_ffn) * t_flop_mm + c.f_core * t_flop_core)
+                     + c.f_head * t_flop_head)
+    memory_alone = (mult * (c.b_lin + c.b_core + c.b_ffn + c.b_elem) + c.b_head) * t_byte \
+        + t_tail_mem
     comm = mult * (exposed + comm_l) + t_pp + t_tail + mult * ovl + c.fixed_ns
     throughput = per_second(c.tokens, latency)
     flops_dev = per_second(c.model_flops / c.n_devices, latency)
     fits = c.mem_bytes <= k.fit_bytes
-    return latency, throughput, flops_dev, compute, memory, comm, t_ops, fits
+    return (latency, throughput, flops_dev, compute, memory, comm, t_ops, compute_alone,
+            memory_alone, fits)
 
 
 # The coefficients as a structure of arrays: ``cols[q]`` is the column of coefficient q of
@@ -917,6 +924,8 @@ def evaluate_grid(coeffs, hw, eff):
     mem = np.empty((n_hw, n_lay))
     comm = np.empty((n_hw, n_lay))
     over = np.empty((n_hw, n_lay))
+    comp_a = np.empty((n_hw, n_lay))
+    mem_a = np.empty((n_hw, n_lay))
     fits = np.empty((n_hw, n_lay), dtype=np.bool_)
     for i in prange(n_hw):
         k = row_rates(hw[i], eff)
@@ -929,8 +938,10 @@ def evaluate_grid(coeffs, hw, eff):
             mem[i, j] = r[4]
             comm[i, j] = r[5]
             over[i, j] = r[6]
-            fits[i, j] = r[7]
-    return lat, thr, fl, comp, mem, comm, over, fits
+            comp_a[i, j] = r[7]
+            mem_a[i, j] = r[8]
+            fits[i, j] = r[9]
+    return lat, thr, fl, comp, mem, comm, over, comp_a, mem_a, fits
 
 
 #: hardware rows per task of :func:`fused_best` (its scratch buffers are per task)
@@ -971,7 +982,7 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
                 r = point(coef_at(cols, j), k, eff)
                 v = r[0] if metric_code == 0 else per_second(amount[j], r[0])
                 score[j] = sign * v
-                fit[j] = r[7]
+                fit[j] = r[9]
             best_s = np.inf
             bi = -1
             nf = 0
@@ -992,6 +1003,8 @@ def fused_best(coeffs, hw, eff, metric_code, sign):
                 vals[i, 4] = r[4]
                 vals[i, 5] = r[5]
                 vals[i, 6] = r[6]
+                vals[i, 7] = r[7]
+                vals[i, 8] = r[8]
     return best_idx, vals, n_fit
 
 

@@ -425,8 +425,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     nan = float("nan")
     if not layout_valid(lay, model, workload, topology):
         return dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
-                    mem_bytes=None)
+                    memory_ns=nan, comm_ns=nan, overhead_ns=nan, compute_alone_ns=nan,
+                    memory_alone_ns=nan, fits=False, valid=False, mem_bytes=None)
     decode = workload.mode == "decode"
     cp, tp, pp, dp, ep = lay.cp, lay.tp, lay.pp, lay.dp, lay.ep
     s_q, s_kv = workload.s_q, workload.s_kv
@@ -480,7 +480,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     layers_per_stage, path_layers, micro = pipeline_layers(model, pp, decode, tokens)
     pp_bytes, pp_alpha = pp_p2p(model, pp, tier_pp, tokens, micro, msg, topology)
     t_pp = pp_bytes / links[tier_pp][0] + pp_alpha
-    t_head, head_kind = roofline(*lm_head(model, tokens, tp, mm_rate, wb))
+    head_fb = lm_head(model, tokens, tp, mm_rate, wb)
+    t_head, head_kind = roofline(*head_fb)
     step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches)
     overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
                 + floor * efficiency.step_overhead_ns)
@@ -494,6 +495,11 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         latency = host
     bound = {kind: sum(t for t, k in times.values() if k == kind) for kind in ("compute", "memory")}
     head = {"compute": 0.0, "memory": 0.0, head_kind: t_head}
+    # each side alone: all FLOPs at their peak, all bytes at the HBM bandwidth
+    compute_alone = path_layers * sum(
+        f / (attn_peak if name == "attn_core" else peak) for name, (f, _) in ops.items()
+    ) + head_fb[0] / peak
+    memory_alone = path_layers * (sum(b for _, b in ops.values()) / hbm + t_elem) + head_fb[1] / hbm
 
     layer_bytes, emb = weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, wb)
     act_bytes = activation_bytes(model, tokens, ffn_ranks, tp, ab)
@@ -508,6 +514,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         memory_ns=path_layers * (bound["memory"] + t_elem) + head["memory"],
         comm_ns=path_layers * (exposed + comm) + t_pp,
         overhead_ns=overhead,
+        compute_alone_ns=compute_alone,
+        memory_alone_ns=memory_alone,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable,
         valid=True,
         mem_bytes=mem,

@@ -120,6 +120,10 @@ OUTPUTS: tuple[Field, ...] = (
     Field("comm_ns", "ns", "exposed communication time"),
     Field("overhead_ns", "ns", "kernel-launch and per-step framework overhead, and the "
           "scheduler's host time where it outlasts the device's step"),
+    Field("compute_alone_ns", "ns", "compute alone: every op's FLOPs at the achievable peak "
+          "(what the step would take if nothing else cost time)"),
+    Field("memory_alone_ns", "ns", "HBM traffic alone: every op's bytes at the achievable "
+          "HBM bandwidth (what the step would take if nothing else cost time)"),
     Field("fits", "1", "valid layout whose per-device memory fits usable HBM"),
 )
 #: The numeric outputs (all but ``fits``) the fused reduction returns per winner.

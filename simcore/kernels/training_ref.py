@@ -640,7 +640,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     """Step time, fit and breakdown of one training (hardware, layout) point."""
     nan = float("nan")
     invalid = dict(latency_ns=nan, throughput_tok_s=nan, flops_per_device=nan, compute_ns=nan,
-                   memory_ns=nan, comm_ns=nan, overhead_ns=nan, fits=False, valid=False,
+                   memory_ns=nan, comm_ns=nan, overhead_ns=nan, compute_alone_ns=nan,
+                   memory_alone_ns=nan, fits=False, valid=False,
                    mem_bytes=None)
     if not layout_valid(lay, model, workload, topology):
         return invalid
@@ -758,6 +759,11 @@ def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem,
     compute += t_head if head_kind == "compute" else 0.0
     memory += t_head if head_kind == "memory" else 0.0
     comm = (slots * (exposed + blocking + exposed_gather) + t_pp + t_grad + after_step + t_host)
+    # each side alone: all FLOPs at their rate, all bytes at the HBM bandwidth
+    compute_alone = (slots * sum(f / rates[name] for name, (f, _) in ops.items())
+                     + head[0] / (peak * efficiency.train_compute))
+    memory_alone = (slots * (sum(b for _, b in ops.values()) / hbm + t_elem) + head[1] / hbm
+                    + t_opt)
     mem = states + act_mem + logits
     n_tokens = workload.batch * workload.s_kv
     flops = model_flops(model, workload, *attention_pairs(model, workload.s_kv))
@@ -766,6 +772,7 @@ def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem,
         latency_ns=latency, throughput_tok_s=n_tokens / seconds,
         flops_per_device=flops / (lay.cp * lay.tp * lay.pp * lay.dp) / seconds,
         compute_ns=compute, memory_ns=memory, comm_ns=comm, overhead_ns=t_ops,
+        compute_alone_ns=compute_alone, memory_alone_ns=memory_alone,
         fits=mem <= hardware.pe_hbm_gb * 1e9 * efficiency.hbm_usable, valid=True, mem_bytes=mem,
         mem_weights_bytes=states, mem_kv_bytes=0.0, mem_act_bytes=act_mem + logits,
     )
