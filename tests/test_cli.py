@@ -92,14 +92,31 @@ def test_main__evaluate_default_prints_best_layouts(capsys):
     assert main(["evaluate", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "Llama 3.1 70B decode s_kv=131072" in out and "reduced space" in out
-    # batch-1 decode: launches and the per-step floor are the largest part; of the
-    # roofline parts HBM streaming dominates
-    assert "overhead-bound" in out and "launch and framework overhead" in out
+    # batch-1 decode: launches and the per-step floor are the largest part, each part
+    # priced alone: the FLOPs cost time too (no "compute 0 ns"), less than the HBM reads
+    assert "overhead-bound (each part alone: compute " in out
     import re
 
-    mem = re.search(r"memory ([0-9.]+) ms", out)
-    assert mem and "compute 0 ns" in out
+    line = out.strip().splitlines()[-1]
+    comp = re.search(r"compute ([0-9.]+) us", line)
+    mem = re.search(r"memory ([0-9.]+) ms", line)
+    assert comp and mem and float(comp.group(1)) > 0
+    assert "compute 0 ns" not in out
+    header = out.splitlines()[2].split()
+    assert header[-5:] == ["compute", "memory", "comm", "overhead", "bound"]
     assert out.count("qoml") >= 3
+
+
+def test_main__evaluate_json_rows_carry_each_part_alone_and_the_bound(capsys):
+    assert main(["evaluate", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--top", "4",
+                 "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    parts = ("compute_alone_ms", "memory_alone_ms", "comm_ms", "overhead_ms")
+    for r in rows:
+        assert r["overhead_ms"] > 0 and r["compute_alone_ms"] > 0
+        assert r["compute_ms"] == 0.0  # the roofline books decode ops to the memory side
+        largest = max(parts, key=lambda k: r[k])
+        assert r["bound"] == largest.split("_")[0]
 
 
 def test_main__evaluate_loads_only_what_it_uses():

@@ -32,7 +32,16 @@ from .options import (
     resolve_space,
     sweep_kwargs,
 )
-from .output import LAYOUT_COLUMNS, METRIC_COLUMNS, Column, emit_rows, for_script, note_stream
+from .output import (
+    ALONE_PARTS,
+    LAYOUT_COLUMNS,
+    METRIC_COLUMNS,
+    Column,
+    bound_of,
+    emit_rows,
+    for_script,
+    note_stream,
+)
 
 __all__ = ["COLUMNS", "TRAIN_COLUMNS", "add_parser", "run"]
 
@@ -252,16 +261,14 @@ def _best_lines(args: argparse.Namespace, wl: Any, outer: list[str],
         if not top:
             lines.append(f"{where}: no layout fits")
             continue
-        rows += [{**r, **at} for r in top]
+        top = [{**r, **at, "bound": bound_of(r)} for r in top]
+        rows += top
         b = top[0]  # the metric-best layout (what metrics.best picks)
-        parts = {k: float(b[k]) for k in ("compute_ns", "memory_ns", "comm_ns", "overhead_ns")}
-        bound = max(parts, key=lambda k: parts[k]).removesuffix("_ns")
+        alone = ", ".join(f"{part} {fmt_ns(float(b[key]))}" for part, key in ALONE_PARTS.items())
         lines.append(
             (f"{where}: " if where else "")
-            + f"best by {args.metric}: {fmt_ns(float(b['latency_ns']))} per step, {bound}-bound "
-              f"(compute {fmt_ns(parts['compute_ns'])}, memory {fmt_ns(parts['memory_ns'])}, "
-              f"comm {fmt_ns(parts['comm_ns'])}, launch and framework overhead "
-              f"{fmt_ns(parts['overhead_ns'])})"
+            + f"best by {args.metric}: {fmt_ns(float(b['latency_ns']))} per step, "
+              f"{b['bound']}-bound (each part alone: {alone}; the step overlaps them in part)"
             + f" on {int(b['n_devices'])} devices"
             + (f", micro-batch {b['micro_batch']}, ZeRO stage {b['zero_stage']}, recompute "
                f"{b['recompute']}: MFU {float(b['mfu']):.1%}, "

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from ..errors import SimcoreInputError
 
-__all__ = ["Column", "EP_COLUMN", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "emit_rows", "for_script", "note_stream",
+__all__ = ["ALONE_PARTS", "Column", "EP_COLUMN", "LAYOUT_COLUMNS", "METRIC_COLUMNS", "bound_of", "emit_rows", "for_script", "note_stream",
            "refuse_shared_paths", "render_rows", "write_atomic"]
 
 # unit suffix -> (dimension, size in the dimension's base unit)
@@ -124,9 +124,25 @@ LAYOUT_COLUMNS = [
 METRIC_COLUMNS = [
     Column("latency_ns", "latency", "latency_ms"), Column("throughput_tok_s", "tok/s"),
     Column("n_devices", "devices"), Column("mem_bytes", "mem/dev B", "mem_gb"),
-    Column("compute_ns", "compute", "compute_ms"), Column("memory_ns", "memory", "memory_ms"),
-    Column("comm_ns", "comm", "comm_ms"),
+    # each part alone (the step overlaps them) and the largest; JSON/CSV also carry the
+    # roofline attribution (each op's time booked to its longer side) as compute_ms/memory_ms
+    Column("compute_alone_ns", "compute", "compute_alone_ms"),
+    Column("memory_alone_ns", "memory", "memory_alone_ms"),
+    Column("comm_ns", "comm", "comm_ms"), Column("overhead_ns", "overhead", "overhead_ms"),
+    Column("bound", "bound"),
+    Column("compute_ns", name="compute_ms", in_table=False),
+    Column("memory_ns", name="memory_ms", in_table=False),
 ]
+
+#: The parts a row's ``bound`` picks from: each alone (:func:`bound_of`).
+ALONE_PARTS = {"compute": "compute_alone_ns", "memory": "memory_alone_ns", "comm": "comm_ns",
+               "overhead": "overhead_ns"}
+
+
+def bound_of(row: Mapping[str, Any]) -> str:
+    """The part that bounds a row's step: the largest of compute, memory, communication
+    and overhead, each the time it alone would take (:data:`ALONE_PARTS`)."""
+    return max(ALONE_PARTS, key=lambda part: float(row[ALONE_PARTS[part]]))
 
 
 def _plain(value: Any, scale: float) -> Any:
