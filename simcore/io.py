@@ -13,12 +13,16 @@ import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from .errors import SimcoreInputError
+
+# xarray is imported where a Dataset is read, so writing rows (simcore evaluate --out)
+# does not load it
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["InputFileError", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "check_json_value", "check_room",
            "first_non_finite", "load_dataset", "read_input_bytes", "read_json_file",
@@ -219,6 +223,8 @@ def load_dataset(path: str | os.PathLike[str]) -> xr.Dataset:
     A missing path raises ``FileNotFoundError``; a file that is not a readable netCDF /
     zarr Dataset (truncated, another format) a :class:`~simcore.errors.SimcoreInputError`.
     """
+    import xarray as xr
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no results at {str(path)!r}")

@@ -119,9 +119,17 @@ def test_main__evaluate_json_rows_carry_each_part_alone_and_the_bound(capsys):
         assert r["bound"] == largest.split("_")[0]
 
 
-def test_main__evaluate_loads_only_what_it_uses():
-    # the warm command is ~1 s: no xarray/pandas/dask, no other command's module
-    code = ("import sys; from simcore.cli import main; main(['evaluate', '--top', '1']); "
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--top", "1"],
+    ["evaluate", "--batch", "1,8", "--s-kv", "2048,8192", "--top", "1"],  # the memory check
+    ["evaluate", "--mode", "train", "--micro-batch", "all", "--top", "1"],
+    ["evaluate", "--top", "2", "--format", "csv", "--out", "{tmp}/rows.csv"],  # atomic write
+])
+def test_main__evaluate_loads_only_what_it_uses(argv, tmp_path):
+    # the warm command is numba's import and cache load: no xarray/pandas/dask/matplotlib,
+    # no other command's module, on every path of simcore evaluate
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code = (f"import sys; from simcore.cli import main; assert main({argv!r}) == 0; "
             "heavy = {'xarray', 'pandas', 'dask', 'distributed', 'matplotlib', 'zarr', "
             "'simcore.studies.serving', 'simcore.autotune', 'simcore.cli.explore'} & set(sys.modules); "
             "assert not heavy, heavy")

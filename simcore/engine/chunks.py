@@ -31,10 +31,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import xarray as xr
 
 from ..errors import SimcoreInputError, SimcoreRetryError, SweepInterrupted
 from ..model.specs import HW_KNOBS
@@ -47,9 +46,13 @@ from .core import (
     Prepared,
     fused_metric,
 )
-from .labels import dataset, knob_coords, var_attrs, variable
 from .metrics import Metric
 from .space import CHOICES
+
+# xarray (with .labels) is imported where a Dataset is built: the memory checks also
+# serve `simcore evaluate`, which never needs it
+if TYPE_CHECKING:
+    import xarray as xr
 
 __all__ = ["BYTES_PER_HW_POINT", "EVALS_PER_SECOND", "STORE_FORMAT", "available_memory",
            "check_fits_in_memory", "check_sweep_memory", "StoreMismatchError", "assemble_best",
@@ -732,6 +735,8 @@ def _loop(p: Prepared, m: Metric, todo: list[tuple[int, int]], chunks: list[tupl
 def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray,
                   n_fit: np.ndarray) -> xr.Dataset:
     """Per-hardware winners (flat arrays over the C-order hw grid) → labelled Dataset."""
+    from .labels import dataset, knob_coords, var_attrs, variable
+
     shape = p.hw_shape
     dims = HW_KNOBS
     ok = best_idx >= 0
