@@ -51,6 +51,22 @@ def bound(value: float) -> str:
 
 def checked(owner: str, name: str, value: Any, rng: Range) -> int | float:
     """``value`` as a Python int/float inside ``rng``, or :class:`SpecError`."""
+    kind = type(value)
+    if kind is int or kind is float:  # the usual types, without the ABC instance checks
+        as_float = float(value)
+        if not math.isfinite(as_float):
+            raise range_error(owner, name, value, rng)
+        if not rng.integer:
+            out: int | float = as_float
+        elif kind is int:
+            out = value
+        elif as_float.is_integer():
+            out = int(as_float)
+        else:
+            raise range_error(owner, name, value, rng)
+        if not rng.lo <= out <= rng.hi:
+            raise range_error(owner, name, value, rng)
+        return out
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise range_error(owner, name, value, rng)
     as_float = float(value)
@@ -58,7 +74,7 @@ def checked(owner: str, name: str, value: Any, rng: Range) -> int | float:
         raise range_error(owner, name, value, rng)
     if rng.integer:
         if isinstance(value, numbers.Integral):
-            out: int | float = int(value)
+            out = int(value)
         elif as_float.is_integer():
             out = int(as_float)
         else:

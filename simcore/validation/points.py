@@ -347,22 +347,26 @@ def run_steps(point: Measurement) -> tuple[tuple[Workload, float], ...]:
 
 def evaluate_point(point: Measurement, efficiency: Efficiency) -> tuple[float, bool]:
     """(latency_ns, fits) of the point's run on its single layout (summed over its
-    :func:`run_steps`); raises if the layout is invalid."""
-    from ..engine.evaluate import evaluate
+    :func:`run_steps`); raises if the layout is invalid.
+
+    Each step is one configuration, so it goes through :func:`simcore.predict` (the same
+    numbers as :func:`simcore.evaluate` over the one-layout space, without building a
+    Dataset or loading xarray)."""
+    from ..engine.single import predict
 
     total, fits = 0.0, True
     for wl, weight in run_steps(point):
-        ds = evaluate(point.model, wl, space=point.space_for(wl.mode), family=point.family,
-                      efficiency=efficiency)
-        if not bool(ds.valid.values.ravel()[0]):
+        layout = {dim: sizes[0] for dim, sizes in point.space_for(wl.mode).items()}
+        r = predict(point.model, wl, layout, family=point.family, efficiency=efficiency)
+        if not r.valid:
             raise ValueError(
                 f"measurement {point.id!r}: simcore marks layout {point.layout_label} invalid "
                 f"for {point.model.name} on {point.family.name}; check that TP divides the "
                 "heads, the device count fits the family and the batch splits over DP and "
                 "micro-batches"
             )
-        total += weight * float(ds.latency_ns.values.ravel()[0])
-        fits = fits and bool(ds.fits.values.ravel()[0])
+        total += weight * r.latency_ns
+        fits = fits and r.fits
     return total, fits
 
 
