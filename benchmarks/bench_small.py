@@ -5,15 +5,20 @@ Prints JSON (one run, ratios from that run):
 * ``predict_us_per_call`` — :func:`simcore.predict`, warm (the same arguments again),
   median of 7 repeats; ``predict_us_per_new_config`` — a configuration not asked before
   (its coefficient record built, its arguments checked);
-* ``grid512`` — 512 configurations (8 batches × 64 layouts of Llama 2 7B decode on
-  A100-80G) three ways: a ``predict`` loop, ``evaluate`` (kernel + xarray, split), and
-  the fused ``evaluate_best``; and, when llm-analysis is importable (``pip install
-  .[bench]``), its ``infer()`` on the same 512 configurations, with the ratios (without
-  it ``llm_analysis`` says why not);
+* ``grid512`` — 512 configurations (8 batches × 64 layouts of Llama 2 7B on A100-80G),
+  each priced in both phases llm-analysis ``inference()`` prices (the prefill of a
+  2,048-token prompt and one decode step), four ways: a ``predict`` loop (warm: the same
+  configurations again; ``uncached``: predict's caches emptied first), ``evaluate``
+  (kernel + xarray, split), and the fused ``evaluate_best``; and, when llm-analysis is
+  importable (``pip install .[bench]``), its ``inference()`` on the same 512
+  configurations, with the ratios (without it ``llm_analysis`` says why not);
 * ``cold_first_call_s`` — a fresh interpreter with an empty numba cache running
   ``simcore.predict`` once; ``cold_cli_evaluate_s`` — ``simcore evaluate`` with an empty
   cache; ``warm_cli_*_s`` — ``simcore --version`` and ``simcore evaluate`` with the cache
-  warm (median of 3).
+  warm (median of 3);
+* ``korthikanti_8_rows_whole_process`` — the 8 Korthikanti et al. Table 5 training runs
+  predicted by a fresh process (median of 5), and by Calculon from its own inputs when
+  ``CALCULON_DIR`` names a checkout of calculon-ai/calculon (not on PyPI), with the ratio.
 
 Run: ``python benchmarks/bench_small.py [--no-cold]``. Figures move ±20% on a shared
 machine; compare ratios from one run.
@@ -68,13 +73,18 @@ def predict_rate() -> dict:
 
 
 def grid512() -> dict:
+    """512 configurations, each priced as llm-analysis ``inference(seq_len=2048,
+    num_tokens_to_generate=1)`` prices it: the prefill of a 2,048-token prompt and one
+    decode step at that context (both phases, so simcore does the same work)."""
     import simcore
     from simcore import Workload
+    from simcore.engine import single
     from simcore.engine.core import prepare
     from simcore.engine.evaluate import evaluate_best
 
     layouts = [{"tp": t, "pp": p, "dp": d} for t in TPS for p in PPS for d in DPS]
-    wls = {b: Workload("decode", batch=b, s_kv=2048) for b in BATCHES}
+    phases = {b: (Workload("prefill", batch=b, s_kv=2048, s_q=2048),
+                  Workload("decode", batch=b, s_kv=2048)) for b in BATCHES}
     # the same 64 layouts as the predict loop and llm-analysis: the other layout dims at
     # predict's defaults (a mapping alone overrides dims of the full space: 15,360 layouts)
     space = {"tp": TPS, "pp": PPS, "dp": DPS, "cp": (1,), "kv_shard_mode": ("head",),
@@ -84,39 +94,50 @@ def grid512() -> dict:
     def loop():
         for b in BATCHES:
             for lay in layouts:
-                simcore.predict(MODEL, wls[b], lay, family="A100-80G")
+                for wl in phases[b]:
+                    simcore.predict(MODEL, wl, lay, family="A100-80G")
+
+    def loop_uncached():  # as if never asked: predict's per-call and record caches emptied
+        single._CALLS.clear()
+        single._record.cache_clear()
+        loop()
 
     def full():
         for b in BATCHES:
-            simcore.evaluate(MODEL, wls[b], space=space, family="A100-80G")
+            for wl in phases[b]:
+                simcore.evaluate(MODEL, wl, space=space, family="A100-80G")
 
     def kernel_only():
         for b in BATCHES:
-            p = prepare(MODEL, wls[b], space=space, family="A100-80G")
-            p.combine(p.hw_rows(0, 1))
+            for wl in phases[b]:
+                p = prepare(MODEL, wl, space=space, family="A100-80G")
+                p.combine(p.hw_rows(0, 1))
 
     def fused():
         for b in BATCHES:
-            evaluate_best(MODEL, wls[b], space=space, family="A100-80G")
+            for wl in phases[b]:
+                evaluate_best(MODEL, wl, space=space, family="A100-80G")
 
     for f in (loop, full, kernel_only, fused):
         f()
-    out = {"configs": len(BATCHES) * len(layouts),
-           "predict_loop_s": _best_of(loop), "evaluate_s": _best_of(full),
-           "prepare_and_kernel_s": _best_of(kernel_only), "evaluate_best_s": _best_of(fused)}
+    out = {"configs": len(BATCHES) * len(layouts), "phases": "prefill 2048 + 1 decode step",
+           "predict_loop_s": _best_of(loop), "predict_loop_uncached_s": _best_of(loop_uncached),
+           "evaluate_s": _best_of(full), "prepare_and_kernel_s": _best_of(kernel_only),
+           "evaluate_best_s": _best_of(fused)}
     out["xarray_share_of_evaluate"] = round(1 - out["prepare_and_kernel_s"] / out["evaluate_s"], 3)
     peer = llm_analysis_grid()
     if peer is None:
         out["llm_analysis"] = "not importable: pip install .[bench] for the peer ratios"
     else:
         out["llm_analysis_s"] = peer
-        for k in ("predict_loop_s", "evaluate_s", "evaluate_best_s"):
+        for k in ("predict_loop_s", "predict_loop_uncached_s", "evaluate_s", "evaluate_best_s"):
             out[f"speedup_{k.removesuffix('_s')}_vs_llm_analysis"] = round(peer / out[k], 2)
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 def llm_analysis_grid() -> float | None:
-    """llm-analysis ``infer()`` over the same 512 configurations (None if not installed)."""
+    """llm-analysis ``inference()`` (the prompt's prefill and ``num_tokens_to_generate``
+    decode steps) over the same 512 configurations (None if not installed)."""
     try:
         from llm_analysis.analysis import LLMAnalysis
         from llm_analysis.config import (
@@ -149,6 +170,59 @@ def llm_analysis_grid() -> float | None:
 
     run()
     return _best_of(run, repeat=3)
+
+
+_KORTHIKANTI_SIMCORE = """
+from simcore.validation import MEASUREMENTS, predict
+rows = [m for m in MEASUREMENTS if m.id.startswith("korthikanti-")]
+assert len(rows) == 8, [m.id for m in rows]
+print([round(predict(m), 3) for m in rows])
+"""
+#: Calculon's own inputs for the same 8 runs (its llm-validation Table 5)
+_KORTHIKANTI_CALCULON = """
+import logging, os, sys
+import calculon
+from calculon.llm import Llm
+from calculon.system import System
+base = sys.argv[1]
+syst = System(calculon.io.read_json_file(os.path.join(base, "systems", "a100_80g.json")))
+out = []
+for model in ("megatron-22B", "gpt3-175B", "turing-530B", "megatron-1T"):
+    for mode in ("full", "seqsel"):
+        app = Llm.Application(calculon.read_json_file(os.path.join(base, "models", model + ".json")))
+        exe = Llm.Execution.from_json(calculon.read_json_file(
+            os.path.join(base, "validation", "seqsel", "tab5", model + "_" + mode + ".json")))
+        mt = Llm(app, logging.getLogger())
+        mt.compile(syst, exe)
+        mt.run(syst)
+        out.append(round(mt.get_stats_json(False)["total_time"], 3))
+print(out)
+"""
+
+
+def korthikanti_job(repeat: int = 5) -> dict:
+    """The 8 Korthikanti et al. Table 5 training runs (22B, 175B, 530B, 1T x full /
+    selective recomputation) predicted by a fresh process, warm numba cache; and by
+    Calculon (calculon-ai/calculon, not on PyPI: a checkout named by ``CALCULON_DIR``) from
+    its own inputs for the same runs, interleaved."""
+    jobs = {"simcore_s": ([sys.executable, "-c", _KORTHIKANTI_SIMCORE], None)}
+    calculon = os.environ.get("CALCULON_DIR")
+    if calculon:
+        env = {**os.environ, "PYTHONPATH": calculon}
+        jobs["calculon_s"] = ([sys.executable, "-c", _KORTHIKANTI_CALCULON, calculon], env)
+    walls: dict[str, list[float]] = {k: [] for k in jobs}
+    for i in range(repeat + 1):  # the first round warms the caches
+        for name, (argv, env) in jobs.items():
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, check=True, capture_output=True)
+            if i:
+                walls[name].append(time.perf_counter() - t0)
+    out: dict = {k: round(statistics.median(v), 3) for k, v in walls.items()}
+    if "calculon_s" in out:
+        out["simcore_over_calculon"] = round(out["simcore_s"] / out["calculon_s"], 2)
+    else:
+        out["calculon"] = "set CALCULON_DIR to a calculon-ai/calculon checkout for its time"
+    return out
 
 
 def cold_and_cli() -> dict:
@@ -186,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
                  "grid512": grid512()}
     if not a.no_cold:
         out.update(cold_and_cli())
+        out["korthikanti_8_rows_whole_process"] = korthikanti_job()
     print(json.dumps(out, indent=2))
     return 0
 
