@@ -717,10 +717,11 @@ def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             if bad:
                 shown = ", ".join(map(str, divisors[:12])) + (", ..." if len(divisors) > 12
                                                               else "")
+                short = ", ".join(f"batch={b}" for b in batches if any(b % m for m in bad))
                 raise SimcoreInputError(
-                    f"{opt} {','.join(map(str, bad))}: divides no per-replica batch of --batch "
-                    f"{','.join(map(str, batches))} (the global batch is a multiple of "
-                    f"micro-batch x DP); pass divisors of {common}: {shown}, or all")
+                    f"{opt} {','.join(map(str, bad))}: does not divide {short} (a global "
+                    f"batch is a multiple of micro-batch x DP); pass a divisor of every "
+                    f"--batch ({common}): {shown}, or all")
         if isinstance(v, list):
             out[field] = v
     return out
