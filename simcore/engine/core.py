@@ -120,6 +120,23 @@ def notice_before_compiling(kernels: Sequence[str], notice: Any) -> None:
         _numba.before_first_call(notice)
 
 
+@functools.cache
+def _api_compile_notice(mode: str) -> None:
+    """The Python API's compile notice, checked once per process and mode: when the first
+    kernels are not in the on-disk cache, a WARNING on the ``simcore`` logger just before
+    the first kernel runs (Python shows it on stderr when no logging is configured). The
+    CLI arms its own notice first; then this one stays quiet."""
+    import logging
+
+    from ..kernels import _numba
+
+    if _numba._BEFORE_FIRST_CALL:  # the CLI's notice is armed
+        return
+    kernels = FIRST_CALL_KERNELS["train" if mode == "train" else "inference"]
+    notice_before_compiling(kernels, lambda: logging.getLogger("simcore").warning(
+        "simcore: compiling kernels (once, ~5 s; later processes load them from the cache)"))
+
+
 def _has_index(folder: str, name: str, stamp: Any) -> bool:
     """Whether ``folder`` holds a cache index of kernel ``name`` for this CPU and stamp."""
     import os
@@ -783,6 +800,7 @@ def prepare(
     model = get_model(model)
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a simcore.Workload, got {type(workload).__name__}")
+    _api_compile_notice(workload.mode)
     fam = get_family(family)
     if hardware is None:
         hardware = fam.hardware

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import SimcoreInputError
 from ..model.presets import get_family, get_model
 from ..model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Topology, Workload
-from .core import build_coeffs, pack_efficiency, point_one_call
+from .core import _api_compile_notice, build_coeffs, pack_efficiency, point_one_call
 from .space import CHOICES, PARALLEL_DIMS
 
 __all__ = ["Prediction", "predict"]
@@ -105,6 +105,7 @@ def _encode(layout: Mapping[str, Any], mode: str) -> tuple[int, ...]:
 @functools.lru_cache(maxsize=8192)
 def _record(model: Model, workload: Workload, row: tuple[int, ...], topology: Topology
             ) -> np.ndarray:
+    _api_compile_notice(workload.mode)  # once per process: says so if kernels must compile
     return build_coeffs(np.array([row], dtype=np.int64), model, workload, topology)
 
 
