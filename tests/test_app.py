@@ -360,3 +360,15 @@ def test_app_browser__explore_pareto_chart_rendered(tmp_path):
         assert page_done("validation")(dom)
         assert "no vega chart element (stVegaLiteChart)" in pareto_chart_problems(dom)
         assert frontier_pixels(png) < MIN_FRONTIER_PIXELS
+
+
+def test_compile_note__says_the_first_sweep_compiles(monkeypatch):
+    """The pages' progress and spinner texts say when a fresh install's first run compiles
+    (issue 36 item 7), and nothing once the kernels are cached."""
+    from simcore.app import logic
+    from simcore.engine import core
+
+    monkeypatch.setattr(core, "kernels_cached", lambda kernels: False)
+    assert logic.compile_note("explore") == "compiling kernels (once, ~15 s), then "
+    monkeypatch.setattr(core, "kernels_cached", lambda kernels: True)
+    assert logic.compile_note("serving") == ""

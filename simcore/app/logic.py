@@ -247,6 +247,17 @@ def compare_assumptions(result: Any, model: Any = None, *, gpus: int | None = No
     return assumptions(result.workload, budgets_text(result.designs, budgets, None), model)
 
 
+def compile_note(command: str) -> str:
+    """``"compiling kernels (once, ~15 s), then "`` when the kernels ``command`` runs first
+    are not in the on-disk cache yet (a fresh install's first sweep), else ``""``: the
+    pages prefix their progress and spinner texts with it."""
+    from ..engine.core import FIRST_CALL_KERNELS, kernels_cached
+
+    if kernels_cached(FIRST_CALL_KERNELS[command]):
+        return ""
+    return "compiling kernels (once, ~15 s), then "
+
+
 def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
                 metric: str = "latency", cuda_graphs: bool | None = None,
@@ -275,7 +286,8 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
             f"the app (limit {MAX_JOINT:,}); run `simcore explore ... --store run.zarr "
             "--resume` from the CLI instead")
     if progress:
-        progress(0.1, f"sweeping {n_hw} hardware x {n_layouts} layouts = {total:,}")
+        progress(0.1, compile_note("explore")
+                 + f"sweeping {n_hw} hardware x {n_layouts} layouts = {total:,}")
     try:
         r = joint_explore(model, s_kv=int(s_kv), mode=mode, batch=int(batch),
                           depth=_depth(depth), family=family, metric=metric,

@@ -182,7 +182,7 @@ def page_serving(demo: bool = False) -> None:
             demo and "serving_result" not in st.session_state):
         try:
             model = L.load_model_input(name, upload)
-            with st.spinner("planning"):
+            with st.spinner(L.compile_note("serving") + "planning"):
                 st.session_state["serving_result"] = L.run_serving(
                     model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
                     max_ttft_ms=float(ttft) or None, max_tpot_ms=float(tpot) or None)
@@ -237,7 +237,7 @@ def page_compare(demo: bool = False) -> None:
             demo and "compare_result" not in st.session_state):
         try:
             model = L.load_model_input(name, upload)
-            with st.spinner("finding the best layout of each design at each point"):
+            with st.spinner(L.compile_note("compare") + "finding the best layout of each design at each point"):
                 st.session_state["compare_result"] = r = L.run_compare(
                     model, designs=designs, mode=mode, over=over, values=values,
                     fixed=int(fixed), cuda_graphs=graphs if mode == "decode" else None,
@@ -330,7 +330,7 @@ def page_autotune(demo: bool = False) -> None:
         cfg = L.load_deepspeed_config(upload)
         tuner, header = L.autotune_job(cfg, model=model, family=family, n_gpus=int(n_gpus))
         st.caption(header)
-        with st.spinner("tuning on the simulator"):
+        with st.spinner(L.compile_note("tune") + "tuning on the simulator"):
             res = L.tune(tuner)
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
