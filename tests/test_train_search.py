@@ -89,7 +89,7 @@ def test_evaluate_train__micro_batch_dividing_no_layout_is_masked(capsys):
 
 @pytest.mark.parametrize("extra, says", [
     (("--micro-batch", "3"), "--micro-batch 3: does not divide batch=32"),
-    (("--micro-batch", "2,3"), "pass divisors of 32: 1, 2, 4, 8, 16, 32"),
+    (("--micro-batch", "2,3"), "pass a divisor of every --batch (32): 1, 2, 4, 8, 16, 32"),
     (("--zero-stage", "5"), "ZeRO stage 0, 1, 2 or 3"),
     (("--recompute", "bogus"), "none, selective, full or op"),
     (("--micro-batch", "2,2"), "repeats 2"),
