@@ -53,11 +53,17 @@ def plain_best(p, ds_best):
     for n in ("any_fits", "fits", "valid"):
         data[n] = (dims, ok.reshape(shape))
     ds = xr.Dataset(data, coords=p.hw_coords())
+    from simcore.engine.chunks import _WINNER_ATTRS
+
     for name in map(str, ds.variables):
-        units = field_attrs(name).get("units")
-        if (name in LAYOUT_OUTPUTS or name in OUTPUT_NAMES or name in HW_KNOBS) and units \
-                and name not in ("fits", "valid"):
-            ds[name].attrs["units"] = units
+        got = field_attrs(name)
+        if name in LAYOUT_OUTPUTS or name in OUTPUT_NAMES or name in HW_KNOBS:
+            if got.get("units") and name not in ("fits", "valid"):
+                ds[name].attrs["units"] = got["units"]
+            if got.get("long_name"):  # every variable is labelled (issue 36 item 9)
+                ds[name].attrs.update(long_name=got["long_name"], description=got["long_name"])
+        else:
+            ds[name].attrs.update(_WINNER_ATTRS[name])
     ds.attrs.update(ds_best.attrs)
     return ds
 
@@ -115,3 +121,16 @@ def test_stack_points__identical_to_concat(fused, sweep, mode):
     got = stack_points(parts, dims, same=same_)
     parts = [best_of_prepared(q) if fused else _labelled(q, None) for q in preps]
     same(got, _concat_points(parts, dims, same=same_))
+
+
+def test_explore_dataset__every_variable_has_a_long_name_and_units():
+    """Issue 36 item 9: the explore Dataset labels itself (``.plot()`` axes name what they
+    show): every variable and coordinate has a long name, and units unless boolean."""
+    from simcore.studies.codesign import joint_explore
+
+    ds = joint_explore("Llama 3.1 8B", s_kv=1024, depth="two_stage",
+                       with_sensitivity=False).dataset
+    for name in map(str, ds.variables):
+        assert ds[name].attrs.get("long_name"), name
+        if ds[name].dtype != bool:
+            assert "units" in ds[name].attrs, name

@@ -47,7 +47,7 @@ from .core import (
     fused_metric,
 )
 from .metrics import Metric
-from .space import CHOICES
+from .space import CHOICES, LAYOUT_DIM_ATTRS
 
 # xarray (with .labels) is imported where a Dataset is built: the memory checks also
 # serve `simcore evaluate`, which never needs it
@@ -732,6 +732,17 @@ def _loop(p: Prepared, m: Metric, todo: list[tuple[int, int]], chunks: list[tupl
                 bar.close()
 
 
+#: long names (and units) of the per-hardware winner variables the schema does not declare
+_WINNER_ATTRS: dict[str, dict[str, str]] = {
+    **{f"best_{d}": {"units": a["units"], "long_name": f"best layout's {a['long_name']}"}
+       for d, a in LAYOUT_DIM_ATTRS.items()},
+    "best_layout_index": {"units": "1", "long_name": "best layout's row in the layout space "
+                                                      "(-1: none fits)"},
+    "n_fits": {"units": "layouts", "long_name": "layouts that fit in memory"},
+    "any_fits": {"long_name": "some layout fits in memory"},
+}
+
+
 def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray,
                   n_fit: np.ndarray) -> xr.Dataset:
     """Per-hardware winners (flat arrays over the C-order hw grid) → labelled Dataset."""
@@ -759,10 +770,10 @@ def assemble_best(p: Prepared, m: Metric, best_idx: np.ndarray, vals: np.ndarray
     data["any_fits"] = ok
     data["fits"] = ok  # the winner fits (as best() reports it)
     data["valid"] = ok
-    units = {n for n in (*LAYOUT_OUTPUTS, *OUTPUT_NAMES) if n not in ("fits", "valid")}
+    declared = {*LAYOUT_OUTPUTS, *OUTPUT_NAMES}
     variables = {n: variable(dims, a.reshape(shape),
-                             var_attrs(n, long_name=False) if n in units else None)
+                             var_attrs(n) if n in declared else dict(_WINNER_ATTRS.get(n, {})))
                  for n, a in data.items()}
-    return dataset(variables, knob_coords(p.knobs, attrs="units"),
+    return dataset(variables, knob_coords(p.knobs, attrs="all"),
                    {**p.attrs(), "best_metric": m.name, "best_direction": m.direction,
                     "n_layouts": int(p.space.size)})

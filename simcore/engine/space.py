@@ -569,6 +569,22 @@ WORKLOAD_DIMS: dict[str, dict[str, str]] = {
     "recompute": {"units": "1", "long_name": "activation recomputation"},
 }
 
+#: Units and long names of the layout dims, for the per-hardware winners of a reduction
+#: (``best_<dim>`` of :func:`simcore.engine.chunks.reduce_best`, what ``joint_explore``
+#: returns); the categorical dims are dimensionless ("1").
+LAYOUT_DIM_ATTRS: dict[str, dict[str, str]] = {
+    "cp": {"units": "devices", "long_name": "context-parallel degree"},
+    "tp": {"units": "devices", "long_name": "tensor-parallel degree"},
+    "pp": {"units": "stages", "long_name": "pipeline-parallel degree"},
+    "dp": {"units": "replicas", "long_name": "data-parallel degree"},
+    "ep": {"units": "devices", "long_name": "expert-parallel degree"},
+    "kv_shard_mode": {"units": "1", "long_name": "KV-cache sharding mode"},
+    "ffn_shard_scope": {"units": "1", "long_name": "FFN sharding scope"},
+    "tp_placement": {"units": "1", "long_name": "TP group placement"},
+    "cp_placement": {"units": "1", "long_name": "CP group placement"},
+    "cp_ring_variant": {"units": "1", "long_name": "CP ring variant"},
+}
+
 #: The training-only sweep dims of :data:`WORKLOAD_DIMS`.
 TRAIN_DIMS: tuple[str, ...] = ("micro_batch", "zero_stage", "recompute")
 

@@ -476,8 +476,9 @@ def joint_explore(
                      store=store)
     knob_da = {k: ds[k] for k in HW_KNOBS}
     ds["cost_score"] = cost_score(knob_da, fam).transpose(*HW_KNOBS)
-    ds["cost_score"].attrs["description"] = (
-        f"sum of knob / {fam.name} default knob (6.0 at the family's hardware)")
+    ds["cost_score"].attrs.update(
+        description=f"sum of knob / {fam.name} default knob (6.0 at the family's hardware)",
+        long_name="cost score", units="1")
     if cm is not None:
         ds = add_costs(ds, cm)
     missing = [o for o in objs if not any(n in ds.data_vars for n in _names_of(o))]
@@ -487,6 +488,7 @@ def joint_explore(
             f"cost/power objectives or one of {sorted(map(str, ds.data_vars))}")
     ds["pareto"] = pareto(ds, objectives=objs, feasible="any_fits").transpose(*HW_KNOBS)
     ds["pareto"].attrs["objectives"] = ",".join(f"{k}:{v}" for k, v in objs.items())
+    ds["pareto"].attrs["long_name"] = "on the Pareto frontier of " + ", ".join(objs)
     scores, on_front = _scores(ds, fam.name)
     # by the metric, then the cheaper hardware among equals
     order = sorted(range(len(scores)),
