@@ -73,6 +73,27 @@ class ServingError(SimcoreInputError):
     :class:`~simcore.errors.SimcoreInputError`, so a ``ValueError``."""
 
 
+class PlanRows:
+    """``rows()`` and ``best_of()`` of a plan (steady-state or at a rate): the plan's row
+    sets are :attr:`ROW_SETS` (attributes holding configurations with ``as_row()``),
+    ``best`` first."""
+
+    ROW_SETS: tuple[str, ...] = ("best", "candidates")
+    best: tuple[Any, ...]  # declared by each plan (a dataclass field there)
+
+    def rows(self, which: str = "best") -> list[dict[str, Any]]:
+        """One of :attr:`ROW_SETS` (default ``best``) as dicts (keys carry units)."""
+        if which not in self.ROW_SETS:
+            names = [f"'{n}'" for n in self.ROW_SETS]
+            raise ServingError(f"rows() takes {', '.join(names[:-1])} or {names[-1]}, "
+                               f"got {which!r}")
+        return [c.as_row() for c in getattr(self, which)]
+
+    def best_of(self, mode: str) -> Any:
+        """The best configuration of one mode (``"agg"`` or ``"disagg"``), if any."""
+        return next((c for c in self.best if c.mode == mode), None)
+
+
 class InfeasibleError(ServingError):
     """Valid input, but no deployment meets the budget or the limits.
 

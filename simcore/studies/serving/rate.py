@@ -27,7 +27,15 @@ import numpy as np
 
 from ...model.presets import get_family, load_model
 from ...model.specs import Efficiency, Hardware, HardwareFamily, Model
-from .model import InfeasibleError, ServingError, _dtype, _limit, _one_hardware, _positive_int
+from .model import (
+    InfeasibleError,
+    PlanRows,
+    ServingError,
+    _dtype,
+    _limit,
+    _one_hardware,
+    _positive_int,
+)
 from .simulate import (
     Instance,
     PrefillStage,
@@ -105,7 +113,7 @@ class RateInfeasibleError(InfeasibleError):
 
 
 @dataclass(frozen=True, eq=False)
-class RatePlan:
+class RatePlan(PlanRows):
     """What :func:`plan_at_rate` found: ``best`` (meeting the limits, smallest first, the
     top of each mode), ``candidates`` (every deployment simulated), the traffic and the
     assumptions."""
@@ -125,13 +133,6 @@ class RatePlan:
     dtype: str = ""
     notes: tuple[str, ...] = ()
 
-    def rows(self, which: str = "best") -> list[dict[str, Any]]:
-        if which not in ("best", "candidates"):
-            raise ServingError(f"rows() takes 'best' or 'candidates', got {which!r}")
-        return [c.as_row() for c in getattr(self, which)]
-
-    def best_of(self, mode: str) -> RateConfig | None:
-        return next((c for c in self.best if c.mode == mode), None)
 
 
 def plan_at_rate(

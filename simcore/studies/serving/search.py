@@ -31,6 +31,7 @@ from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model
 from .model import (
     InfeasibleError,
     LayoutCosts,
+    PlanRows,
     ServingError,
     _dtype,
     _int_list,
@@ -148,7 +149,7 @@ ROW_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServingConfig))
 
 
 @dataclass(frozen=True, eq=False)
-class ServingPlan:
+class ServingPlan(PlanRows):
     """What :func:`plan` found.
 
     ``best``: configurations meeting the budget and both limits, best tokens/s per GPU
@@ -178,15 +179,7 @@ class ServingPlan:
     #: (e.g. ``osl`` 1: no TPOT); the CLI prints them under its header
     notes: tuple[str, ...] = ()
 
-    def rows(self, which: str = "best") -> list[dict[str, Any]]:
-        """``best`` (default), ``frontier`` or ``candidates`` as dicts (keys carry units)."""
-        if which not in ("best", "frontier", "candidates"):
-            raise ServingError(f"rows() takes 'best', 'frontier' or 'candidates', got {which!r}")
-        return [c.as_row() for c in getattr(self, which)]
-
-    def best_of(self, mode: str) -> ServingConfig | None:
-        """The best configuration of one mode (``"agg"`` or ``"disagg"``), if any."""
-        return next((c for c in self.best if c.mode == mode), None)
+    ROW_SETS = ("best", "frontier", "candidates")  # rows(which) / best_of: PlanRows
 
 
 # --- the planner ----------------------------------------------------------------------------
