@@ -7,7 +7,7 @@ import xarray as xr
 import simcore
 from simcore.engine.core import LAYOUT_OUTPUTS, MEM_PARTS, N_BEST, OUTPUT_NAMES, prepare
 from simcore.engine.evaluate import _labelled, best_of_prepared
-from simcore.engine.space import CHOICES, PARALLEL_DIMS
+from simcore.engine.space import CHOICES, LAYOUT_DIM_ATTRS, PARALLEL_DIMS
 from simcore.kernels.schema import field_attrs
 from simcore.model.specs import HW_KNOBS
 
@@ -29,6 +29,10 @@ def plain_full(p):
             ds[name].attrs["units"] = a["units"]
         if a.get("long_name"):
             ds[name].attrs.update(long_name=a["long_name"], description=a["long_name"])
+        if name in LAYOUT_DIM_ATTRS:
+            a = LAYOUT_DIM_ATTRS[name]
+            ds[name].attrs.update(units=a["units"], long_name=a["long_name"],
+                                  description=a["long_name"])
     ds.attrs.update(p.attrs())
     return ds
 
@@ -134,3 +138,16 @@ def test_explore_dataset__every_variable_has_a_long_name_and_units():
         assert ds[name].attrs.get("long_name"), name
         if ds[name].dtype != bool:
             assert "units" in ds[name].attrs, name
+
+
+@pytest.mark.parametrize("chunks", [None, 1])
+def test_evaluate_dataset__every_variable_has_a_long_name_and_units(chunks):
+    """Issue 36 item 9: the full tensor of ``evaluate`` (in memory and lazy) labels its
+    layout coordinates (tp, cp, ..., placements) as well as its outputs and knobs."""
+    ds = simcore.evaluate("Llama 3.1 8B", simcore.Workload("decode"), batch=[1, 8],
+                          s_kv=1024, space=SPACE, chunks=chunks)
+    for name in map(str, ds.variables):
+        assert ds[name].attrs.get("long_name"), name
+        if ds[name].dtype != bool:
+            assert "units" in ds[name].attrs, name
+    assert ds.tp.attrs["long_name"] == "tensor-parallel degree"

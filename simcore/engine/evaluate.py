@@ -48,7 +48,7 @@ from .core import (
     map_points,
     prepare,
 )
-from .labels import dataset, space_coords, var_attrs, variable
+from .labels import dataset, layout_attrs, space_coords, var_attrs, variable
 from .metrics import Metric
 from .space import (
     PARALLEL_DIMS,
@@ -316,6 +316,7 @@ def _labelled_lazy(p: Prepared, chunks: int | dict[str, int]) -> xr.Dataset:
     ds = ds.assign_coords(p.layout_coords()).assign_coords(p.hw_coords())
     for name in map(str, ds.variables):
         ds[name].attrs.update(var_attrs(name))
+        ds[name].attrs.update(layout_attrs(name))
     ds.attrs.update(p.attrs())
     return ds
 

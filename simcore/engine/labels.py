@@ -30,9 +30,10 @@ import xarray as xr
 
 from ..kernels import schema
 from ..model.specs import HW_KNOBS
-from .space import CHOICES, Space
+from .space import CHOICES, LAYOUT_DIM_ATTRS, Space
 
-__all__ = ["dataset", "knob_coords", "space_coords", "var_attrs", "variable"]
+__all__ = ["coord_attrs", "dataset", "knob_coords", "layout_attrs", "space_coords", "var_attrs",
+           "variable"]
 
 
 @functools.cache
@@ -60,14 +61,28 @@ def variable(dims: Sequence[str], data: np.ndarray, attrs: dict[str, Any] | None
 
 
 #: which attrs a coordinate carries: none, ``units`` only, or ``units`` and ``long_name``
+#: (from the kernel schema); ``"layout"``: a layout dim's (:data:`LAYOUT_DIM_ATTRS`)
 _ATTRS = {"none": (False, False), "units": (True, False), "all": (True, True)}
+
+
+def coord_attrs(name: str, mode: str) -> dict[str, str]:
+    """A coordinate's attrs: a layout dim's units and long name (``mode="layout"``), or
+    the kernel schema's per :data:`_ATTRS` (a hardware knob)."""
+    if mode == "layout":
+        return layout_attrs(name)
+    return var_attrs(name, units=_ATTRS[mode][0], long_name=_ATTRS[mode][1])
+
+
+def layout_attrs(name: str) -> dict[str, str]:
+    """A layout dim's ``units``, ``long_name`` and ``description`` (= long_name); ``{}``
+    for any other name."""
+    got = LAYOUT_DIM_ATTRS.get(name)
+    return {} if got is None else {**got, "description": got["long_name"]}
 
 
 @functools.lru_cache(maxsize=64)
 def _coords(key: tuple[tuple[str, str, tuple[Any, ...], str], ...]) -> xr.Coordinates:
-    variables = {name: xr.Variable(name, np.array(values, dtype=dtype),
-                                   var_attrs(name, units=_ATTRS[mode][0],
-                                             long_name=_ATTRS[mode][1]))
+    variables = {name: xr.Variable(name, np.array(values, dtype=dtype), coord_attrs(name, mode))
                  for name, dtype, values, mode in key}
     return xr.Coordinates(variables)  # default (pandas) indexes, as xr.Dataset builds them
 
@@ -83,13 +98,14 @@ def _key(coords: Mapping[str, Any], mode: str) -> tuple[tuple[str, str, tuple[An
 @functools.lru_cache(maxsize=64)
 def _space_key(space: Space) -> tuple[tuple[str, str, tuple[Any, ...], str], ...]:
     return _key({d: np.asarray(v, dtype=object if d in CHOICES else np.int64)
-                 for d, v in space.coords}, "none")
+                 for d, v in space.coords}, "layout")
 
 
 def space_coords(space: Space, knobs: Mapping[str, np.ndarray] | None = None, *,
                  knob_attrs: str = "all") -> xr.Coordinates:
     """Indexed coordinates, cached: the layout dims of ``space`` (object dtype for the
-    categorical dims, int64 for the sizes, no attrs), then the hardware ``knobs`` if given
+    categorical dims, int64 for the sizes; units and long names from
+    :data:`~simcore.engine.space.LAYOUT_DIM_ATTRS`), then the hardware ``knobs`` if given
     (as they are, with ``units`` and ``long_name`` / ``description``: ``knob_attrs``
     ``"all"``, ``"units"`` or ``"none"``)."""
     key = _space_key(space)
