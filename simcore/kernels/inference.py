@@ -468,15 +468,19 @@ def ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
 def moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep, strides,
                  tier_tp, topo):
     """MoE dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
-    slice of the replica's tokens, k copies, (ep-1)/ep of them off the device (dispatch at
-    the activation dtype, combine of the experts' outputs); then the TP ranks all-gather
-    their slices' outputs; across cubes each of the three pays the base latency. Adds wire
-    bytes per tier and link latency to ``acc``; returns the launches."""
+    slice of the replica's tokens, k copies, each to the r = tp·dp/ep ranks holding a
+    shard of its expert, r - 1/ep of them off the device ((ep-1)/ep when each expert is
+    whole on one rank; an expert sharded over r ranks needs every routed token on each
+    shard and reduces the r partial outputs); dispatch at the activation dtype, combine
+    of the experts' outputs; then the TP ranks all-gather their slices' outputs; across
+    cubes each of the three pays the base latency. Adds wire bytes per tier and link
+    latency to ``acc``; returns the launches."""
     ftp = float(tp)
     fep = float(ep)
     span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
     tier_ep = tier_of(span_ep, int(topo.pes_per_cube), int(topo.pes_per_sip))
-    a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * (fep - 1.0) / fep
+    copies = (fep - 1.0) / fep + (ftp * float(dp) / fep - 1.0)  # r - 1/ep off the device
+    a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * copies
     add_comm(acc, tier_ep, a2a, 2.0 * (phase_steps(fep) * tier_alpha_ns(topo, tier_ep)
                                        + tier_base_ns(topo, tier_ep)))
     if tp <= 1:

@@ -319,11 +319,14 @@ def ffn_tpcp_allreduce(links, model, tokens, bytes_per_msg, tp, cp, strides, tie
 def moe_alltoall(links, model, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep,
                  strides, tier_tp, topology) -> tuple:
     """(ns, launches) of the MoE dispatch (activation dtype) and combine (16-bit outputs)
-    over the EP group, then the TP ranks' all-gather of their slices."""
+    over the EP group, then the TP ranks' all-gather of their slices. Each routed token
+    goes to the r = tp·dp/ep ranks holding a shard of its expert: r - 1/ep copies off the
+    device ((ep - 1)/ep when experts are whole, r = 1)."""
     ep_span = max(coll.group_span(tp, strides[0]), coll.group_span(dp, strides[3]))
     ep_tier = _tier(ep_span, topology)
     ep_bw, ep_alpha = links[ep_tier]
-    sent = tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * (ep - 1) / ep
+    copies = tp * dp / ep - 1 / ep
+    sent = tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * copies
     # dispatch and combine: two operations, each paying the base latency across cubes
     ns = sent / ep_bw + 2 * (coll.phase_steps(ep) * ep_alpha + tier_base_ns(topology, ep_tier))
     if tp <= 1:
