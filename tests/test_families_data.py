@@ -72,7 +72,7 @@ COSTS = {"SiP": (None, None), "A100-80G": (None, 400.0), "A100-40G": (None, 400.
 
 #: Topology fields added after the code-era families, with the value every code-era family
 #: takes: the digest leaves them out and the test checks them separately
-LATER_FIELDS = {"fp4_ratio": 0.0}
+LATER_FIELDS = {"fp4_ratio": 0.0, "hbm_ratio": 1.0}
 
 
 def _digest(fams):

@@ -89,6 +89,7 @@ topologies = st.builds(
     fp4_ratio=st.sampled_from([4.0, 14000.0 / 2250.0]),
     fa2_ratio=st.sampled_from([1.0, 0.5, 329.483 / 631.338]),
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
+    hbm_ratio=st.sampled_from([1.0, 0.819 / 0.8416, 1.1]),
     nvls=st.booleans(),
 )
 frac = st.floats(0.05, 1.0)
@@ -99,7 +100,8 @@ efficiencies = st.builds(Efficiency, compute=frac, memory=frac, network=frac, hb
                          op_latency_ns=st.floats(0, 1e4), step_overhead_ns=st.floats(0, 1e5),
                          roofline_overlap=st.floats(0.0, 1.0),
                          seq_overhead_ns=st.floats(0, 1e5),
-                         comm_contention=st.sampled_from([0.0, 0.0, 0.15]) | st.floats(0.0, 0.9))
+                         comm_contention=st.sampled_from([0.0, 0.0, 0.15]) | st.floats(0.0, 0.9),
+                         train_memory=st.none() | frac)
 pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
@@ -120,7 +122,7 @@ def _kernel_point(model, workload, hw, topo, eff, lay):
     coeffs = ki.layout_coeffs(_layout_row(lay), schema.pack_model(model), schema.pack_workload(workload),
                               schema.pack_topology(topo))
     hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
-    outs = ki.evaluate_grid(coeffs, hw_row, schema.pack_efficiency(eff))
+    outs = ki.evaluate_grid(coeffs, hw_row, schema.pack_efficiency(eff, hbm_ratio=topo.hbm_ratio))
     res = {name: o[0, 0] for name, o in zip(OUT_NAMES, outs, strict=True)}
     res["valid"] = bool(coeffs["valid"][0])
     res["mem_bytes"] = coeffs["mem_bytes"][0]
@@ -288,6 +290,7 @@ train_topologies = st.builds(
     nics_per_cube=st.integers(0, 16),
     fp8_ratio=st.sampled_from([1.0, 2.0]),
     mm_ratio=st.sampled_from([1.0, 0.869 / 0.803, 0.8]),
+    hbm_ratio=st.sampled_from([1.0, 0.819 / 0.8416, 1.1]),
     pcie_gbs=st.floats(1.0, 128.0),
     host_mem_gb=st.floats(1.0, 4096.0),
     nvls=st.booleans(),
@@ -367,7 +370,8 @@ def _check_training(model, workload, hw, topo, eff, lay):
     coeffs = kt.layout_coeffs(_layout_row(lay), schema.pack_model(model), schema.pack_workload(workload),
                               schema.pack_topology(topo))
     hw_row = np.array([[getattr(hw, k) for k in HW_KNOBS]])
-    outs = ki.evaluate_grid(coeffs, hw_row, schema.pack_efficiency(eff, train=True))
+    outs = ki.evaluate_grid(coeffs, hw_row,
+                            schema.pack_efficiency(eff, train=True, hbm_ratio=topo.hbm_ratio))
     got = {name: o[0, 0] for name, o in zip(OUT_NAMES, outs, strict=True)}
     want = tref.evaluate_point(model, workload, hw, topo, eff, lay)
     assert bool(coeffs["valid"][0]) == want["valid"]

@@ -810,7 +810,8 @@ def prepare(
     layouts, canonical = _space_table(sp)
     coeffs = space_coeffs(layouts, model, workload, fam.topology, gpus, exact_gpus, canonical)
     return Prepared(model, workload, sp, fam.topology, eff, fam.name, knobs, layouts, coeffs,
-                    _packed_efficiency(eff, workload.mode == "train"), gpus, exact_gpus)
+                    _packed_efficiency(eff, workload.mode == "train", fam.topology.hbm_ratio),
+                    gpus, exact_gpus)
 
 
 @functools.cache
@@ -820,8 +821,9 @@ def _default_efficiency() -> Efficiency:
 
 
 @functools.lru_cache(maxsize=64)
-def _packed_efficiency(eff: Efficiency, train: bool) -> schema.EfficiencyParams:
-    return schema.pack_efficiency(eff, train=train)
+def _packed_efficiency(eff: Efficiency, train: bool, hbm_ratio: float = 1.0
+                       ) -> schema.EfficiencyParams:
+    return schema.pack_efficiency(eff, train=train, hbm_ratio=hbm_ratio)
 
 
 @functools.lru_cache(maxsize=64)

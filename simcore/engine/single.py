@@ -110,8 +110,9 @@ def _record(model: Model, workload: Workload, row: tuple[int, ...], topology: To
 
 
 @functools.lru_cache(maxsize=256)
-def _eff(eff: Efficiency | None, train: bool) -> Any:
-    return pack_efficiency(Efficiency() if eff is None else eff, train=train)
+def _eff(eff: Efficiency | None, train: bool, hbm_ratio: float = 1.0) -> Any:
+    return pack_efficiency(Efficiency() if eff is None else eff, train=train,
+                           hbm_ratio=hbm_ratio)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -215,7 +216,7 @@ def _resolve(model: Any, workload: Any, layout: Any, hardware: Any, family: Any,
         hw = Hardware(**{**fam.hardware.as_dict(), **dict(hardware)})
     rec = _record(m, workload, _layout_row(layout or {}, workload.mode), fam.topology)
     hw_row = _hw_row(hw)
-    eff = _eff(efficiency, workload.mode == "train")
+    eff = _eff(efficiency, workload.mode == "train", fam.topology.hbm_ratio)
     c = rec[0]
     valid = bool(c["valid"] == 1.0)
     nan = float("nan")  # memory of an illegal layout is masked, as evaluate does

@@ -90,6 +90,8 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
                         integer=False),
     "mm_ratio": Range(0.1, 10, "(achievable matmul fraction of peak / Hopper's)",
                        integer=False),
+    "hbm_ratio": Range(0.1, 10, "(achievable HBM streaming fraction of peak / Hopper's)",
+                        integer=False),
     "pcie_gbs": Range(0, 1e7, "GB/s (host link per device; 0 = none)", integer=False),
     "host_mem_gb": Range(0, 1e9, "GB (host memory per device; 0 = none)", integer=False),
 }
@@ -101,7 +103,8 @@ TOPOLOGY_UNITS: dict[str, str] = {
     "coll_base_scaleout_ns": "ns", "alpha_intra_scaleout_ns": "ns",
     "nics_per_cube": "NICs", "fp8_ratio": "ratio", "int8_ratio": "ratio", "fp4_ratio": "ratio",
     "fa2_ratio": "ratio",
-    "mm_ratio": "ratio", "pcie_gbs": "GB/s", "host_mem_gb": "GB", "nvls": "bool",
+    "mm_ratio": "ratio", "hbm_ratio": "ratio", "pcie_gbs": "GB/s", "host_mem_gb": "GB",
+    "nvls": "bool",
 }
 #: At most this many devices in one system.
 MAX_DEVICES = 10**9
@@ -151,6 +154,10 @@ class Topology:
     #: relative to Hopper's (the efficiency factors are fitted in Hopper's terms; 1 = the
     #: same): scales the matmul rate (projections, FFN, LM head), not attention
     mm_ratio: float = 1.0
+    #: the family's measured HBM streaming fraction of its data-sheet bandwidth, relative
+    #: to Hopper's (1 = the same): scales ``Efficiency.memory`` / ``train_memory``, as
+    #: ``mm_ratio`` scales the matmul rate
+    hbm_ratio: float = 1.0
     #: host link (PCIe) bandwidth per device in GB/s and host memory per device in GB,
     #: for offloading (0 = no offload possible)
     pcie_gbs: float = 0.0
@@ -198,7 +205,9 @@ class Efficiency:
 
     ``compute`` scales ``peak_tflops_f16`` for inference matmuls, ``train_compute`` for
     training matmuls (forward, backward, recomputation), ``attention`` /
-    ``train_attention`` the attention core, ``memory`` scales ``bw_hbm_gbs``, ``network``
+    ``train_attention`` the attention core, ``memory`` scales ``bw_hbm_gbs`` (inference;
+    training steps use ``train_memory`` where set, else ``memory``; both times the
+    family's ``Topology.hbm_ratio``), ``network``
     the scale-up links and ``network_inter`` / ``network_sip`` the scale-out ones;
     ``hbm_usable`` is the part of HBM available to weights, KV and activations (the
     rest: runtime, fragmentation). Fractions lie in [0.001, 1].
@@ -258,11 +267,14 @@ class Efficiency:
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15
+    #: HBM factor of training steps (element-wise, optimizer and operand traffic);
+    #: None = ``memory``
+    train_memory: float | None = None
 
     def __post_init__(self) -> None:
         fraction = Range(1e-3, 1, "(fraction of peak)", integer=False)
         optional = ("network_inter", "network_sip", "attention", "train_attention",
-                    "lowp_compute")
+                    "lowp_compute", "train_memory")
         validate_table(self, {
             **{f: fraction for f in ("compute", "memory", "network", "hbm_usable",
                                      "train_compute")},

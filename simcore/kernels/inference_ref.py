@@ -420,7 +420,7 @@ def hardware_rates(hardware, topology, efficiency, workload) -> tuple:
              (hardware.bw_inter_gbs * net_inter, topology.alpha_inter_ns),
              (hardware.bw_intersip_gbs * net_sip, topology.alpha_intersip_ns)]
     return (hardware.peak_tflops_f16 * 1e3 * mm_eff, hardware.peak_tflops_f16 * 1e3 * attn_eff,
-            hardware.bw_hbm_gbs * efficiency.memory, links)
+            hardware.bw_hbm_gbs * efficiency.memory * topology.hbm_ratio, links)
 
 
 def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout) -> dict:

@@ -31,7 +31,7 @@ __all__ = [
     "ACT_CODES", "COEFFICIENTS", "COEF_DTYPE", "EfficiencyParams", "Field", "FUSED_METRICS", "HW",
     "KNOB_FIELDS", "LAYOUT", "LAYOUT_OUTPUTS", "MEM_PARTS", "MODE_CODES", "ModelParams",
     "N_BEST", "OUTPUTS", "PRECISION_CODES", "RECOMPUTE_CODES", "TopologyParams",
-    "WorkloadParams", "field_attrs", "pack_efficiency", "pack_model",
+    "WorkloadParams", "field_attrs", "hbm_factor", "pack_efficiency", "pack_model",
     "pack_topology", "pack_workload",
 ]
 
@@ -409,9 +409,11 @@ def pack_topology(topology) -> TopologyParams:
                           alpha_intra_scaleout_ns=float(topology.alpha_intra_scaleout_ns))
 
 
-def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
-    """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute`` and
-    ``train_attention``. Unset factors fall back: ``network_inter`` to ``network``,
+def pack_efficiency(eff, *, train: bool = False, hbm_ratio: float = 1.0) -> EfficiencyParams:
+    """Efficiency spec → :class:`EfficiencyParams`; training uses ``train_compute``,
+    ``train_attention`` and ``train_memory``; the HBM factor is scaled by the family's
+    ``hbm_ratio`` (``Topology.hbm_ratio``). Unset factors fall back: ``network_inter``
+    to ``network``,
     ``network_sip`` to ``network_inter`` (both scale-out), attention to the matmul factor."""
     compute = float(eff.train_compute if train else eff.compute)
     attention = eff.train_attention if train else eff.attention
@@ -419,12 +421,20 @@ def pack_efficiency(eff, *, train: bool = False) -> EfficiencyParams:
     net = float(eff.network)
     inter = net if eff.network_inter is None else float(eff.network_inter)
     return EfficiencyParams(
-        compute, float(eff.memory), net, float(eff.hbm_usable), inter,
+        compute, hbm_factor(eff, train) * float(hbm_ratio), net, float(eff.hbm_usable), inter,
         inter if eff.network_sip is None else float(eff.network_sip),
         compute if attention is None else float(attention),
         float(eff.op_latency_ns), float(eff.step_overhead_ns), lowp,
         float(eff.roofline_overlap), 0.0 if train else float(eff.seq_overhead_ns),
         float(eff.comm_contention))
+
+
+def hbm_factor(eff, train: bool) -> float:
+    """The HBM factor of a step: ``train_memory`` for training where set, else ``memory``
+    (before the family's ``hbm_ratio``)."""
+    if train and getattr(eff, "train_memory", None) is not None:
+        return float(eff.train_memory)
+    return float(eff.memory)
 
 
 def field_attrs(name: str) -> dict[str, str]:

@@ -24,6 +24,7 @@ from .common_ref import (
     tier_alpha_ns,
     tier_base_ns,
 )
+from .schema import hbm_factor
 
 ADAM_BYTES_PER_PARAM = 26.0
 #: The loss's logit buffers at its peak, bytes per logit element (fused; eager fp32).
@@ -715,14 +716,14 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     act_mem = activation_memory(model, workload, cp, tp, pp, m, per_stage)
     logits = logit_bytes(model, workload, tokens, tp)
     return _step_time(
-        model, workload, hardware, efficiency, lay, ops=ops, head=head, b_elem=b_elem,
-        ring=ring, blocking=blocking, overlapped=overlapped, kernels=kernels, slots=slots,
+        model, workload, hardware, efficiency, lay, hbm_ratio=topology.hbm_ratio, ops=ops,
+        head=head, b_elem=b_elem, ring=ring, blocking=blocking, overlapped=overlapped, kernels=kernels, slots=slots,
         t_pp=t_pp, t_grad=t_grad, after_step=after_step, hide=hide, opt_bytes=opt_bytes,
         t_host=t_host, states=states, act_mem=act_mem, logits=logits)
 
 
-def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem, ring, blocking,
-               overlapped, kernels, slots, t_pp, t_grad, after_step, hide, opt_bytes, t_host,
+def _step_time(model, workload, hardware, efficiency, lay, *, hbm_ratio, ops, head, b_elem, ring,
+               blocking, overlapped, kernels, slots, t_pp, t_grad, after_step, hide, opt_bytes, t_host,
                states, act_mem, logits) -> dict:
     """The hardware combine: each op's roofline at its rate, the ring under the attention
     core, the overlapped collectives under the layer's compute and the exposed ring, the
@@ -734,7 +735,7 @@ def _step_time(model, workload, hardware, efficiency, lay, *, ops, head, b_elem,
     rates = {"attn_linear": peak * efficiency.train_compute,
              "attn_core": peak * (attn_eff if flash else efficiency.train_compute),
              "ffn": peak * efficiency.train_compute}
-    hbm = hardware.bw_hbm_gbs * efficiency.memory
+    hbm = hardware.bw_hbm_gbs * hbm_factor(efficiency, True) * hbm_ratio
 
     def roofline(flops: float, nbytes: float, rate: float) -> tuple[float, str]:
         return op_time(flops / rate, nbytes / hbm, efficiency.roofline_overlap)

@@ -111,21 +111,21 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[..., Any]:
                 raise ValueError(f"measurement {pt.id!r}: layout {pt.layout_label} is invalid "
                                  f"in simcore for {pt.model.name}")
             hw = np.ascontiguousarray(p.hw_rows(0, 1), dtype=np.float64)
-            key = (wl.mode == "train", hw.tobytes())
+            key = (wl.mode == "train", p.topology.hbm_ratio, hw.tobytes())
             groups.setdefault(key, []).append((i, float(weight), p.coeffs[:1], hw))
     packed = []
-    for (train, _), rows in groups.items():
+    for (train, hbm_ratio, _), rows in groups.items():
         idx = np.array([r[0] for r in rows])
         weights = np.array([r[1] for r in rows])
         coeffs = np.concatenate([r[2] for r in rows])
-        packed.append((train, idx, weights, coeffs, rows[0][3]))
+        packed.append((train, hbm_ratio, idx, weights, coeffs, rows[0][3]))
     n = len(points)
 
     def run(eff: Efficiency, *, fits: bool = False) -> Any:
         lat = np.zeros(n)
         fit = np.ones(n, dtype=bool)
-        for train, idx, weights, coeffs, hw in packed:
-            out = combine(coeffs, hw, pack_efficiency(eff, train=train))
+        for train, hbm_ratio, idx, weights, coeffs, hw in packed:
+            out = combine(coeffs, hw, pack_efficiency(eff, train=train, hbm_ratio=hbm_ratio))
             np.add.at(lat, idx, weights * out["latency_ns"][0])  # the group's rows on its hardware
             if fits:
                 np.logical_and.at(fit, idx, out["fits"][0])
