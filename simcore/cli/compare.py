@@ -29,6 +29,7 @@ from .options import (
     resolve_budget,
     resolve_model,
     resolve_space,
+    runtime_kwargs,
 )
 from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
 
@@ -96,8 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
     refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
     graphs = cuda_graphs_flag(args)
+    stack = runtime_kwargs(args)
     model = resolve_model(args)
-    workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
+    if stack.get("runtime"):
+        workload: Any = Workload(args.mode, batch=1, s_kv=8192, **stack)
+    else:
+        workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
     budgets = [resolve_budget(args, parse_design(d)[1]) for d in args.designs]
     r = compare(args.designs, model, workload, batch=args.batch, s_kv=args.s_kv,
                 space=resolve_space(args, model, [b.gpus for b in budgets]),

@@ -275,7 +275,8 @@ def _best_lines(args: argparse.Namespace, wl: Any, outer: list[str],
                f"{float(b['tokens_per_s_per_gpu']):,.0f} tokens/s per GPU" if train else ""))
     if (wl.mode == "decode" and not wl.cuda_graphs and rows
             and float(rows[0]["overhead_ns"]) > 0.3 * float(rows[0]["latency_ns"])):
-        lines.append("note: --eager launches every kernel from the host (5 us of host time "
+        how = f"--runtime {wl.runtime}" if wl.runtime and not args.eager else "--eager"
+        lines.append(f"note: {how} launches every kernel from the host (5 us of host time "
                      "each); serving frameworks replay decode steps from CUDA graphs, the "
                      "default without --eager")
     return rows, lines

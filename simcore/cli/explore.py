@@ -37,7 +37,6 @@ from .options import (
     add_workload_options,
     assignment,
     budget_error,
-    cuda_graphs_flag,
     make_workload,
     output_file,
     positive_floats,
@@ -45,6 +44,7 @@ from .options import (
     resolve_family,
     resolve_model,
     resolve_space,
+    runtime_kwargs,
     store_path,
 )
 from .output import LAYOUT_COLUMNS, Column, emit_rows, for_script, note_stream, refuse_shared_paths
@@ -293,7 +293,6 @@ def run(args: argparse.Namespace) -> int:
     _cost_kwargs(args)  # reject a bad cost model / objective before any work
     model = resolve_model(args)
     make_workload(args)  # reject a bad workload before any work
-    graphs = cuda_graphs_flag(args)
     fam = resolve_family(args)
     budget = resolve_budget(args, fam)
     depth = _depth_of(args)
@@ -310,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
                           space=space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
-                          cuda_graphs=graphs, **_cost_kwargs(args), **budget.kwargs())
+                          **runtime_kwargs(args), **_cost_kwargs(args), **budget.kwargs())
         wall = time.perf_counter() - t0
     except DeviceBudgetError as exc:
         raise budget_error(exc, budget) from None

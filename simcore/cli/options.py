@@ -48,7 +48,7 @@ __all__ = [
     "add_space_option", "add_workload_options",
     "assignment", "budget_error", "budget_kwargs", "cuda_graphs_flag", "gpus_budget", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "plot_file", "positive_float", "positive_floats", "positive_int",
-    "resolve_budget", "resolve_family",
+    "resolve_budget", "resolve_family", "resolve_runtime", "runtime_kwargs",
     "resolve_model", "resolve_space", "ep_values", "share", "store_path", "sweep_kwargs",
 ]
 
@@ -426,10 +426,23 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
     add_cuda_graphs_option(p)
 
 
+def runtime_help() -> str:
+    """``--runtime``'s help: every named runtime and what it is."""
+    from ..model.runtime import RUNTIMES, runtime_names
+
+    return ("the software stack the run uses, whose settings (CUDA graphs in decode, fused "
+            "or eager kernels, attention kernel class, model-state formula, overlap) apply "
+            "unless --eager / --cuda-graphs say otherwise: "
+            + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in runtime_names())
+            + " (default: simcore's own stack: decode replays CUDA graphs unless --eager)")
+
+
 def add_cuda_graphs_option(p: argparse.ArgumentParser) -> None:
-    """``--eager`` (decode launches every kernel from the host) and ``--cuda-graphs`` (the
+    """``--runtime NAME`` (a software stack's profile, :mod:`simcore.model.runtime`),
+    ``--eager`` (decode launches every kernel from the host) and ``--cuda-graphs`` (the
     default, kept so scripts that pass it still run); one or the other. Read them with
-    :func:`cuda_graphs_flag`."""
+    :func:`runtime_kwargs` (or :func:`cuda_graphs_flag`)."""
+    p.add_argument("--runtime", default=None, metavar="NAME", help=runtime_help())
     g = p.add_mutually_exclusive_group()
     g.add_argument("--eager", action="store_true",
                    help="decode: launch every kernel from the host (5 us of host time each) "
@@ -687,7 +700,7 @@ _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
                      "micro_batch": "--micro-batch", "recompute": "--recompute",
                      "zero_stage": "--zero-stage", "precision": "--dtype",
                      "weight_dtype": "--dtype", "act_dtype": "--dtype", "kv_dtype": "--kv-dtype",
-                     "cuda_graphs": "--cuda-graphs"}
+                     "cuda_graphs": "--cuda-graphs", "runtime": "--runtime"}
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -753,11 +766,41 @@ def cuda_graphs_flag(args: argparse.Namespace) -> bool:
     return decode_graphs(args.mode, eager=eager)
 
 
+def resolve_runtime(args: argparse.Namespace) -> str:
+    """``--runtime``: a known runtime's name ("" when not given); an unknown one is a
+    :class:`SimcoreInputError` of one line naming the closest and every known runtime."""
+    from ..model.runtime import get_runtime
+
+    name = getattr(args, "runtime", None)
+    if name is None:
+        return ""
+    try:
+        return get_runtime(name).name
+    except ValueError as exc:
+        raise SimcoreInputError(f"--runtime: {exc}") from None
+
+
+def runtime_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``--runtime`` / ``--eager`` / ``--cuda-graphs`` as Workload keywords. Without
+    ``--runtime``: decode replays CUDA graphs unless ``--eager`` (the CLI's default); with
+    it, the runtime's profile decides and ``--eager`` / ``--cuda-graphs`` override it."""
+    graphs = cuda_graphs_flag(args)  # refuses the flags outside decode
+    name = resolve_runtime(args)
+    if not name:
+        return {"cuda_graphs": True} if graphs else {}
+    kw: dict[str, Any] = {"runtime": name}
+    if getattr(args, "eager", False):
+        kw["cuda_graphs"] = False
+    elif getattr(args, "cuda_graphs", False):
+        kw["cuda_graphs"] = True
+    return kw
+
+
 def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``--dtype`` / ``--kv-dtype`` / ``--cuda-graphs`` as :class:`~simcore.model.specs.Workload`
-    fields."""
+    """``--dtype`` / ``--kv-dtype`` / ``--runtime`` / ``--cuda-graphs`` as
+    :class:`~simcore.model.specs.Workload` fields."""
     dtype, kv = getattr(args, "dtype", None), getattr(args, "kv_dtype", None)
-    graphs = cuda_graphs_flag(args)
+    stack = runtime_kwargs(args)
     if args.mode == "train":
         if kv:
             raise SimcoreInputError(
@@ -767,15 +810,14 @@ def _dtype_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             raise SimcoreInputError(
                 f"--dtype {dtype}: --mode train takes {_or(TRAIN_PRECISIONS)} "
                 f"({dtype} is an inference dtype)")
-        return {"precision": dtype} if dtype else {}
+        return {**stack, **({"precision": dtype} if dtype else {})}
     if dtype and dtype not in DTYPES:
         raise SimcoreInputError(
             f"--dtype {dtype}: --mode {args.mode} takes {_or(DTYPES)} ({dtype} is a "
             "training precision); leave --dtype out for the model's own")
     kw: dict[str, Any] = ({"weight_dtype": dtype, "act_dtype": "" if dtype == "int4" else dtype}
                           if dtype else {})
-    if graphs:
-        kw["cuda_graphs"] = True
+    kw.update(stack)
     return {**kw, "kv_dtype": kv} if kv else kw
 
 
@@ -784,7 +826,12 @@ def _check_rate(wl: Any, family: Any) -> None:
     matmul rate (what the kernels' ``layout_coeffs`` requires); 4-bit weights alone stay
     valid anywhere (``--dtype int4``: weight-only, dequantised)."""
     from ..hardware.specs import RATE_FIELDS
+    from ..model.runtime import check_family
 
+    try:
+        check_family(wl, family)
+    except ValueError as exc:
+        raise SimcoreInputError(f"--runtime {wl.runtime} --dtype: {exc}") from None
     need = wl.precision if wl.mode == "train" else wl.act_dtype
     if need not in (("fp8",) if wl.mode == "train" else RATE_FIELDS):
         return
@@ -819,6 +866,8 @@ def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
         kw.update({field: v if (v := getattr(args, field, None)) is not None
                    and not isinstance(v, list) and v != "all" else default
                    for field, default in TRAIN_DEFAULTS.items()})
+        if getattr(args, "runtime", None) and getattr(args, "zero_stage", None) is None:
+            del kw["zero_stage"]  # the runtime's (FSDP stacks shard fully, ZeRO-3)
     elif given:
         raise SimcoreInputError(f"{', '.join(given)}: training options; pass --mode train or "
                                 f"drop {'them' if len(given) > 1 else 'it'} (--mode {args.mode})")

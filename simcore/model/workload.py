@@ -5,11 +5,13 @@ step or a training step, its batch, context, precisions and parallel-runtime opt
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
 from .checks import Range, choice, flag, validate_table
+from .runtime import DEFAULT_RUNTIME
+from .runtime import resolve as resolve_runtime
 
 __all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "Workload"]
 
@@ -112,7 +114,8 @@ class Workload:
         training steps, which launch every kernel. Default False here; the CLI and the
         app replay graphs in decode unless ``--eager`` (as every serving framework does,
         :mod:`simcore.studies.assumptions`), while the library keeps False because the
-        validation rows and the golden numbers are pinned on it.
+        validation rows and the golden numbers are pinned on it. A ``runtime`` that
+        serves with CUDA graphs turns it on (up to its capture limit).
     virtual_stages : int
         Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
         (p-1)/(v·m)); 1 = plain 1F1B.
@@ -199,6 +202,23 @@ class Workload:
     prefill_context : int
         Decode only: mean number of earlier tokens each of those prompt tokens attends
         to (causal: about ``isl/2``). Default ``s_kv // 2`` when ``prefill_tokens > 0``.
+    runtime : str
+        The software stack the step runs under, one of
+        :data:`simcore.model.runtime.RUNTIMES` (``"vllm"``, ``"trtllm"``, ``"megatron"``,
+        ``"torchtitan"``, ``"hf-eager"``, ...). Its profile sets the stack settings the
+        caller leaves unset: ``cuda_graphs``, ``attention``, ``eager_elementwise``,
+        ``eager_loss``, ``framework``, ``zero_stage``, ``overlap_grad_reduce``,
+        ``grad_bytes``, ``moe_dispatch``, ``moe_routing``, ``moe_a2a_overlap``,
+        ``tp_comm_overlap`` (and, in FP8 training, Transformer Engine's FP8
+        ``act_dtype`` / ``weight_dtype``). A field passed explicitly overrides the
+        profile (``None``, the default of those fields, means "the runtime's";
+        ``overlap_grad_reduce=None`` under a runtime that sets none is the framework's
+        default). :func:`dataclasses.replace` re-resolves the values the profile set, so
+        ``replace(w, runtime="vllm")`` switches stacks and keeps explicit settings. A
+        mode or precision the stack does not run is refused. ``""`` (default) is
+        simcore's library default, today's values of those fields (eager decode, fused
+        kernels, DeepSpeed's formulas), on which the validation and golden numbers are
+        pinned.
 
     Examples
     --------
@@ -215,29 +235,35 @@ class Workload:
     micro_batch: int = 1
     recompute: str = "selective"
     sequence_parallel: bool = True
-    zero_stage: int = 0
-    grad_bytes: int = 4
+    zero_stage: int = None  # type: ignore[assignment]  # None: the runtime's
+    grad_bytes: int = None  # type: ignore[assignment]
     precision: str = "fp16"
     weight_dtype: str = ""
     act_dtype: str = ""
     kv_dtype: str = ""
-    cuda_graphs: bool = False
+    cuda_graphs: bool = None  # type: ignore[assignment]
     virtual_stages: int = 1
-    attention: str = "flash"
-    framework: str = "deepspeed"
+    attention: str = None  # type: ignore[assignment]
+    framework: str = None  # type: ignore[assignment]
     overlap_grad_reduce: bool | None = None
     offload: str = "none"
     prefill_tokens: int = 0
     prefill_context: int = 0
-    moe_dispatch: str = "per_expert"
-    moe_routing: str = "random"
-    moe_a2a_overlap: bool = False
-    tp_comm_overlap: bool = False
-    eager_elementwise: bool = False
-    eager_loss: bool = False
+    moe_dispatch: str = None  # type: ignore[assignment]
+    moe_routing: str = None  # type: ignore[assignment]
+    moe_a2a_overlap: bool = None  # type: ignore[assignment]
+    tp_comm_overlap: bool = None  # type: ignore[assignment]
+    eager_elementwise: bool = None  # type: ignore[assignment]
+    eager_loss: bool = None  # type: ignore[assignment]
+    runtime: str = DEFAULT_RUNTIME
+    #: (field, value) pairs the runtime profile set (neither compared nor shown): what
+    #: dataclasses.replace carries over from them is re-resolved, not taken as explicit
+    _profiled: tuple[tuple[str, Any], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         choice("Workload", "mode", self.mode, MODES, f"one of {list(MODES)}")
+        # the runtime profile fills the stack settings left unset (simcore.model.runtime)
+        object.__setattr__(self, "_profiled", resolve_runtime(self, dict(self._profiled)))
         choice("Workload", "recompute", self.recompute, ("none", "selective", "full", "op"),
                 "'none', 'selective', 'full' or 'op'")
         choice("Workload", "precision", self.precision, ("fp16", "bf16", "fp32", "fp8"),

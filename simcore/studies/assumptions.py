@@ -12,6 +12,10 @@ replaying CUDA graphs (vLLM, SGLang and TensorRT-LLM do by default). ``simcore e
   their whole system.
 * :func:`decode_graphs`: decode steps replay CUDA graphs unless ``--eager``; prefill and
   training steps launch every kernel from the host.
+* the runtime: simcore's default stack (the above) unless ``--runtime NAME`` names one
+  (:data:`simcore.model.runtime.RUNTIMES`: vLLM, SGLang, TensorRT-LLM, Megatron-LM,
+  torchtitan, ...), whose profile then decides CUDA graphs, kernels and training
+  framework; :func:`runtime_text` states which in the header.
 
 The library keeps its own defaults (:func:`simcore.evaluate`: no budget;
 :class:`simcore.Workload`: ``cuda_graphs=False``): the validation and the golden numbers
@@ -30,7 +34,9 @@ Examples
 'the whole system, 256 devices (pass --gpus N to cap it)'
 >>> print(assumed_line(b.describe(), precision_text(Workload("decode", cuda_graphs=True)),
 ...                    runtime_text(Workload("decode", cuda_graphs=True))))
-assumed: budget: at most 8 devices (one node; pass --gpus N for more) | precision: weights 16-bit, activations 16-bit, KV cache 16-bit (the model's own) | runtime: CUDA graphs in decode, fused attention
+assumed: budget: at most 8 devices (one node; pass --gpus N for more) | precision: weights 16-bit, activations 16-bit, KV cache 16-bit (the model's own) | runtime: CUDA graphs in decode, fused attention (the default stack; --runtime NAME for a named one)
+>>> runtime_text(Workload("decode", runtime="hf-eager"))
+'eager decode (every kernel launched from the host), fused attention (--runtime hf-eager: Hugging Face transformers in eager PyTorch (generate(), Trainer with DDP))'
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.presets import get_family
+from ..model.runtime import RUNTIMES
 
 __all__ = ["SYSTEM_FAMILIES", "Budget", "assumed_line", "budgets_text", "decode_graphs",
            "default_gpus", "dtypes_text", "precision_text", "runtime_text"]
@@ -162,7 +169,9 @@ def precision_text(workload: Any, model: Any = None) -> str:
 
 def runtime_text(*workloads: Any) -> str:
     """How the steps run: CUDA graphs in decode or every kernel launched from the host
-    (eager), one part per distinct mode of ``workloads``, then the attention kernel."""
+    (eager), one part per distinct mode of ``workloads``, then the attention kernel, then
+    the runtime (the software stack, :mod:`simcore.model.runtime`): the default, or the
+    one ``--runtime`` named."""
     parts: list[str] = []
     for wl in workloads:
         if wl.mode == "decode":
@@ -178,7 +187,12 @@ def runtime_text(*workloads: Any) -> str:
             parts.append(part)
     train = [wl for wl in workloads if wl.mode == "train"]
     attention = f"{train[0].attention} attention" if train else "fused attention"
-    return ", ".join([*parts, attention])
+    text = ", ".join([*parts, attention])
+    names = list(dict.fromkeys(getattr(wl, "runtime", "") for wl in workloads))
+    if names == [""]:
+        return f"{text} (the default stack; --runtime NAME for a named one)"
+    return f"{text} (--runtime {', '.join(n or 'default' for n in names)}: " + "; ".join(
+        RUNTIMES[n].stack for n in names if n) + ")"
 
 
 def assumed_line(budget: str, precision: str, runtime: str) -> str:

@@ -409,7 +409,7 @@ def joint_explore(
     objectives: str | Sequence[str] | Mapping[str, str] | None = None,
     gpus: int | None = None,
     exact_gpus: bool = False,
-    cuda_graphs: bool = False,
+    cuda_graphs: bool | None = None, runtime: str = "",
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -446,9 +446,9 @@ def joint_explore(
         Device budget: per candidate only layouts using at most ``gpus`` devices compete
         (exactly ``gpus`` with ``exact_gpus``); see :func:`simcore.evaluate`.
     exact_gpus : bool
-    cuda_graphs : bool
-        Decode steps replay CUDA graphs (:attr:`simcore.Workload.cuda_graphs`): no kernel
-        pays the host's launch time, as in vLLM, SGLang and TensorRT-LLM serving.
+    cuda_graphs, runtime : bool or None, str
+        Decode steps replay CUDA graphs (:attr:`simcore.Workload.cuda_graphs`), or (None)
+        as the ``runtime`` profile says (:data:`simcore.model.runtime.RUNTIMES`; "": off).
 
     Examples
     --------
@@ -461,7 +461,7 @@ def joint_explore(
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"cuda_graphs: only decode steps replay CUDA graphs; pass "
                                 f"cuda_graphs=False for mode={mode!r}")
-    wl = Workload(mode, batch=batch, s_kv=s_kv, s_q=s_q, cuda_graphs=cuda_graphs)
+    wl = Workload(mode, batch, s_kv, s_q, cuda_graphs=cuda_graphs, runtime=runtime)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)

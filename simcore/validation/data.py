@@ -114,24 +114,27 @@ KIPPLY = ("kipply, 'Transformer Inference Arithmetic' (kipp.ly, 2022), section '
 
 _REFS = {SC21: "Narayanan+21 T2", KORTHIKANTI: "Korthikanti+22 T5", TRTLLM: "TRT-LLM v0.5",
          LMDEPLOY: "lmdeploy v0.1", KIPPLY: "kipply FT"}
+#: The runtime each source ran (:data:`simcore.model.runtime.RUNTIMES`): its settings come
+#: from the profile, none from the points.
+_RUNTIMES = {SC21: "megatron-2021", KORTHIKANTI: "megatron-2021", TRTLLM: "trtllm-0.9",
+             LMDEPLOY: "lmdeploy-0.1", KIPPLY: "fastertransformer"}
 
 
 def _train(mid: str, model: Model, *, tp: int, pp: int, dp: int, batch: int, micro_batch: int,
            recompute: str, sp: bool, metric: str, measured: float, unit: str, source: str,
            notes: str = "", virtual_stages: int = 1) -> Measurement:
-    # Megatron-LM of 2021-22: fp16 with 18 B/param of model states (no distributed
-    # optimizer), gradients all-reduced after the backward pass, unfused attention
-    # (pre-FlashAttention), pipeline sends with scatter/gather
+    # the Megatron-LM of 2021-22 (runtime "megatron-2021"): fp16 with 18 B/param of model
+    # states (no distributed optimizer), gradients all-reduced after the backward pass,
+    # unfused attention (pre-FlashAttention)
     wl = Workload("train", batch=batch, s_kv=2048, micro_batch=micro_batch, recompute=recompute,
-                  sequence_parallel=sp, framework="megatron", attention="unfused",
-                  overlap_grad_reduce=False, virtual_stages=virtual_stages)
+                  sequence_parallel=sp, virtual_stages=virtual_stages, runtime="megatron-2021")
     return Measurement(mid, "train", model, A100_80G, (("tp", tp), ("pp", pp), ("dp", dp)), wl,
                        metric, measured, unit, source, _REFS[source], notes)
 
 
 def _infer(mid: str, kind: str, model: Model, family: HardwareFamily, *, tp: int, s_kv: int,
            measured: float, unit: str, source: str, notes: str = "") -> Measurement:
-    wl = Workload(kind, batch=1, s_kv=s_kv)
+    wl = Workload(kind, batch=1, s_kv=s_kv, runtime=_RUNTIMES[source])
     return Measurement(mid, kind, model, family, (("tp", tp), ("pp", 1), ("dp", 1)), wl,
                        "latency", measured, unit, source, _REFS[source], notes)
 

@@ -22,14 +22,19 @@ What is used
   context phase for the batch's prompts, then ``osl - 1`` decode steps over the growing
   context, summed by Simpson's rule.
 
-Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) and ``cuda_graphs`` come from each
-point's workload; an unstated KV dtype is taken as 16-bit.
+Precision (``weight_dtype``, ``act_dtype``, ``kv_dtype``) comes from each point's workload;
+an unstated KV dtype is taken as 16-bit. How the steps run comes from the runtime the point
+(or its source) names in the JSON (``"runtime"``, :data:`simcore.model.runtime.RUNTIMES`):
+TensorRT-LLM 0.5-0.9's gptSessionBenchmark (``trtllm-0.9``: no CUDA graphs), TensorRT-LLM
+1.x, SGLang and vLLM behind aiconfigurator (``trtllm``, ``sglang``, ``vllm``: CUDA graphs in
+decode), vLLM 0.6 (``vllm-0.6``: graphs up to 8192 tokens of context), lmdeploy's TurboMind
+(``lmdeploy-0.1``); no point sets a switch of its own.
 
 Skipped, with the reason
 ------------------------
 * ``already_in_simcore`` points (TensorRT-LLM v0.5 A100 TTFT at 2048, lmdeploy batch-1
   rows, kipply's FasterTransformer): they are in :mod:`simcore.validation.data`.
-* **vLLM whole runs** (the Qwen2.5 speed benchmark, :data:`_VLLM_SOURCES`): its speed is
+* **vLLM whole runs** (the Qwen2.5 speed benchmark, :data:`_VLLM_RUNTIMES`): its speed is
   ``osl`` / the wall time of one ``generate()`` call at batch 1, prefill included, so each
   row is a :class:`~simcore.validation.points.Measurement` with ``steps``: the prompt's
   prefill (512-token chunks when vLLM 0.6 turns chunked prefill on for contexts over
@@ -70,6 +75,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..model import presets
+from ..model.runtime import RUNTIMES, get_runtime
 from ..model.specs import Model, Workload
 from .points import Measurement
 
@@ -89,14 +95,15 @@ INFER_SOURCES: dict[str, str] = {
     "lmdeploy_a100": "lmdeploy A100",
 }
 
-#: Sources whose whole runs are one vLLM ``generate()`` call (the other static throughput
-#: rows are TensorRT-LLM static batches), see :func:`_whole_run`.
-_VLLM_SOURCES = frozenset({"qwen25_speed"})
+#: Runtimes whose whole runs are one vLLM 0.6 ``generate()`` call, prompts chunked above
+#: 32K tokens (the other static throughput rows are TensorRT-LLM static batches), see
+#: :func:`_whole_run`.
+_VLLM_RUNTIMES = frozenset({"vllm-0.6"})
 
 #: vLLM captures CUDA graphs for decode steps up to this context and runs longer ones
-#: eagerly (``max_seq_len_to_capture`` = 8192 in vLLM 0.6; vllm-project/vllm
-#: vllm/entrypoints/llm.py @0012cf691b7e69423244d2b1405f4b6832156e19).
-_VLLM_GRAPH_MAX_CTX = 8192
+#: eagerly (the ``vllm-0.6`` runtime's ``graph_max_ctx``, :mod:`simcore.model.runtime`);
+#: :func:`whole_run` applies it to an explicit ``cuda_graphs=True`` with ``vllm=True``.
+_VLLM_GRAPH_MAX_CTX = RUNTIMES["vllm-0.6"].graph_max_ctx
 #: vLLM 0.6 turns chunked prefill on by itself when ``max_model_len`` exceeds 32K tokens
 #: (vllm/engine/arg_utils.py @001999d2f360c2c5da23a916510c273b1a73d06c, ``use_long_context``)
 #: and then schedules at most 512 prompt tokens per step (SchedulerConfig's default
@@ -182,10 +189,11 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool
     ``vllm``: one vLLM ``generate()`` (the prefill in 512-token chunks, each attending to
     the chunks before it, when vLLM's long-context default turns chunked prefill on; CUDA
     graphs only up to vLLM's capture limit); otherwise a static batch as TensorRT-LLM's
-    ``gptSessionBenchmark`` runs it (one context phase for the whole batch, every
-    generation step as the row's ``cuda_graphs`` says). Returns (the last decode step,
-    the steps, a note)."""
-    pre = dict(dt, cuda_graphs=False)
+    ``gptSessionBenchmark`` runs it (one context phase for the whole batch). Every step
+    runs as ``dt``'s ``runtime`` profile says (CUDA graphs in decode, up to its capture
+    limit), or as an explicit ``cuda_graphs`` says. Returns (the last decode step, the
+    steps, a note)."""
+    pre = dict(dt, cuda_graphs=False) if "cuda_graphs" in dt else dict(dt)
     steps: list[tuple[Workload, float]] = []
     # the benchmark's rows set max_model_len to the smallest of 32768 / 65536 / 131072
     # that holds isl + osl (its setting notes), so isl + osl > 32K is vLLM's long context
@@ -202,8 +210,11 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool
         steps.append((Workload("prefill", batch=batch, s_kv=isl, **pre), 1.0))
     last = None
     for ctx, c in _simpson(isl + 1, isl + osl - 1, osl - 1):
-        graphs = bool(dt.get("cuda_graphs")) and (not vllm or ctx <= _VLLM_GRAPH_MAX_CTX)
-        last = Workload("decode", batch=batch, s_kv=ctx, **dict(dt, cuda_graphs=graphs))
+        if "cuda_graphs" in dt:  # explicit: vLLM's capture limit applies by ``vllm``
+            graphs = bool(dt["cuda_graphs"]) and (not vllm or ctx <= _VLLM_GRAPH_MAX_CTX)
+            last = Workload("decode", batch=batch, s_kv=ctx, **dict(dt, cuda_graphs=graphs))
+        else:  # the runtime's profile decides, its capture limit included
+            last = Workload("decode", batch=batch, s_kv=ctx, **dt)
         steps.append((last, c))
     assert last is not None
     note = (f"whole run: prefill of {batch} x {isl} tokens"
@@ -214,7 +225,7 @@ def _whole_run(batch: int, isl: int, osl: int, dt: dict[str, Any], *, vllm: bool
 
 
 #: The Workload settings every step of a whole run shares (:func:`whole_run`).
-_WHOLE_RUN_SETTINGS = ("weight_dtype", "act_dtype", "kv_dtype", "cuda_graphs")
+_WHOLE_RUN_SETTINGS = ("weight_dtype", "act_dtype", "kv_dtype", "cuda_graphs", "runtime")
 
 
 def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload: Any
@@ -226,7 +237,9 @@ def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload:
     runs it, chunked above 32K tokens, CUDA graphs only up to 8K of context), then
     ``osl - 1`` decode steps over the growing context, summed by Simpson's rule.
     ``workload`` holds the :class:`~simcore.model.specs.Workload` settings every step shares
-    (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``). Returns (the
+    (``weight_dtype``, ``act_dtype``, ``kv_dtype``, ``cuda_graphs``, ``runtime``: a
+    runtime profile's CUDA graphs and capture limit, which an explicit ``cuda_graphs``
+    overrides). Returns (the
     last decode step, the ``steps``): pass them as ``workload`` and ``steps`` of a
     ``Measurement`` with ``generated=osl``.
 
@@ -256,9 +269,24 @@ def whole_run(batch: int, isl: int, osl: int, *, vllm: bool = False, **workload:
     if other:
         raise ValueError(f"whole_run: {other} do not apply to every step of an inference run; "
                          f"pass only some of {list(_WHOLE_RUN_SETTINGS)}")
-    dt = {"cuda_graphs": False, **workload}
+    dt = dict(workload)
     last, steps, _ = _whole_run(sizes["batch"], sizes["isl"], sizes["osl"], dt, vllm=vllm)
     return last, steps
+
+
+def _runtime(p: dict, source: dict) -> dict[str, Any]:
+    """The point's runtime (its own ``runtime`` key, else its source's) as Workload
+    keywords; a ``cuda_graphs`` the row states against its runtime's profile stays an
+    explicit override (none does today)."""
+    name = p.get("runtime") or source.get("runtime")
+    if not name:
+        raise ValueError(f"{p['id']}: no runtime named by the point or its source "
+                         "(inference_measurements.json)")
+    rt = get_runtime(name)
+    stated = p["workload"].get("cuda_graphs")
+    if stated is not None and bool(stated) != rt.cuda_graphs:
+        return {"runtime": name, "cuda_graphs": bool(stated)}
+    return {"runtime": name}
 
 
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
@@ -282,8 +310,10 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     layout = (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
     family = presets.HARDWARE_FAMILIES[p["hardware"]]
     batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
-    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")), act_dtype=_dtype(w.get("act_dtype")),
-              kv_dtype=_dtype(w.get("kv_dtype")), cuda_graphs=bool(w.get("cuda_graphs")))
+    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
+                              act_dtype=_dtype(w.get("act_dtype")),
+                              kv_dtype=_dtype(w.get("kv_dtype")),
+                              **_runtime(p, sources[p["source"]]))
     if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
         dt["act_dtype"] = dt["weight_dtype"]
     src = sources[p["source"]]["citation"]
@@ -316,7 +346,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if thr is not None and osl and int(osl) > 1 and not server and tpot is None:
         # a static run's throughput: batch x osl over the whole run, prefill included
         last, steps, note = _whole_run(batch, isl, int(osl), dt,
-                                       vllm=p["source"] in _VLLM_SOURCES)
+                                       vllm=dt["runtime"] in _VLLM_RUNTIMES)
         out.append(Measurement(f"{p['id']}:thr", "decode", model, family, layout, last,
                                "output_tokens_per_s", thr, "tok/s", src, ref,
                                f"{base}; {note}", steps=steps, generated=int(osl)))

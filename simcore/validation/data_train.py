@@ -84,6 +84,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import presets
+from ..model.runtime import Runtime, get_runtime
 from ..model.specs import HardwareFamily, Model, Workload
 from .points import Measurement
 
@@ -100,46 +101,19 @@ H100_96G = HardwareFamily(
     "H100 96GB HBM2e (2.4 TB/s), 500 W, Grand Teton: 8 per host with NVLink, 400 Gb/s per GPU",
 )
 
-_MEGATRON = {"nemo_perf_2407", "nemo_long_seq", "mbridge_perf"}
-#: Where each Megatron-family source's recipes reduce gradients in bf16 (``grad_bytes=2``):
-#: NeMo-Framework-Launcher's H100 FP8 training examples pass
-#: ``+training.model.optim.grad_sync_dtype=bf16`` (``examples/training/*/h100/*_fp8*.sh`` at
-#: tag 24.07, 8325688d8345a5513660f0f8390f0482a721c009, and at 24.03.01,
-#: 5c7e280a4b7be0afe3c0b0295cc7b1586125f6d4); Megatron-Bridge's performance configs set
-#: ``cfg.ddp.grad_reduce_in_fp32 = False`` (``set_llama3_common_configs`` and the Llama 3.1
-#: and Qwen3 equivalents, ``scripts/performance/configs/`` at v0.2.2,
-#: 0465189601951c14ad592bd8eefbb673929e25bc, and v0.4.2,
-#: c810129341a84e58f4cbed3093f70668a088c028).
 #: TP communication overlap (``Workload.tp_comm_overlap``) per Megatron-family run, as its
-#: recipe sets it: NeMo-Framework-Launcher 24.07 ``launcher_scripts/conf/training/<model>.yaml``
-#: ``ub_tp_comm_overlap`` (GPT-3 20B, Llama 2 70B, Llama 3 70B, Nemotron 8B / 22B true;
-#: GPT-3 5B / 175B, Llama 2 7B / 13B, Llama 3 8B, Nemotron 340B false); Megatron-Bridge's
-#: Llama 3 / 3.1 recipes ``tp_comm_overlap=True`` (``src/megatron/bridge/recipes/llama/
-#: llama3.py`` at v0.2.2, kept by ``scripts/performance/configs/llama/`` at v0.4.2) and its
-#: Qwen3-235B-A22B H100 config ``CommOverlapConfig(tp_comm_overlap=False)``. torchtitan's
-#: AsyncTP rows carry ``async_tp`` in the transcription.
+#: recipe sets it per model (so a per-row override of the ``nemo`` / ``megatron-bridge``
+#: profiles, which leave it off): NeMo-Framework-Launcher 24.07
+#: ``launcher_scripts/conf/training/<model>.yaml`` ``ub_tp_comm_overlap`` (GPT-3 20B, Llama 2
+#: 70B, Llama 3 70B, Nemotron 8B / 22B true; GPT-3 5B / 175B, Llama 2 7B / 13B, Llama 3 8B,
+#: Nemotron 340B false); Megatron-Bridge's Llama 3 / 3.1 recipes ``tp_comm_overlap=True``
+#: (``src/megatron/bridge/recipes/llama/llama3.py`` at v0.2.2, kept by
+#: ``scripts/performance/configs/llama/`` at v0.4.2) and its Qwen3-235B-A22B H100 config
+#: ``CommOverlapConfig(tp_comm_overlap=False)``. torchtitan's AsyncTP rows carry
+#: ``async_tp`` in the transcription and keep the profile's (off).
 _TP_OVERLAP = {"nemo2407-gpt3-20b", "nemo2407-llama2-70b", "nemo2407-llama3-70b",
                "nemo2407-nemotron-8b", "nemo2407-nemotron-22b", "mb2511-llama3-70b",
                "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b"}
-_BF16_GRADS = {
-    "nemo_perf_2407": "NeMo-Framework-Launcher 24.07 examples/training/*/h100/*_fp8*.sh: "
-                      "grad_sync_dtype=bf16",
-    "nemo_long_seq": "NeMo-Framework-Launcher 24.03.01 examples/training/llama/h100/"
-                     "llama2_7b_fp8.sh: grad_sync_dtype=bf16",
-    "mbridge_perf": "Megatron-Bridge scripts/performance configs: ddp.grad_reduce_in_fp32 = "
-                    "False",
-}
-#: Sources whose attention core is a FlashAttention-2-class kernel (``attention="flash2"``):
-#: torchtitan calls PyTorch SDPA, whose cuDNN backend became opt-in in October 2024
-#: (pytorch/pytorch#138522) and which torchtitan enabled on B200 only (pytorch/torchtitan
-#: #1209, May 2025), leaving the flash (FlashAttention-2) backend on H100 / H200; the
-#: llm-foundry table (last changed April 2024, before FlashAttention-3) says "our models
-#: use Flash Attention" (the flash-attn package). The Megatron-family sources use
-#: Transformer Engine's cuDNN fused attention, the native kernel.
-_FA2 = {"torchtitan_202412", "torchtitan_asynctp_202506", "trainy_h200_202506",
-        "llmfoundry_mpt"}
-_FSDP = {"torchtitan_202412", "torchtitan_asynctp_202506", "llmfoundry_mpt",
-         "nemo_automodel_perf", "trainy_h200_202506", "llama3_paper"}
 
 
 def load_points() -> dict[str, Any]:
@@ -211,14 +185,14 @@ def _skip_reason(p: dict[str, Any]) -> str | None:
     return None
 
 
-def _recompute(r: str | None, source: str = "") -> str:
+def _recompute(r: str | None, runtime: str = "") -> str:
     """The source's recomputation as a :class:`Workload` ``recompute``; torchtitan's
     (and Trainy's torchtitan runs') "selective" is its per-op checkpointing (``"op"``)."""
     if not r:
         return "none"
     for k in ("full", "selective", "none"):
         if r.startswith(k):
-            if k == "selective" and source.startswith(("torchtitan", "trainy")):
+            if k == "selective" and runtime.startswith("torchtitan"):
                 return "op"
             return k
     return "none"
@@ -248,24 +222,47 @@ def _batch_sizes(w: dict[str, Any], src: str, dp: int, pp: int,
     return mb, batch
 
 
-def _framework(lay: dict[str, Any], src: str, pp: int, assumed: list[str]) -> dict[str, Any]:
-    """The data-parallel framework of a training row (Workload keywords): how its source
-    shards and reduces model states."""
-    if src in _MEGATRON and lay.get("fsdp"):
-        # the table's FSDP column > 0: Megatron-FSDP over the DP group (parameters,
-        # gradients and optimizer states sharded, parameters gathered per layer)
-        return dict(framework="fsdp", zero_stage=3)
-    if src in _MEGATRON:
-        return dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
-    if src == "bloom_tr11":
-        return dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=False)
-    if src == "llama3_paper":
-        # section 3.3.2: FSDP that does not reshard after forward (ZeRO-2-like) with
-        # pipelining: parameters gathered once, gradients reduce-scattered once per step
+def _runtime(p: dict[str, Any], sources: dict[str, Any]) -> Runtime:
+    """The runtime the row ran (its own ``runtime`` key, else its source's)."""
+    name = p.get("runtime") or sources[p["source"]].get("runtime")
+    if not name:
+        raise ValueError(f"{p['id']}: no runtime named by the point or its source "
+                         "(training_measurements.json)")
+    return get_runtime(name)
+
+
+def _stack_notes(rt: Runtime, pp: int, precision: str, assumed: list[str]) -> None:
+    """What the row's runtime profile implies, in the words of the notes."""
+    if rt.name == "llama3-meta":
         assumed.append("Llama 3's FSDP as one gradient reduce-scatter and one parameter "
                        "all-gather per step (zero_stage=1 traffic), overlapped")
-        return dict(framework="deepspeed", zero_stage=1, overlap_grad_reduce=True)
-    if src.startswith("torchtitan") and pp > 1:
+    if rt.name == "automodel" and pp > 1:
+        assumed.append("Automodel FSDP2 with PP reshards parameters after forward "
+                       "(zero_stage=3; not stated)")
+    if rt.eager_elementwise:
+        assumed.append("eager element-wise kernels (torch_compile false)")
+    if rt.eager_loss:
+        assumed.append("eager fp32 cross-entropy loss (torchtitan 9dec370 train.py)")
+    if rt.grad_bytes == 2:
+        assumed.append(f"bf16 gradient buffers and reduction (runtime {rt.name!r})")
+    if precision == "fp8" and rt.fp8_saved_inputs:
+        assumed.append("Transformer Engine keeps FP8 copies of the GEMM inputs for backward")
+    if rt.attention == "flash2":
+        assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
+                       "backend / the flash-attn package)")
+
+
+def _overrides(p: dict[str, Any], rt: Runtime, lay: dict[str, Any], w: dict[str, Any],
+               tp: int, pp: int, ep: int, assumed: list[str]) -> dict[str, Any]:
+    """The settings a row states against its runtime's profile, as explicit Workload
+    keywords: the remaining per-point degrees of freedom (docs/validation.md lists them).
+    Sharding is the job's own configuration; the others are what its recipe sets."""
+    kw: dict[str, Any] = {}
+    if rt.framework == "megatron" and lay.get("fsdp"):
+        # the table's FSDP column > 0: Megatron-FSDP over the DP group (parameters,
+        # gradients and optimizer states sharded, parameters gathered per layer)
+        kw.update(framework="fsdp", zero_stage=3)
+    elif rt.name.startswith("torchtitan") and pp > 1:
         # torchtitan's apply_fsdp: reshard_after_forward = not pp_enabled ("to avoid
         # per-microbatch all-gathers"): with pipelining the stage's parameters stay
         # gathered from the first forward to the last backward, gradients are
@@ -276,65 +273,27 @@ def _framework(lay: dict[str, Any], src: str, pp: int, assumed: list[str]) -> di
         assumed.append("torchtitan FSDP with PP keeps parameters gathered through the step "
                        "(reshard_after_forward = not pp_enabled): zero_stage=1 traffic, "
                        "6 + 12/d bytes of model states per parameter")
-        return dict(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
-    if src == "nemo_automodel_perf" and pp > 1:
-        assumed.append("Automodel FSDP2 with PP reshards parameters after forward "
-                       "(zero_stage=3; not stated)")
-        return dict(framework="fsdp", zero_stage=3)
-    if (lay.get("zero_stage") or 3) == 2:
-        return dict(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
-    return dict(framework="fsdp", zero_stage=3)
-
-
-def _runtime_switches(p: dict[str, Any], w: dict[str, Any], src: str, tp: int, ep: int,
-                      precision: str, wl_kw: dict[str, Any],
-                      assumed: list[str]) -> dict[str, Any]:
-    """The settings the source's software stack fixes (eager kernels, overlap, gradient
-    dtype, FP8 copies, MoE dispatch and routing): adds them to ``wl_kw`` and returns the
-    dtype keywords."""
-    dtypes: dict[str, Any] = {}
-    if src.startswith("torchtitan") and w.get("torch_compile") is False:
-        # without torch.compile torchtitan's norms, RoPE and SwiGLU run as eager kernels
-        wl_kw["eager_elementwise"] = True
-        assumed.append("eager element-wise kernels (torch_compile false)")
-    if src == "torchtitan_202412":
-        # train.py @9dec370: loss_fn = cross_entropy(pred.flatten(0, 1).float(), ...),
-        # its torch.compile commented out
-        wl_kw["eager_loss"] = True
-        assumed.append("eager fp32 cross-entropy loss (torchtitan 9dec370 train.py)")
+        kw.update(framework="megatron", zero_stage=1, overlap_grad_reduce=True)
+    elif rt.framework == "fsdp" and lay.get("zero_stage") == 2:
+        # llm-foundry's SHARD_GRAD_OP: DeepSpeed-style ZeRO-2 with overlap
+        kw.update(framework="deepspeed", zero_stage=2, overlap_grad_reduce=True)
     if tp > 1 and p["id"] in _TP_OVERLAP:
-        wl_kw["tp_comm_overlap"] = True
+        kw["tp_comm_overlap"] = True
         assumed.append("TP communication overlapped with the GEMMs (the recipe's "
                        "tp_comm_overlap)")
-    if src in _MEGATRON:
-        wl_kw["grad_bytes"] = 2
-        assumed.append("bf16 gradient buffers and reduction (" + _BF16_GRADS[src] + ")")
-        if precision == "fp8":
-            # Transformer Engine's Linear saves the FP8 cast of its input for the weight
-            # gradient (transformer_engine/pytorch/module/linear.py, _Linear.forward)
-            dtypes["act_dtype"] = "fp8"
-            assumed.append("Transformer Engine keeps FP8 copies of the GEMM inputs for "
-                           "backward")
-        if (precision == "fp8" and src == "mbridge_perf"
-                and wl_kw.get("framework") == "megatron"):
-            # get_precision_config("fp8_cs") -> bf16_with_fp8_current_scaling_mixed():
-            # fp8_param_gather = True (scripts/performance/utils, v0.2.2 helpers.py, v0.4.2
-            # precision.py; src/megatron/bridge/training/mixed_precision.py)
-            dtypes["weight_dtype"] = "fp8"
-            assumed.append("FP8 primary weights (fp8_param_gather=True in the fp8_cs "
-                           "precision config)")
-    if ep > 1 and "DeepEP" in str(w.get("kernels") or ""):
+    kernels, notes = str(w.get("kernels") or ""), str(p.get("notes") or "")
+    if ep > 1 and "DeepEP" in kernels:
         # DeepEP (and its hierarchical HybridEP) sends a token once to each destination
         # rank, not once per expert
-        wl_kw["moe_dispatch"] = "per_rank"
-    if ep > 1 and "moe_a2a_overlap True" in str(w.get("kernels") or ""):
+        kw["moe_dispatch"] = "per_rank"
+    if ep > 1 and "moe_a2a_overlap True" in kernels:
         # the recipe overlaps the EP all-to-all with another micro-batch's compute
-        wl_kw["moe_a2a_overlap"] = True
-    if ep > 1 and "fake balanced gate" in str(p.get("notes") or ""):
+        kw["moe_a2a_overlap"] = True
+    if ep > 1 and "fake balanced gate" in notes:
         # the page's note: Automodel's FakeBalancedGate routes token i to experts
         # i·k … i·k + k − 1 (nemo_automodel/components/moe/layers.py at 8d9bfb90)
-        wl_kw["moe_routing"] = "round_robin"
-    return dtypes
+        kw["moe_routing"] = "round_robin"
+    return kw
 
 
 def _measured_metric(by: dict[str, Any], assumed: list[str]) -> tuple[str, Any, str]:
@@ -376,16 +335,15 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     if lay.get("vpp") is None and interleaved:
         v = 2
         assumed.append("2 virtual stages per rank (interleaved 1F1B, count not stated)")
-    wl_kw = _framework(lay, src, pp, assumed)
-    dtypes = _runtime_switches(p, w, src, tp, ep, precision, wl_kw, assumed)
+    rt = _runtime(p, sources)
+    wl_kw = _overrides(p, rt, lay, w, tp, pp, ep, assumed)
+    _stack_notes(rt, pp, precision, assumed)
     wl = Workload("train", batch=int(batch), s_kv=int(w["seq_len"]), micro_batch=int(mb),
-                  recompute=_recompute(w.get("recompute"), src), sequence_parallel=tp > 1,
-                  precision=precision, virtual_stages=v,
-                  attention="flash2" if src in _FA2 else "flash",
-                  **dtypes, **wl_kw)
-    if src in _FA2:
-        assumed.append("a FlashAttention-2-class attention kernel (PyTorch SDPA's flash "
-                       "backend / the flash-attn package; see _FA2)")
+                  recompute=_recompute(w.get("recompute"), rt.name), sequence_parallel=tp > 1,
+                  precision=precision, virtual_stages=v, runtime=rt.name, **wl_kw)
+    if wl.weight_dtype == "fp8":
+        assumed.append("FP8 primary weights (fp8_param_gather=True in the fp8_cs "
+                       "precision config)")
     by = {x["metric"]: x for x in p["measured"]}
     metric, value, unit = _measured_metric(by, assumed)
     layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp)) + ((("ep", ep),) if ep > 1 else ())
