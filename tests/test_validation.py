@@ -23,6 +23,7 @@ from simcore.validation import (
     validate,
 )
 from simcore.validation.data import MEGATRON_175B
+from simcore.validation.data_moe import MOE_MEASUREMENTS
 from simcore.validation.fit import fast_predictor, fit_efficiency
 
 
@@ -61,6 +62,10 @@ KNOWN_NOT_FITTING = frozenset({
 
 
 def test_validate__errors_no_worse_than_recorded(rows):
+    # the MoE serving set (data_moe, not yet in the fit) has its own ceiling in
+    # tests/test_validation_moe.py until the factors are refitted with it
+    moe = {m.id for m in MOE_MEASUREMENTS}
+    rows = [r for r in rows if r.id not in moe]
     assert mean_abs_error(rows) <= RECORDED_CEILINGS["all"], _report(rows)
     for kind in KINDS:
         sel = [r for r in rows if r.kind == kind]

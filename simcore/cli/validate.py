@@ -167,6 +167,34 @@ def _print_held(notes: Any) -> None:
         print(f"  {name:<18} {kind:<11} {why}", file=notes)
 
 
+def _print_moe(rows: list[Any], notes: Any, loso: Any = None) -> None:
+    """The mixture-of-experts points' mean |error|: in sample (with the MoE points the
+    loader skipped, by reason), or leave-one-source-out from ``loso`` (id -> error)."""
+    from ..validation import moe_rows
+    from ..validation.data_moe import load_moe_measurements
+
+    moe = moe_rows(rows)
+    if not moe:
+        return
+    errs = {r.id: abs(r.error if loso is None else loso[r.id]) for r in moe}
+    by_kind: dict[str, list[float]] = {}
+    for r in moe:
+        by_kind.setdefault(r.kind, []).append(errs[r.id])
+    parts = ", ".join(f"{k} {100 * sum(v) / len(v):.1f}% ({len(v)})" for k, v in by_kind.items())
+    mean = sum(errs.values()) / len(errs)
+    if loso is not None:
+        print(f"  MoE points: {100 * mean:.1f}% over {len(moe)} ({parts})", file=notes)
+        return
+    print(f"MoE points: mean |error| {100 * mean:.1f}% over {len(moe)} in sample ({parts}; "
+          "every mixture-of-experts point, the EP / attention-DP serving set from "
+          "simcore.validation.data_moe)", file=notes)
+    gaps: dict[str, list[str]] = {}
+    for pid, why in load_moe_measurements()[1]:
+        gaps.setdefault(why, []).append(pid)
+    for why, ids in gaps.items():
+        print(f"  skipped {len(ids)} x {why}: {', '.join(ids)}", file=notes)
+
+
 def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
     """Decision accuracy (:func:`simcore.validation.ranking.ranking_agreement`): the share of
     measured pairs of one job ordered as measured, per kind, and the worst jobs."""
@@ -226,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
     parts = ", ".join(f"{k} {100 * mean_abs_error(v):.1f}% ({len(v)})" for k, v in by_kind.items())
     print(f"mean |error| {100 * mean:.1f}% over {len(rows)} points ({parts}); "
           f"max {100 * worst:.1f}%", file=notes)
+    _print_moe(rows, notes)
     from ..validation import breakdown, get_measurement
 
     tables = breakdown(rows, sources={r.id: refs[r.id] for r in rows})
@@ -250,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
             per_kind.setdefault(r.kind, []).append(abs(loso.errors[r.id]))
         print("  per kind: " + ", ".join(f"{k} {100 * sum(v) / len(v):.1f}%"
                                          for k, v in per_kind.items()), file=notes)
+        _print_moe(rows, notes, loso.errors)
         print(f"leave-one-source-out mean abs error {100 * loso.mean_abs_error:.1f}% (refits "
               "from the neutral start: every fitted factor at the middle of its range, never "
               "the all-data optimum)", file=notes)
