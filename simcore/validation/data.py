@@ -3,7 +3,10 @@
 Every point names the run it reproduces: the paper and table (or the vendor page), the
 model shape, the hardware, the parallel layout and the workload. Nothing here is
 estimated: where a source left a setting implicit, the ``notes`` of the point say which
-value was assumed and why.
+value was assumed and why. Each point names the software stack it ran (``Workload.runtime``,
+:data:`_RUNTIMES`: ``megatron-2021``, ``trtllm-0.9``, ``lmdeploy-0.1``, ``fastertransformer``),
+whose profile (:mod:`simcore.model.runtime`) fixes CUDA graphs, the attention core and the
+model-state formula; no point sets them itself.
 
 Sources
 -------

@@ -19,30 +19,25 @@ Choices, per the sources' own notes:
   (``reshard_after_forward = not pp_enabled`` in its ``apply_fsdp``): ``zero_stage=1``
   traffic and 6 + 12/d bytes of model states per parameter; torchtitan's "selective" checkpointing is per-op
   SAC (``recompute="op"``);
-* frameworks: Megatron-LM / NeMo / Megatron-Bridge runs are ``framework="megatron"``
-  with the distributed optimizer (``zero_stage=1``) and overlapped gradient reduction
-  (their recipes' settings), except where the table's FSDP column is > 0 (Megatron-FSDP:
-  ``framework="fsdp"``, ``zero_stage=3``); Automodel's MoE benchmarks recompute every
-  layer (``activation_checkpointing: true`` in the configs the table lists) and dispatch
-  with DeepEP (``moe_dispatch="per_rank"``: one copy of a token per destination rank); FSDP runs (torchtitan, llm-foundry, Automodel, Trainy,
-  Llama 3) ``framework="fsdp"``; llm-foundry's SHARD_GRAD_OP is DeepSpeed-style ZeRO-2
-  with overlap; BLOOM is Megatron-DeepSpeed with the BF16 optimizer's ZeRO-1;
-* Megatron-family precision and overlap, from the recipes (see :data:`_BF16_GRADS` and
-  :data:`_TP_OVERLAP`): bf16 gradient buffers and reduction (``grad_bytes=2``), FP8
-  primary weights for Megatron-Bridge's ``fp8_cs`` runs (``weight_dtype="fp8"``),
-  Transformer Engine's FP8-saved GEMM inputs for every FP8 run (``act_dtype="fp8"``),
-  and TP communication overlap where the recipe turns it on (``tp_comm_overlap``);
-* torchtitan rows with ``torch_compile`` false run eager element-wise kernels
-  (``eager_elementwise``); torchtitan's end-2024 benchmark (commit 9dec370, compiled or
-  not) computes the loss as eager ``cross_entropy(logits.float())`` (its ``train.py``
-  leaves the loss uncompiled: "compiling loss function causes CUDA errors"), so its
-  runs hold that loss's fp32 logit buffers (``eager_loss``); the June-2025 torchtitan
-  runs (AsyncTP, Trainy) compile the loss with the model
-  (``torchtitan/components/loss.py`` at 820504e / e7c0cae);
-* attention kernel: torchtitan / Trainy (PyTorch SDPA's flash backend) and llm-foundry
-  (the flash-attn package) run FlashAttention-2-class kernels (``attention="flash2"``,
-  at the family's ``Topology.fa2_ratio`` of the native rate on Hopper); the others
-  the native fused kernel (Transformer Engine / cuDNN on Hopper);
+* the software stack: every row runs under the runtime its source (or, for torchtitan's
+  end-2024 compiled rows, the row) names in the JSON (``"runtime"``,
+  :data:`simcore.model.runtime.RUNTIMES`), whose profile fixes the framework's
+  model-state formula and overlap, the gradient dtype, Transformer Engine's FP8 storage,
+  eager or fused element-wise kernels, the eager fp32 loss and the attention kernel
+  class: ``nemo`` / ``megatron-bridge`` (distributed optimizer, overlapped bf16
+  gradient reduction, FP8-saved GEMM inputs; FP8 primary weights for Megatron-Bridge's
+  ``fp8_cs`` runs), ``automodel``, ``llm-foundry`` and the torchtitan variants (FSDP2;
+  torchtitan and llm-foundry with FlashAttention-2-class kernels; torchtitan 9dec370's
+  eager loss; eager element-wise kernels where ``torch_compile`` is false),
+  ``llama3-meta``, ``megatron-deepspeed`` (BLOOM);
+* what a row sets against its runtime (:func:`_overrides`, listed in
+  ``docs/validation.md``): Megatron-FSDP where the table's FSDP column is > 0, the
+  ZeRO-2 sharding of llm-foundry's SHARD_GRAD_OP rows, torchtitan's gathered FSDP
+  parameters under pipelining, TP communication overlap where the recipe turns it on
+  (:data:`_TP_OVERLAP`), and the MoE recipes' dispatcher (DeepEP: one copy of a token per
+  destination rank), all-to-all overlap and Automodel's FakeBalancedGate routing;
+  Automodel's MoE benchmarks recompute every layer (``activation_checkpointing: true``
+  in the configs the table lists);
 * unstated micro-batch: 1, except pipelined torchtitan runs, whose schedule splits the
   local batch into PP micro-batches by default (``build_pipeline_schedule``:
   ``n_microbatches`` defaults to the pipeline degree); unstated recomputation: none; unstated precision: bf16;
