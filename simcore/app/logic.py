@@ -27,7 +27,7 @@ __all__ = [
     "FRONTIER_PALETTE", "OFF_FRONTIER_COLOUR", "explore_chart", "DESIGN_EXAMPLES",
     "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
     "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS", "MAX_BREAKDOWN_BARS",
-    "ep_options", "EP_HELP", "design_family",
+    "ep_options", "EP_HELP", "design_family", "serving_moe_options", "SERVING_MOE_HELP",
 ]
 
 #: The app's pages (tabs), in order; ``?page=<name in lower case>`` opens one.
@@ -433,14 +433,42 @@ def dataset_netcdf(ds: Any) -> bytes:
 
 
 def run_serving(model: Any, *, family: str | None, gpus: int, isl: int, osl: int,
-                max_ttft_ms: float | None = None, max_tpot_ms: float | None = None) -> Any:
+                max_ttft_ms: float | None = None, max_tpot_ms: float | None = None,
+                attn_dp: str | int = "all", ep: str | int = "all") -> Any:
+    """The serving plan; ``attn_dp`` / ``ep``: ``"all"`` or one degree (a selector's
+    value, :func:`serving_moe_options`)."""
     from ..studies import serving
+
+    def one(v: str | int) -> str | int:
+        return int(v) if str(v).strip().isdigit() else str(v)
 
     try:
         return serving.plan(model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
-                            max_ttft_ms=max_ttft_ms or None, max_tpot_ms=max_tpot_ms or None)
+                            max_ttft_ms=max_ttft_ms or None, max_tpot_ms=max_tpot_ms or None,
+                            attn_dp=one(attn_dp), ep=one(ep))
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
+
+
+#: help of the Serving page's attention-DP and EP selectors
+SERVING_MOE_HELP = ("mixture-of-experts models: an instance's requests split over attention-DP "
+                    "replicas and its experts over EP of its GPUs (EP = TP x attention DP: every "
+                    "expert whole on one GPU); all searches every degree the budget allows, a "
+                    "number pins it")
+
+
+def serving_moe_options(model: Any, gpus: int) -> tuple[list[str], list[str]]:
+    """The Serving page's attention-DP and EP choices for ``model`` on ``gpus``: none for
+    a dense model; else ``all`` and each degree the planner would search."""
+    from ..studies.serving.model import moe_choices
+
+    if model is None or getattr(model, "n_experts", 1) <= 1:
+        return [], []
+    try:
+        dps, eps = moe_choices(int(model.n_experts), int(gpus))
+    except (SimcoreInputError, ValueError):
+        return [], []
+    return ["all", *map(str, dps)], ["all", *map(str, eps)]
 
 
 def serving_table(result: Any) -> list[dict[str, Any]]:

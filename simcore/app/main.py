@@ -164,6 +164,21 @@ def page_explore(demo: bool) -> None:
         d2.warning(f"netCDF not available: {exc}")
 
 
+def _serving_moe_inputs(name: str | None, upload: bytes | None, gpus: int) -> tuple[str, str]:
+    """The Serving page's attention-DP and EP selectors, for a mixture-of-experts model
+    only (``all``, ``all`` otherwise)."""
+    try:
+        dps, eps = L.serving_moe_options(L.load_model_input(name, upload), gpus)
+    except Exception:  # noqa: BLE001 - the Plan button shows the error
+        return "all", "all"
+    if not dps:
+        return "all", "all"
+    c1, c2 = st.columns(2)
+    return (c1.selectbox("attention DP", dps, key="serving_attn_dp", help=L.SERVING_MOE_HELP),
+            c2.selectbox("expert parallelism (EP)", eps, key="serving_ep",
+                         help=L.SERVING_MOE_HELP))
+
+
 def page_serving(demo: bool = False) -> None:
     st.header("Serving: aggregated vs disaggregated deployments")
     name, upload = _model_inputs("serving")
@@ -178,6 +193,7 @@ def page_serving(demo: bool = False) -> None:
                            key="serving_ttft")
     tpot = c6.number_input("max TPOT (ms, 0 = none)", min_value=0.0, value=0.0,
                            key="serving_tpot")
+    attn_dp, ep = _serving_moe_inputs(name, upload, int(gpus))
     if st.button("Plan", key="serving_run", type="primary") or (
             demo and "serving_result" not in st.session_state):
         try:
@@ -185,7 +201,8 @@ def page_serving(demo: bool = False) -> None:
             with st.spinner(L.compile_note("serving") + "planning"):
                 st.session_state["serving_result"] = L.run_serving(
                     model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
-                    max_ttft_ms=float(ttft) or None, max_tpot_ms=float(tpot) or None)
+                    max_ttft_ms=float(ttft) or None, max_tpot_ms=float(tpot) or None,
+                    attn_dp=attn_dp, ep=ep)
         except Exception as exc:  # noqa: BLE001
             st.session_state.pop("serving_result", None)
             _fail(exc)

@@ -22,6 +22,7 @@ from ..model.presets import HARDWARE_FAMILIES, PRESETS
 from .options import (
     FORMATS,
     OptionError,
+    ep_values,
     fraction,
     output_file,
     plot_file,
@@ -124,6 +125,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{','.join(map(str, DEFAULT_PREFILL_BATCHES))})")
     parser.add_argument("--mode", choices=["both", "agg", "disagg"], default="both",
                         help="aggregated, disaggregated or both (default both)")
+    parser.add_argument("--attn-dp", type=ep_values, default="all", metavar="N[,N...]|all",
+                        help="mixture-of-experts models: attention data-parallel degrees to "
+                             "search (an instance's requests split over N attention replicas, "
+                             "its experts over --ep of its GPUs; one value pins it; default "
+                             "all: the powers of two up to --gpus and each --gpus / 2^k)")
+    parser.add_argument("--ep", type=ep_values, default="all", metavar="N[,N...]|all",
+                        help="mixture-of-experts models: expert-parallel degrees to search "
+                             "(experts over N of an instance's TP x attention-DP GPUs, "
+                             "all-to-all dispatch and combine; 1: experts sharded like the "
+                             "FFN over TP; default all: every divisor of the experts a "
+                             "layout's GPUs can hold); shown as ADP / EP in the layout, "
+                             "attn_dp / ep in JSON and CSV")
     parser.add_argument("--top", type=positive_int, default=5,
                         help="best configurations per mode (default 5)")
     parser.add_argument("--rows", choices=["best", "frontier", "candidates"], default="best",
@@ -217,6 +230,11 @@ def _run_at_rate(args: argparse.Namespace) -> int:
         if given:
             raise SimcoreInputError(f"{flag} belongs to the steady-state planner; with --rate "
                                     "or --trace the batches come from the scheduler: drop it")
+    for flag, value in (("--attn-dp", args.attn_dp), ("--ep", args.ep)):
+        if value != "all":
+            raise SimcoreInputError(f"{flag} belongs to the steady-state planner: the request "
+                                    "simulation (--rate / --trace) searches layouts without "
+                                    f"attention DP or expert parallelism; drop {flag}")
     if args.out is not None and args.out.suffix.lower() in serving.present.DATASET_SUFFIXES:
         raise SimcoreInputError(f"--out {str(args.out)!r}: a plan at a rate has rows, no "
                                 "per-layout Dataset; pass a .json, .csv or .txt file")
@@ -260,12 +278,14 @@ def _plan(args: argparse.Namespace) -> Any:
                         osl=args.osl, max_ttft_ms=args.max_ttft_ms, max_tpot_ms=args.max_tpot_ms,
                         batch=flat(args.batch) or serving.DEFAULT_BATCHES,
                         prefill_batch=flat(args.prefill_batch) or serving.DEFAULT_PREFILL_BATCHES,
-                        exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype)
+                        exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype,
+                        attn_dp=args.attn_dp, ep=args.ep)
 
 
 def _save_files(args: argparse.Namespace, result: Any, text: str) -> None:
     """``--out`` and ``--plot``; a failed write is one line naming the option (the rows
     are on stdout already, any old file is unchanged)."""
+    from ..studies import serving
     from ..studies.serving import plot_frontier, write_output
 
     failed: list[str] = []
@@ -273,6 +293,9 @@ def _save_files(args: argparse.Namespace, result: Any, text: str) -> None:
         try:
             write_output(result, text, args.out)
             print(f"wrote {args.out}", file=sys.stderr)
+            if args.out.suffix.lower() in serving.present.DATASET_SUFFIXES:
+                for extra, _ in serving.present.sweep_paths(result, args.out)[1:]:
+                    print(f"wrote {extra} (the expert-parallel layouts)", file=sys.stderr)
         except OSError as exc:
             failed.append(f"--out: cannot write {str(args.out)!r} ({exc.strerror or exc}; any "
                           "old file is unchanged)")

@@ -51,7 +51,11 @@ workers whose p99 TTFT and TPOT meet the limits; goodput).
 
 Data parallelism is expressed as replicas / workers: the planner's layouts have
 ``dp = 1`` (in the engine DP only splits the batch, so a DP-``k`` layout is ``k``
-replicas).
+replicas), except a mixture-of-experts model's expert-parallel layouts
+(:func:`expert_space`): there ``dp`` is attention data parallelism inside one instance,
+its requests split over ``dp`` attention replicas while the experts are split over ``ep``
+of its TP x DP GPUs (``plan(..., attn_dp=, ep=)``, :func:`moe_choices`; labelled
+``TP1·ADP16·EP16``).
 
 Examples
 --------
@@ -74,6 +78,8 @@ from .model import (
     budget_mask,
     contexts,
     disagg_metrics,
+    expert_space,
+    moe_choices,
     serving_costs,
     serving_space,
     sweep,
@@ -129,8 +135,10 @@ __all__ = [
     "budget_mask",
     "contexts",
     "disagg_metrics",
+    "expert_space",
     "format_rows",
     "layout_label",
+    "moe_choices",
     "plan",
     "plan_at_rate",
     "plot_frontier",

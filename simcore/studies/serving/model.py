@@ -35,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from ...engine.evaluate import evaluate
-from ...engine.space import Space, full_space
+from ...engine.space import Space, budget_sizes, full_space
 from ...errors import SimcoreInputError
 from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model, Workload
 
@@ -48,6 +48,8 @@ __all__ = [
     "budget_mask",
     "contexts",
     "disagg_metrics",
+    "expert_space",
+    "moe_choices",
     "serving_costs",
     "serving_space",
     "sweep",
@@ -210,6 +212,96 @@ def serving_space(gpus: int | None = None) -> Space:
     return base.with_(dp=(1,), **keep)
 
 
+def expert_space(gpus: int, attn_dp: Sequence[int], ep: Sequence[int]) -> Space:
+    """The planner's expert-parallel layouts of a mixture-of-experts model: attention data
+    parallelism ``dp`` (``attn_dp``: the instance's requests split over ``dp`` attention
+    replicas, each holding the attention weights) x TP x PP with the routed experts split
+    over ``ep`` of a stage's TP x DP devices (each expert sharded over tp·dp/ep of them;
+    ``ep`` = tp·dp keeps every expert whole on one device: "DEP" / wide EP). No CP (the
+    sequence split of long prefills stays with :func:`serving_space`'s layouts); the
+    placement choices that mean nothing without CP at their first value. Layouts where
+    ``ep`` does not divide tp·dp are masked by the engine."""
+    base = full_space()
+    d = base.dict
+    keep = {dim: tuple(v for v in d[dim] if v <= gpus) or (1,) for dim in ("tp", "pp")}
+    return base.with_(cp=(1,), dp=tuple(attn_dp), ep=tuple(ep), ffn_shard_scope=("TP",),
+                      tp_placement=("inner",), cp_placement=("inner",),
+                      cp_ring_variant=(d["cp_ring_variant"][0],), **keep)
+
+
+def _choice_list(name: str, flag: str, value: Any) -> tuple[int, ...] | None:
+    """``value`` as sorted distinct positive integers, or None for ``"all"`` / None."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
+        return None
+    if isinstance(value, str):
+        raise ServingError(f"{name} ({flag}) takes positive integers or 'all', got {value!r}")
+    return _int_list(name, value, f"{flag}, or 'all'")
+
+
+def moe_choices(experts: int, gpus: int, attn_dp: Any = "all",
+                ep: Any = "all") -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The attention-DP and EP degrees the planner searches for a model with ``experts``
+    routed experts on ``gpus`` devices: ``(attn_dps, eps)``, each sorted.
+
+    ``"all"`` (or None) takes every attention-DP degree a budget-widened space offers
+    (:func:`~simcore.engine.space.budget_sizes`: powers of two up to ``gpus`` and each
+    ``gpus / 2^k``) and every ``ep`` dividing the experts and some TP x attention-DP
+    within the budget; a dense model (``experts`` 1) searches ``(1,), (1,)``. Degree 1 of
+    both is the planner's layout space without expert parallelism
+    (:func:`serving_space`); the others are :func:`expert_space`. Bad values are a
+    :class:`ServingError` naming what would work: ``attn_dp`` beyond the budget,
+    ``attn_dp`` or ``ep`` above 1 on a dense model, an ``ep`` dividing no layout's
+    devices or not the experts, attention DP above 1 with ``ep`` 1 only (that is
+    replicas, which the planner searches anyway).
+
+    Examples
+    --------
+    >>> moe_choices(256, 16)
+    ((1, 2, 4, 8, 16), (1, 2, 4, 8, 16))
+    >>> moe_choices(1, 16)
+    ((1,), (1,))
+    >>> moe_choices(256, 16, attn_dp=8, ep=[8, 16])
+    ((8,), (8, 16))
+    >>> moe_choices(256, 16, ep=1)  # no expert parallelism: no attention DP either
+    ((1,), (1,))
+    """
+    dps = _choice_list("attn_dp", "--attn-dp", attn_dp)
+    eps = _choice_list("ep", "--ep", ep)
+    if int(experts) <= 1:
+        for name, flag, vals in (("ep", "--ep", eps), ("attn_dp", "--attn-dp", dps)):
+            if vals is not None and max(vals) > 1:
+                raise ServingError(
+                    f"{name} {','.join(map(str, vals))} ({flag}): the model is dense (no "
+                    f"experts); {name} applies to mixture-of-experts models (a dense model's "
+                    "data parallelism is its replicas, which the planner searches anyway)")
+        return (1,), (1,)
+    if dps is not None and dps[-1] > gpus:
+        raise ServingError(f"attn_dp {','.join(map(str, dps))} (--attn-dp): beyond the budget "
+                           f"of {gpus} GPUs; pass values <= {gpus} or 'all'")
+    if dps is None and eps == (1,):  # no expert parallelism: attention DP is replicas
+        return (1,), (1,)
+    dps = dps or budget_sizes((1,), gpus)
+    tps = [t for t in full_space().dict["tp"] if t <= gpus]
+    devices = {t * d for t in tps for d in dps if t * d <= gpus}
+    ok = tuple(v for v in range(1, min(int(experts), gpus) + 1)
+               if int(experts) % v == 0 and any(n % v == 0 for n in devices))
+    if eps is None:
+        eps = ok
+    else:
+        bad = [v for v in eps if v not in ok]
+        if bad:
+            raise ServingError(
+                f"ep {','.join(map(str, bad))} (--ep): ep must divide the {int(experts)} "
+                f"experts and the TP x attention-DP devices of a layout within {gpus} GPUs; "
+                f"pass some of {', '.join(map(str, ok))} or 'all'")
+    if eps == (1,) and dps[-1] > 1:
+        raise ServingError(
+            f"attn_dp {','.join(map(str, dps))} (--attn-dp) with ep 1 only: attention data "
+            "parallelism without expert parallelism is replicas, which the planner searches "
+            "anyway; pass ep > 1 (--ep) or attn_dp 1")
+    return tuple(dps), tuple(eps)
+
+
 def sweep(
     model: Model | str,
     mode: str,
@@ -262,13 +354,16 @@ def sweep(
 
 # --- the serving model ----------------------------------------------------------------------
 
-def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[str, Any]:
+def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int,
+                prefill_batch: Any = 1) -> dict[str, Any]:
     """Aggregated (continuous batching) serving on one replica.
 
     The replica keeps ``batch`` requests in flight. Every ``osl - 1`` decode steps
     (``step_ns`` each) all ``batch`` requests finish and ``batch`` new prefills
-    (``prefill_ns`` each) interleave with the steps, so one cycle is
-    ``(osl - 1) · step_ns + batch · prefill_ns`` and yields ``batch · osl`` tokens.
+    interleave with the steps, ``prefill_batch`` at a time (``prefill_ns`` each: one per
+    attention-DP rank of an expert-parallel instance, else 1), so one cycle is
+    ``(osl - 1) · step_ns + ceil(batch / prefill_batch) · prefill_ns`` and yields
+    ``batch · osl`` tokens.
     A user sees TTFT = ``prefill_ns`` and TPOT = cycle / (osl - 1). With ``osl`` 1 no
     decode step runs: TPOT is NaN, the request latency is the TTFT and the replica
     serves one request per ``prefill_ns``. Works on scalars and arrays.
@@ -280,7 +375,8 @@ def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[
     (24.0, 168.3)
     """
     steps = max(osl - 1, 0)
-    cycle_ns = steps * step_ns + batch * prefill_ns
+    rounds = -(-batch // prefill_batch)  # ceil; batch itself with one prefill at a time
+    cycle_ns = steps * step_ns + rounds * prefill_ns
     if not steps:  # osl 1: the prefill's token is the only one, no decode step runs
         return {
             "ttft_ns": prefill_ns,
@@ -291,7 +387,7 @@ def agg_metrics(*, prefill_ns: Any, step_ns: Any, batch: Any, osl: int) -> dict[
         }
     return {
         "ttft_ns": prefill_ns,
-        "tpot_ns": step_ns + batch * prefill_ns / steps,
+        "tpot_ns": step_ns + rounds * prefill_ns / steps,
         "request_latency_ns": prefill_ns + cycle_ns,
         "requests_per_s": batch / cycle_ns * 1e9,
         "tokens_per_s": batch * osl / cycle_ns * 1e9,
@@ -347,6 +443,18 @@ def contexts(isl: int, osl: int) -> tuple[int, int]:
     return isl + osl // 2, isl + osl
 
 
+def agg_prefill_batch(prefill: xr.Dataset) -> Any:
+    """The prefill batch an aggregated instance prefills at: 1, or one request per
+    attention-DP rank (the ``dp`` coordinate) where the sweep has ``dp`` > 1."""
+    if int(prefill.dp.max()) <= 1:
+        return 1
+    missing = sorted(set(prefill.dp.values.tolist()) - set(prefill.prefill_batch.values.tolist()))
+    if missing:
+        raise ServingError(f"the prefill sweep needs the batches {missing} (one request per "
+                           "attention-DP rank)")
+    return prefill.dp
+
+
 @dataclass(frozen=True, eq=False)
 class LayoutCosts:
     """What each layout of the sweep costs when serving (see :func:`serving_costs`).
@@ -371,7 +479,9 @@ def serving_costs(prefill: xr.Dataset, decode: xr.Dataset, *, isl: int, osl: int
     ``decode`` in decode mode at both :func:`contexts` of ``(isl, osl)``. A layout fits
     decode at batch ``b`` if it holds the batch at both contexts; ``max_batch`` is the
     largest such batch of the sweep; an aggregated replica must also fit a batch-1
-    prefill. The Dataset carries no attrs (the planner adds the request's).
+    prefill (one request per attention-DP rank with ``dp`` > 1: the prefill batch ``dp``,
+    which the prefill sweep must hold). The Dataset carries no attrs (the planner adds
+    the request's).
     """
     mean_ctx, end_ctx = contexts(isl, osl)
     pre = prefill.squeeze("s_kv", drop=True).squeeze(list(HW_KNOBS))
@@ -380,9 +490,11 @@ def serving_costs(prefill: xr.Dataset, decode: xr.Dataset, *, isl: int, osl: int
     pre = pre.rename(batch="prefill_batch")
     n_dev = dec_mean.n_devices
     decode_fits = dec_end.fits & dec_mean.fits
-    agg = agg_metrics(prefill_ns=pre.latency_ns.sel(prefill_batch=1, drop=True),
-                      step_ns=dec_mean.latency_ns, batch=dec_mean.batch, osl=osl)
-    agg_fits = decode_fits & pre.fits.sel(prefill_batch=1, drop=True)
+    own = agg_prefill_batch(pre)
+    agg = agg_metrics(prefill_ns=pre.latency_ns.sel(prefill_batch=own, drop=True),
+                      step_ns=dec_mean.latency_ns, batch=dec_mean.batch, osl=osl,
+                      prefill_batch=own)
+    agg_fits = decode_fits & pre.fits.sel(prefill_batch=own, drop=True)
     batches = dec_mean.batch.values.tolist()
     bvals = xr.DataArray(batches, dims="batch", coords={"batch": batches})
     max_batch = bvals.where(decode_fits).max("batch").fillna(0).astype(np.int64)

@@ -82,11 +82,15 @@ def summary_lines(result: ServingPlan) -> list[str]:
     lim = ", ".join(f"{n} <= {v:g} ms" for n, v in (("TTFT", result.max_ttft_ms),
                                                      ("TPOT", result.max_tpot_ms))
                     if v is not None) or "no latency limits"
-    n_lay = int(result.dataset.within_budget.sum())
+    n_lay, n_ep = _layout_counts(result)
     prec = f" in {result.dtype}" if result.dtype else ""
+    n_b = {int(ds.sizes["batch"]) for ds in result.sweeps or (result.dataset,)}
+    batches = (f"{min(n_b)} batches" if len(n_b) == 1 else
+               f"{min(n_b)} batches ({max(n_b)} for expert-parallel instances)")
+    ep = f" ({n_ep} expert-parallel: {_ep_searched(result)})" if n_ep else ""
     lines = [f"{result.model}{prec} on {result.gpus} x {result.family}, ISL {result.isl} / OSL "
-             f"{result.osl}, {lim}: {n_lay} layouts x {result.dataset.sizes['batch']} batches "
-             f"searched in {result.elapsed_s:.1f} s; {len(result.candidates)} configurations",
+             f"{result.osl}, {lim}: {n_lay} layouts{ep} x {batches} searched in "
+             f"{result.elapsed_s:.1f} s; {len(result.candidates)} configurations",
              assumptions_line(result)]
     lines += [f"note: {note}" for note in result.notes]
     for mode in ("agg", "disagg"):
@@ -98,6 +102,27 @@ def summary_lines(result: ServingPlan) -> list[str]:
                          f"{b.tokens_per_s_per_user:.1f} tokens/s/user, TTFT {b.ttft_ms:.0f} ms"
                          f"{tpot}")
     return lines
+
+
+def _layout_counts(result: ServingPlan) -> tuple[int, int]:
+    """Layouts searched within the budget, and how many of them are expert-parallel (an
+    expert-parallel sweep counts the layouts the engine prices: ep dividing TP x DP)."""
+    n_lay = n_ep = 0
+    for ds in result.sweeps or (result.dataset,):
+        if str(ds.attrs.get("layouts", "")).startswith("expert"):
+            n = int((ds.within_budget & ds.decode_step_ms.notnull().any("batch")).sum())
+            n_ep += n
+        else:
+            n = int(ds.within_budget.sum())
+        n_lay += n
+    return n_lay, n_ep
+
+
+def _ep_searched(result: ServingPlan) -> str:
+    def vals(v: tuple[int, ...]) -> str:
+        return ",".join(map(str, v))
+
+    return f"attention DP {vals(result.attn_dps)} x EP {vals(tuple(e for e in result.eps if e > 1))}"
 
 
 def assumptions_line(result: ServingPlan) -> str:
@@ -164,8 +189,20 @@ def write_output(result: ServingPlan, text: str, path: str | os.PathLike[str]) -
 
     if Path(path).suffix.lower() in DATASET_SUFFIXES:
         save_dataset(result.dataset, path)
+        for extra in sweep_paths(result, path)[1:]:
+            save_dataset(extra[1], extra[0])
     else:
         write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def sweep_paths(result: ServingPlan, path: str | os.PathLike[str]) -> list[tuple[Path, Any]]:
+    """Where :func:`write_output` saves each per-layout sweep of a plan for a Dataset
+    ``path``: the first at ``path``, an MoE plan's expert-parallel sweep (when it is not
+    the first) beside it as ``<stem>-ep<suffix>``."""
+    p = Path(path)
+    sweeps = result.sweeps or (result.dataset,)
+    return [(p if i == 0 else p.with_name(f"{p.stem}-ep{p.suffix}"), ds)
+            for i, ds in enumerate(sweeps)]
 
 
 # --- plot -------------------------------------------------------------------------------------
@@ -212,7 +249,9 @@ def plot_frontier(result: ServingPlan, path: str | os.PathLike[str] | None = Non
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=2,
+    longest = max((len(t) for t in ax.get_legend_handles_labels()[1]), default=0)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13),
+              ncols=2 if longest <= 55 else 1,  # long labels one per line: none cut off
               frameon=False)  # below the axes: never over a candidate
     if path is not None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,8 @@ from .model import (
     _workload,
     contexts,
     disagg_metrics,
+    expert_space,
+    moe_choices,
     serving_costs,
     serving_space,
     sweep,
@@ -60,6 +62,34 @@ __all__ = [
 
 #: Decode batches (concurrent requests per replica / decode worker) searched by default.
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+#: Per attention-DP rank, the largest default decode batch: with the default batches an
+#: expert-parallel instance of attention DP ``d`` also searches instance batches up to
+#: ``d`` times this (:func:`wide_batches`), so wide instances are not capped at what one
+#: GPU of a TP instance holds.
+BATCH_PER_RANK = DEFAULT_BATCHES[-1]
+
+
+def wide_batches(max_dp: int) -> tuple[int, ...]:
+    """Decode batches beyond :data:`DEFAULT_BATCHES` for expert-parallel instances of
+    attention DP up to ``max_dp``: 1.5 and 2 times each power-of-two multiple of
+    :data:`BATCH_PER_RANK`, and ``max_dp`` times it.
+
+    Examples
+    --------
+    >>> wide_batches(1), wide_batches(4)
+    ((), (768, 1024, 1536, 2048))
+    >>> wide_batches(72)[-3:]
+    (24576, 32768, 36864)
+    """
+    top = BATCH_PER_RANK * max_dp
+    out = {top} if max_dp > 1 else set()
+    m = BATCH_PER_RANK
+    while m < top:
+        out.update(v for v in (m * 3 // 2, 2 * m) if v <= top)
+        m *= 2
+    return tuple(sorted(out))
+
+
 #: Prefill batches (requests prefilled together by a disaggregated prefill worker).
 DEFAULT_PREFILL_BATCHES: tuple[int, ...] = (1, 2, 4, 8)
 
@@ -82,19 +112,25 @@ FRONTIER_OBJECTIVES = ("tokens_per_s_per_gpu", "tokens_per_s_per_user")
 # --- results ------------------------------------------------------------------------------
 
 def layout_label(layout: Mapping[str, Any]) -> str:
-    """Short name of a layout: ``TP4``, ``TP2·PP2``, ``TP8 kv=seq``, ``TP2·CP2 ring=kv``.
+    """Short name of a layout: ``TP4``, ``TP2·PP2``, ``TP8 kv=seq``, ``TP2·CP2 ring=kv``;
+    a mixture-of-experts layout adds its attention data parallelism ``ADP<dp>`` and expert
+    parallelism ``EP<ep>``: ``TP8·EP8`` (attention TP8, experts whole over the same 8
+    GPUs), ``TP1·ADP16·EP16`` (16 attention replicas, experts over all 16 GPUs: "DEP16").
 
-    Choices that cannot matter are left out (ring, FFN scope and placements when CP = 1).
+    Choices that cannot matter are left out (ring, FFN scope and placements when CP = 1;
+    ADP and EP at 1).
 
     Examples
     --------
     >>> layout_label({"tp": 4, "cp": 1, "pp": 1, "dp": 1, "kv_shard_mode": "head"})
     'TP4'
+    >>> layout_label({"tp": 2, "cp": 1, "pp": 1, "dp": 8, "ep": 16, "kv_shard_mode": "head"})
+    'TP2·ADP8·EP16'
     """
     parts = [f"TP{layout['tp']}"]
-    for dim in ("cp", "pp", "dp"):
+    for dim, short in (("cp", "CP"), ("pp", "PP"), ("dp", "ADP"), ("ep", "EP")):
         if int(layout.get(dim, 1)) > 1:
-            parts.append(f"{dim.upper()}{layout[dim]}")
+            parts.append(f"{short}{layout[dim]}")
     s = "·".join(parts)
     extra = []
     if layout.get("kv_shard_mode", "head") != "head":
@@ -136,6 +172,14 @@ class ServingConfig:
     #: weights, activations and KV cache precision (``plan(dtype=)``); ``"default"``: the
     #: model's own (16-bit for the presets)
     dtype: str = "default"
+    #: the decode layout's attention data parallelism (its requests split over ``attn_dp``
+    #: attention replicas; 1 but for a mixture-of-experts model's expert-parallel layouts)
+    #: and expert parallelism (experts over ``ep`` of its TP x attention-DP GPUs)
+    attn_dp: int = 1
+    ep: int = 1
+    #: the same of the prefill layout (aggregated: the one layout)
+    prefill_attn_dp: int = 1
+    prefill_ep: int = 1
 
     def as_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,6 +222,14 @@ class ServingPlan(PlanRows):
     #: what the plan left out or defined differently for this input, one sentence each
     #: (e.g. ``osl`` 1: no TPOT); the CLI prints them under its header
     notes: tuple[str, ...] = ()
+    #: every per-layout sweep searched, ``dataset`` first: the layouts without expert
+    #: parallelism (:func:`~.model.serving_space`) and, for a mixture-of-experts model,
+    #: the expert-parallel ones (:func:`~.model.expert_space`; ``dp`` is attention DP);
+    #: each Dataset's ``layouts`` attr says which
+    sweeps: tuple[xr.Dataset, ...] = ()
+    #: attention-DP and EP degrees searched (``(1,)`` for a dense model)
+    attn_dps: tuple[int, ...] = (1,)
+    eps: tuple[int, ...] = (1,)
 
     ROW_SETS = ("best", "frontier", "candidates")  # rows(which) / best_of: PlanRows
 
@@ -201,6 +253,8 @@ def plan(
     modes: Sequence[str] = ("agg", "disagg"),
     top: int = 5,
     dtype: str | None = None,
+    attn_dp: int | Sequence[int] | str = "all",
+    ep: int | Sequence[int] | str = "all",
 ) -> ServingPlan:
     """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
 
@@ -235,6 +289,14 @@ def plan(
         family's ``fp8_ratio`` / ``int8_ratio`` times the 16-bit peak) and the KV cache,
         on both prefill and decode (``Workload.weight_dtype`` / ``act_dtype`` /
         ``kv_dtype``). Default: the model's own precision (16-bit for the presets).
+    attn_dp, ep : int, sequence of int or "all"
+        Mixture-of-experts models: attention data-parallel degrees (one instance's
+        requests split over ``attn_dp`` attention replicas) and expert-parallel degrees
+        (experts over ``ep`` of the instance's TP x attention-DP GPUs) to search
+        (:func:`~.model.moe_choices`; ``"all"``, the default, every one the budget
+        allows). Degree 1 of both searches the layouts without expert parallelism; the
+        others :func:`~.model.expert_space` (no CP). A dense model searches 1 only
+        (anything above is refused).
 
     Returns
     -------
@@ -245,7 +307,8 @@ def plan(
     ServingError
         Bad input (non-positive ``gpus``/``isl``/``osl``/limits, unknown mode, a
         ``dtype`` the family has no matmul rate for, ``gpus`` beyond the family's system,
-        ``osl`` 1 with a TPOT limit or with ``modes=("disagg",)``), before any work.
+        ``osl`` 1 with a TPOT limit or with ``modes=("disagg",)``, ``attn_dp`` / ``ep``
+        the model cannot take), before any work.
     InfeasibleError
         Nothing fits the budget (the message gives the smallest GPU count that fits) or
         nothing meets a limit (the message says which binds and by how much).
@@ -254,22 +317,24 @@ def plan(
     req = _request(model, family=family, gpus=gpus, isl=isl, osl=osl, max_ttft_ms=max_ttft_ms,
                    max_tpot_ms=max_tpot_ms, hardware=hardware, efficiency=efficiency,
                    batch=batch, prefill_batch=prefill_batch, exact_gpus=exact_gpus,
-                   modes=modes, top=top, dtype=dtype)
+                   modes=modes, top=top, dtype=dtype, attn_dp=attn_dp, ep=ep)
     costs = _price_layouts(req)
-    lay = _Layouts.of(costs)
+    lay = _Layouts.of(costs, req.batches, req.prefill_batches)
     candidates: list[ServingConfig] = []
     if "agg" in req.modes:
-        candidates += _agg_candidates(req, costs, lay)
+        candidates += _agg_candidates(req, lay)
     if "disagg" in req.modes:
         candidates += _disagg_candidates(req, lay)
     candidates = _dedupe(candidates)
-    best, frontier = _choose(req, candidates, costs, lay)
+    best, frontier = _choose(req, candidates, lay)
     return ServingPlan(model=req.model.name, family=req.family.name, gpus=req.gpus,
                        isl=req.isl, osl=req.osl, max_ttft_ms=req.max_ttft_ms,
                        max_tpot_ms=req.max_tpot_ms, exact_gpus=req.exact_gpus,
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
-                       dataset=costs.dataset, elapsed_s=time.perf_counter() - t0,
-                       dtype=req.dtype, notes=req.notes)
+                       dataset=costs[0].dataset, elapsed_s=time.perf_counter() - t0,
+                       dtype=req.dtype, notes=req.notes,
+                       sweeps=tuple(c.dataset for c in costs), attn_dps=req.attn_dps,
+                       eps=req.eps)
 
 
 # --- step 1: the request ------------------------------------------------------------------
@@ -288,12 +353,36 @@ class _Request:
     osl: int
     max_ttft_ms: float | None
     max_tpot_ms: float | None
-    batches: tuple[int, ...]
+    batches: tuple[int, ...]  # every decode batch of any sweep (what candidates index)
     prefill_batches: tuple[int, ...]
     modes: tuple[str, ...]
     top: int
     dtype: str
     notes: tuple[str, ...]
+    attn_dps: tuple[int, ...] = (1,)
+    eps: tuple[int, ...] = (1,)
+    #: the decode and prefill batches of the layouts without expert parallelism
+    #: (``batches`` less :func:`wide_batches`, ``prefill_batches`` less the attention-DP
+    #: degrees); empty: the same
+    base_batches: tuple[int, ...] = ()
+    base_prefill_batches: tuple[int, ...] = ()
+
+    @property
+    def spaces(self) -> list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]]:
+        """The layout spaces to sweep, named, with their decode and prefill batches: the
+        layouts without expert parallelism when degree 1 of both ``attn_dp`` and ``ep``
+        is searched, the expert-parallel ones when an ``ep`` above 1 is."""
+        out: list[tuple[str, Any, tuple[int, ...], tuple[int, ...]]] = []
+        if 1 in self.attn_dps and 1 in self.eps:
+            out.append(("no expert parallelism (dp 1, ep 1)", serving_space(self.gpus),
+                        self.base_batches or self.batches,
+                        self.base_prefill_batches or self.prefill_batches))
+        big = tuple(e for e in self.eps if e > 1)
+        if big:
+            out.append(("expert parallel: attention DP (dp) x TP x PP x EP, no CP",
+                        expert_space(self.gpus, self.attn_dps, big), self.batches,
+                        self.prefill_batches))
+        return out
 
     @property
     def where(self) -> str:
@@ -311,7 +400,7 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
              osl: Any, max_ttft_ms: Any, max_tpot_ms: Any,
              hardware: Hardware | Mapping[str, Any] | None, efficiency: Efficiency | None,
              batch: Any, prefill_batch: Any, exact_gpus: bool, modes: Sequence[str], top: Any,
-             dtype: str | None) -> _Request:
+             dtype: str | None, attn_dp: Any = "all", ep: Any = "all") -> _Request:
     """Step 1 of :func:`plan`: every argument checked (cheap checks first, the budget
     against the family before any work), the model and family loaded."""
     gpus = _positive_int("gpus", gpus, "the device budget")
@@ -335,10 +424,17 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
     _check_budget_size(gpus, fam)
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
+    dps, eps = moe_choices(int(mdl.n_experts), gpus, attn_dp, ep)
+    base_batches, base_p_batches = batches, p_batches
+    if any(e > 1 for e in eps):  # an aggregated ADP instance prefills one request per rank
+        p_batches = tuple(sorted(set(p_batches) | set(dps)))
+        if batches == DEFAULT_BATCHES:  # and may hold BATCH_PER_RANK requests per rank
+            batches = tuple(sorted(set(batches) | set(wide_batches(max(dps)))))
     return _Request(model=mdl, family=fam, hardware=hw, efficiency=efficiency, gpus=gpus,
                     exact_gpus=bool(exact_gpus), isl=isl, osl=osl, max_ttft_ms=ttft_lim,
                     max_tpot_ms=tpot_lim, batches=batches, prefill_batches=p_batches,
-                    modes=modes, top=top, dtype=prec, notes=notes)
+                    modes=modes, top=top, dtype=prec, notes=notes, attn_dps=dps, eps=eps,
+                    base_batches=base_batches, base_prefill_batches=base_p_batches)
 
 
 def _prefill_only(osl: int, modes: tuple[str, ...],
@@ -375,54 +471,128 @@ def _check_budget_size(gpus: int, fam: HardwareFamily) -> None:
 
 # --- step 2: pricing the layouts -----------------------------------------------------------
 
-def _price_layouts(req: _Request) -> LayoutCosts:
+def _price_layouts(req: _Request) -> list[LayoutCosts]:
     """Step 2: the prefill and decode sweeps over every layout in the budget, priced by
-    the serving model (:func:`~.model.serving_costs`); the request in the Dataset's attrs."""
-    common: dict[str, Any] = dict(gpus=req.gpus, space=serving_space(req.gpus),
-                                  hardware=req.hardware, family=req.family,
-                                  efficiency=req.efficiency, dtype=req.dtype)
+    the serving model (:func:`~.model.serving_costs`), one per space of
+    :attr:`_Request.spaces`; the request in each Dataset's attrs."""
     mean_ctx, end_ctx = contexts(req.isl, req.osl)
-    try:
-        pre = sweep(req.model, "prefill", batch=req.prefill_batches, s_kv=req.isl, **common)
-        dec = sweep(req.model, "decode", batch=req.batches, s_kv=[mean_ctx, end_ctx], **common)
-    except DeviceBudgetError:  # nothing fits in the budget at any batch searched
+    out = []
+    for what, space, batches, p_batches in req.spaces:
+        common: dict[str, Any] = dict(gpus=req.gpus, space=space, hardware=req.hardware,
+                                      family=req.family, efficiency=req.efficiency,
+                                      dtype=req.dtype)
+        try:
+            pre = sweep(req.model, "prefill", batch=p_batches, s_kv=req.isl, **common)
+            dec = sweep(req.model, "decode", batch=batches, s_kv=[mean_ctx, end_ctx],
+                        **common)
+        except DeviceBudgetError:  # nothing of this space fits at any batch searched
+            continue
+        costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
+        costs.dataset.attrs.update(
+            model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl,
+            osl=req.osl, dtype=req.dtype, mean_context=mean_ctx, end_context=end_ctx,
+            max_ttft_ms=req.max_ttft_ms if req.max_ttft_ms is not None else "",
+            max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
+            exact_gpus=int(req.exact_gpus),
+            **{k: v for k, v in dec.attrs.items() if k.startswith("efficiency_")})
+        if len(req.spaces) > 1 or req.eps != (1,):
+            costs.dataset.attrs["layouts"] = what
+        out.append(costs)
+    if not out:
         _raise_no_fit(req)
-    costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
-    costs.dataset.attrs.update(
-        model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl, osl=req.osl,
-        dtype=req.dtype, mean_context=mean_ctx, end_context=end_ctx,
-        max_ttft_ms=req.max_ttft_ms if req.max_ttft_ms is not None else "",
-        max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
-        exact_gpus=int(req.exact_gpus),
-        **{k: v for k, v in dec.attrs.items() if k.startswith("efficiency_")})
-    return costs
+    return out
+
+
+#: :class:`_Layouts` columns over decode batches (padded where a sweep lacks a batch)
+_BATCH_COLUMNS = frozenset({"mem_gb", "step_ns", "decode_fits", "agg_fits", "agg_ttft_ms",
+                            "agg_tpot_ms", "agg_tokens_per_s", "agg_requests_per_s",
+                            "agg_latency_ms"})
+
+
+def _pad(v: np.ndarray, rows: list[int], n: int) -> np.ndarray:
+    """``v`` (batch x layout) placed at ``rows`` of ``n`` rows; the rest NaN / False."""
+    if len(rows) == n:
+        return v
+    full = np.full((n, v.shape[1]), False if v.dtype == bool else np.nan, dtype=v.dtype)
+    full[rows] = v
+    return full
 
 
 @dataclass(frozen=True, eq=False)
 class _Layouts:
-    """The priced layouts as flat arrays (one column per layout, in the Dataset's stacked
-    order): what the candidate steps index."""
+    """The priced layouts as flat arrays (one column per layout, in each Dataset's
+    stacked order, the sweeps one after the other): what the candidate steps index."""
 
     labels: list[str]
+    dp: np.ndarray  # layout: attention DP (1 without expert parallelism)
+    ep: np.ndarray  # layout
     n_devices: np.ndarray  # layout
+    within: np.ndarray  # layout: within the budget
     max_batch: np.ndarray  # layout
     mem_gb: np.ndarray  # batch x layout
     step_ns: np.ndarray  # batch x layout
     decode_fits: np.ndarray  # batch x layout
     prefill_ns: np.ndarray  # prefill batch x layout
     prefill_fits: np.ndarray  # prefill batch x layout
+    agg: dict[str, np.ndarray]  # name -> batch x layout: aggregated serving
+    agg_prefill_ns: np.ndarray  # layout: an aggregated instance's prefill (batch dp)
+    agg_prefill_fits: np.ndarray  # layout
 
     @classmethod
-    def of(cls, costs: LayoutCosts) -> _Layouts:
-        ds = costs.dataset
-        return cls(labels=[layout_label(lay) for lay in _layout_table(ds)],
-                   n_devices=_flat(ds.n_devices).astype(np.int64),
-                   max_batch=_flat(ds.max_batch).astype(np.int64),
-                   mem_gb=_flat(ds.decode_mem_per_gpu_gb, "batch"),
-                   step_ns=_flat(costs.step_ns, "batch"),
-                   decode_fits=_flat(ds.decode_fits, "batch"),
-                   prefill_ns=_flat(costs.prefill_ns, "prefill_batch"),
-                   prefill_fits=_flat(ds.prefill_fits, "prefill_batch"))
+    def of(cls, parts: Sequence[LayoutCosts], batches: Sequence[int],
+           prefill_batches: Sequence[int]) -> _Layouts:
+        """The sweeps' layouts side by side, each on the decode ``batches`` and the
+        ``prefill_batches`` (a batch a sweep did not search: NaN, not fitting)."""
+        cols: dict[str, list[Any]] = {}
+        for costs in parts:
+            ds = costs.dataset
+            rows = [list(batches).index(b) for b in ds.batch.values.tolist()]
+            p_rows = [list(prefill_batches).index(b) for b in ds.prefill_batch.values.tolist()]
+            for k, v in cls._one(costs).items():
+                if k in _BATCH_COLUMNS:
+                    v = _pad(v, rows, len(batches))
+                elif k in ("prefill_ns", "prefill_fits"):
+                    v = _pad(v, p_rows, len(prefill_batches))
+                cols.setdefault(k, []).append(v)
+        labels: list[str] = sum(cols.pop("labels"), [])
+        own = ("agg_prefill_ns", "agg_prefill_fits")
+        cat: dict[str, Any] = {k: np.concatenate(v, axis=-1) for k, v in cols.items()
+                               if not k.startswith("agg_") or k in own}
+        agg = {k[4:]: np.concatenate(v, axis=-1) for k, v in cols.items()
+               if k.startswith("agg_") and k not in own}
+        return cls(labels=labels, agg=agg, **cat)
+
+    @staticmethod
+    def _one(costs: LayoutCosts) -> dict[str, Any]:
+        ds, agg = costs.dataset, costs.agg
+        table = _layout_table(ds)
+        own = [int(lay["dp"]) for lay in table]  # an aggregated instance's prefill batch
+        pbs = ds.prefill_batch.values.tolist()
+        k = np.array([pbs.index(d) for d in own], dtype=np.int64)
+        cols = np.arange(len(own))
+        pre_ns = _flat(costs.prefill_ns, "prefill_batch")
+        pre_fits = _flat(ds.prefill_fits, "prefill_batch")
+        return {
+            "labels": [layout_label(lay) for lay in table],
+            "dp": np.array(own, dtype=np.int64),
+            "ep": np.array([int(lay["ep"]) for lay in table], dtype=np.int64),
+            "n_devices": _flat(ds.n_devices).astype(np.int64),
+            "within": _flat(ds.within_budget).astype(bool),
+            "max_batch": _flat(ds.max_batch).astype(np.int64),
+            "mem_gb": _flat(ds.decode_mem_per_gpu_gb, "batch"),
+            "step_ns": _flat(costs.step_ns, "batch"),
+            "decode_fits": _flat(ds.decode_fits, "batch"),
+            "prefill_ns": pre_ns,
+            "prefill_fits": pre_fits,
+            "agg_prefill_ns": pre_ns[k, cols],
+            "agg_prefill_fits": pre_fits[k, cols],
+            "agg_fits": _flat(ds.agg_fits, "batch"),
+            "agg_ttft_ms": _flat(ds.agg_ttft_ms.broadcast_like(ds.agg_tpot_ms), "batch"),
+            "agg_tpot_ms": _flat(ds.agg_tpot_ms, "batch"),
+            "agg_tokens_per_s": _flat(agg["tokens_per_s"], "batch"),
+            "agg_requests_per_s": _flat(agg["requests_per_s"], "batch"),
+            "agg_latency_ms": _flat(agg["request_latency_ns"], "batch") / 1e6,
+        }
 
 
 def _layout_table(ds: xr.Dataset) -> list[dict[str, Any]]:
@@ -439,17 +609,13 @@ def _flat(da: xr.DataArray, lead: str | None = None) -> np.ndarray:
 
 # --- aggregated: one layout replicated over the budget -----------------------------------------
 
-def _agg_candidates(req: _Request, costs: LayoutCosts, lay: _Layouts) -> list[ServingConfig]:
+def _agg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
     """Step 3: ``gpus // size`` replicas of each layout at each decode batch that fits and
     meets the TTFT limit (with ``exact_gpus``, sizes dividing the budget; with ``osl`` 1,
     the smallest such batch only: the batch changes nothing but memory)."""
-    ds, agg, nd = costs.dataset, costs.agg, lay.n_devices
-    afit = _flat(ds.agg_fits, "batch")
-    a_ttft = _flat(ds.agg_ttft_ms.broadcast_like(ds.agg_tpot_ms), "batch")
-    a_tpot = _flat(ds.agg_tpot_ms, "batch")
-    a_tps = _flat(agg["tokens_per_s"], "batch")
-    a_rps = _flat(agg["requests_per_s"], "batch")
-    a_lat = _flat(agg["request_latency_ns"], "batch") / 1e6
+    nd, agg = lay.n_devices, lay.agg
+    afit, a_ttft, a_tpot = agg["fits"], agg["ttft_ms"], agg["tpot_ms"]
+    a_tps, a_rps, a_lat = agg["tokens_per_s"], agg["requests_per_s"], agg["latency_ms"]
     ok = afit.copy()  # the sweep's budget mask is in agg_fits already
     if req.exact_gpus:
         ok &= (req.gpus % np.maximum(nd, 1) == 0)[None, :]
@@ -465,7 +631,7 @@ def _agg_candidates(req: _Request, costs: LayoutCosts, lay: _Layouts) -> list[Se
         out.append(ServingConfig(
             mode="agg", layout=f"{reps}×{label}", prefill_layout=label, decode_layout=label,
             replicas=reps, prefill_workers=None, decode_workers=None,
-            batch=int(req.batches[i]), prefill_batch=1,
+            batch=int(req.batches[i]), prefill_batch=int(lay.dp[j]),
             ttft_ms=float(a_ttft[i, j]), tpot_ms=float(a_tpot[i, j]),
             request_latency_ms=float(a_lat[i, j]),
             tokens_per_s_per_gpu=float(a_tps[i, j] / nd[j]),
@@ -474,7 +640,8 @@ def _agg_candidates(req: _Request, costs: LayoutCosts, lay: _Layouts) -> list[Se
             n_devices=reps * int(nd[j]), max_batch=int(lay.max_batch[j]),
             decode_mem_per_gpu_gb=float(lay.mem_gb[i, j]),
             meets_limits=req.meets(float(a_ttft[i, j]), float(a_tpot[i, j])),
-            dtype=req.dtype or "default"))
+            dtype=req.dtype or "default", attn_dp=int(lay.dp[j]), ep=int(lay.ep[j]),
+            prefill_attn_dp=int(lay.dp[j]), prefill_ep=int(lay.ep[j])))
     return out
 
 
@@ -555,13 +722,15 @@ def _disagg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
                     tokens_per_s_per_user=1e3 / tpot, tokens_per_s=float(m["tokens_per_s"]),
                     requests_per_s=float(m["requests_per_s"]), n_devices=total,
                     max_batch=int(lay.max_batch[jd]), decode_mem_per_gpu_gb=float(lay.mem_gb[i, jd]),
-                    meets_limits=req.meets(ttft, tpot), dtype=req.dtype or "default"))
+                    meets_limits=req.meets(ttft, tpot), dtype=req.dtype or "default",
+                    attn_dp=int(lay.dp[jd]), ep=int(lay.ep[jd]),
+                    prefill_attn_dp=int(lay.dp[jp]), prefill_ep=int(lay.ep[jp])))
     return out
 
 
 # --- choosing: rank, best per mode, frontier -----------------------------------------------------
 
-def _choose(req: _Request, candidates: list[ServingConfig], costs: LayoutCosts,
+def _choose(req: _Request, candidates: list[ServingConfig],
             lay: _Layouts) -> tuple[list[ServingConfig], list[ServingConfig]]:
     """Step 5: the ``top`` best deployments of each mode meeting both limits, ranked, and
     each mode's frontier; raise what binds when none meets them."""
@@ -571,8 +740,7 @@ def _choose(req: _Request, candidates: list[ServingConfig], costs: LayoutCosts,
                         key=_deployment)[:req.top]
     best = _rank(best)
     if not best:
-        _explain_infeasible(req, costs.dataset, candidates,
-                            p_cands_exist=bool(lay.prefill_fits.any()))
+        _explain_infeasible(req, lay, candidates, p_cands_exist=bool(lay.prefill_fits.any()))
     frontier: list[ServingConfig] = []
     for mode in req.modes:
         frontier += _pareto_front([c for c in candidates if c.mode == mode])
@@ -629,15 +797,15 @@ def _deployment(c: ServingConfig) -> tuple[Any, ...]:
 
 # --- nothing meets the limits: what binds ---------------------------------------------------
 
-def _explain_infeasible(req: _Request, ds: xr.Dataset, candidates: Sequence[ServingConfig], *,
+def _explain_infeasible(req: _Request, lay: _Layouts, candidates: Sequence[ServingConfig], *,
                         p_cands_exist: bool) -> NoReturn:
     """Raise the InfeasibleError that says what binds."""
     ttft_lim, tpot_lim, where = req.max_ttft_ms, req.max_tpot_ms, req.where
-    fits_any = bool((ds.decode_fits.any("batch") & ds.prefill_fits.sel(prefill_batch=1)).any())
+    fits_any = bool((lay.decode_fits.any(axis=0) & lay.agg_prefill_fits).any())
     if not fits_any or not p_cands_exist:
         _raise_no_fit(req)
     if ttft_lim is not None:
-        floor = _ttft_floor(ds)
+        floor = _ttft_floor(lay)
         if floor > ttft_lim:
             raise InfeasibleError(
                 f"the lowest TTFT any layout reaches on {where} is {floor:.1f} ms > "
@@ -685,11 +853,11 @@ def _raise_no_fit(req: _Request) -> NoReturn:
         binding="gpus", min_gpus=n)
 
 
-def _ttft_floor(ds: xr.Dataset) -> float:
-    """Lowest single-request TTFT (ms) of any fitting layout in the budget."""
-    t = ds.ttft_ms.sel(prefill_batch=1).where(ds.prefill_fits.sel(prefill_batch=1)
-                                               & ds.within_budget)
-    return float(t.min()) if bool(t.notnull().any()) else math.inf
+def _ttft_floor(lay: _Layouts) -> float:
+    """Lowest single-request TTFT (ms) of any fitting layout in the budget (one request
+    per attention-DP rank of an expert-parallel layout)."""
+    ok = lay.agg_prefill_fits & lay.within
+    return float(lay.agg_prefill_ns[ok].min() / 1e6) if ok.any() else math.inf
 
 
 def _smallest_fitting(req: _Request) -> tuple[int, str] | None:
