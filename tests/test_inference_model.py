@@ -168,8 +168,11 @@ def test_precision__dtypes_rates_and_errors():
     assert f8["mem_kv_bytes"] == pytest.approx(bf["mem_kv_bytes"] / 2)
     w4 = _coeffs("Llama 3.1 8B", dataclasses.replace(wl, weight_dtype="int4"), "A100-80G")
     bfa = _coeffs("Llama 3.1 8B", wl, "A100-80G")
-    assert w4["f_lin"] == bfa["f_lin"]  # W4A16: 16-bit compute
-    assert w4["mem_weights_bytes"] == pytest.approx(bfa["mem_weights_bytes"] / 4)
+    # W4A16: 16-bit compute at the dequantising GEMM's rate, 4-bit weights + group-128 scales
+    wo_mm = get_family("A100-80G").topology.wo_mm_ratio
+    assert w4["f_lin"] == pytest.approx(bfa["f_lin"] / wo_mm, rel=1e-12)
+    assert w4["mem_weights_bytes"] == pytest.approx(
+        bfa["mem_weights_bytes"] / 4 * (0.5 + 2 / 128) / 0.5)
     with pytest.raises(ValueError, match="act_dtype='fp8'.*fp8_ratio"):
         _coeffs("Llama 3.1 8B", dataclasses.replace(wl, act_dtype="fp8"), "A100-80G")
     with pytest.raises(ValueError, match="Workload.kv_dtype"):

@@ -78,10 +78,24 @@ def _legal(lay, model, workload, topo):
 MODE = {"attention_core_prefill": "prefill", "attention_core_decode": "decode"}
 
 
+#: the runtime settings and the weight-only formats the pieces read, beyond test_kernels'
+#: workloads and topologies (weight-only GEMM rates, a FlashAttention-2-class core, the
+#: serving loop's host time per step, group sizes and zero points)
+_RUNTIME = dict(attention=st.sampled_from(["flash", "flash", "flash2", "unfused"]),
+                host_step_ns=st.sampled_from([0.0, 0.0, 4e6]) | st.floats(0.0, 1e7),
+                quant_group=st.sampled_from([128, 128, 32, 64, 0, 1]),
+                quant_zeros=st.sampled_from(["none", "packed", "fp16"]))
+_WO_RATES = dict(wo_int4_bw_ratio=st.sampled_from([1.0, 4.98 / 2.30 * 0.5 / 2.0]) | st.floats(0.01, 1.0),
+                 wo_int8_bw_ratio=st.sampled_from([1.0, 3.46 / 2.30 * 1.0 / 2.0]) | st.floats(0.01, 1.0),
+                 wo_mm_ratio=st.sampled_from([1.0, 0.816]) | st.floats(0.01, 1.0))
+
+
 @st.composite
 def cases(draw, legal: bool = True, mode: str | None = None):
     workload = draw(workloads().filter(lambda w: mode in (None, w.mode)))
+    workload = replace(workload, **{k: draw(v) for k, v in _RUNTIME.items()})
     model, topo = draw(models()), draw(topologies)
+    topo = replace(topo, **{k: draw(v) for k, v in _WO_RATES.items()})
     lay = draw(layouts)
     if legal:
         lay = _legal(lay, model, workload, topo)

@@ -94,6 +94,10 @@ _TOPOLOGY_RANGES: dict[str, Range] = {
                         integer=False),
     "pcie_gbs": Range(0, 1e7, "GB/s (host link per device; 0 = none)", integer=False),
     "host_mem_gb": Range(0, 1e9, "GB (host memory per device; 0 = none)", integer=False),
+    **{f: Range(0.01, 1, what, integer=False) for f, what in (
+        ("wo_int4_bw_ratio", "(weight-only INT4 GEMM weight-streaming rate / 16-bit GEMM's)"),
+        ("wo_int8_bw_ratio", "(weight-only INT8 GEMM weight-streaming rate / 16-bit GEMM's)"),
+        ("wo_mm_ratio", "(weight-only GEMM matmul rate / 16-bit GEMM's)"))},
 }
 #: Unit of each :class:`Topology` field, as a family data file declares it (a count names
 #: what it counts; ``ratio`` is dimensionless; ``bool`` a switch).
@@ -105,6 +109,7 @@ TOPOLOGY_UNITS: dict[str, str] = {
     "fa2_ratio": "ratio",
     "mm_ratio": "ratio", "hbm_ratio": "ratio", "pcie_gbs": "GB/s", "host_mem_gb": "GB",
     "nvls": "bool",
+    "wo_int4_bw_ratio": "ratio", "wo_int8_bw_ratio": "ratio", "wo_mm_ratio": "ratio",
 }
 #: At most this many devices in one system.
 MAX_DEVICES = 10**9
@@ -167,6 +172,16 @@ class Topology:
     #: at NVLS's measured bus bandwidth, a wire factor of at most
     #: ``kernels.collectives.NVLS_FACTOR`` (1.35) instead of a ring's 2(g-1)/g
     nvls: bool = False
+    #: weight-only INT4 / INT8 GEMMs (W4A16 / W8A16: Marlin, AWQ / GPTQ kernels,
+    #: ``Workload.weight_dtype`` int4 / int8 with 16-bit activations), measured against a
+    #: 16-bit GEMM of the same shape on the family: the rate at which a memory-bound
+    #: (small-batch) one streams its weight bytes, group scales included, relative to the
+    #: 16-bit GEMM's (``wo_int4_bw_ratio``, ``wo_int8_bw_ratio``), and the rate a
+    #: compute-bound (large-batch) one reaches relative to the 16-bit matmul rate, the
+    #: dequantisation in its main loop (``wo_mm_ratio``); 1 = as fast as 16-bit weights
+    wo_int4_bw_ratio: float = 1.0
+    wo_int8_bw_ratio: float = 1.0
+    wo_mm_ratio: float = 1.0
 
     def __post_init__(self) -> None:
         validate_table(self, _TOPOLOGY_RANGES)

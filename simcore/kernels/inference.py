@@ -116,6 +116,42 @@ def precision(mp, wp, topo):
 
 
 @jit()
+def weight_only(wp, topo):
+    """Weight-only INT4 / INT8 weights (W4A16 / W8A16: 16-bit activations, the weights
+    dequantised inside the GEMM: Marlin, AWQ / GPTQ kernels).
+
+    Returns ``(scale_bytes, stream_ratio, mm_ratio)``: the bytes each weight's share of
+    its group's 16-bit scale and zero point adds (``(2 + z) / quant_group``, z the zero
+    point's bytes: none, the weight's own width packed, or 16-bit; 0 per output channel),
+    the rate those GEMMs stream their weight bytes at relative to a 16-bit GEMM's
+    (``Topology.wo_int4_bw_ratio`` / ``wo_int8_bw_ratio``) and the matmul rate they reach
+    relative to the 16-bit one (``Topology.wo_mm_ratio``: the dequantisation). Anything
+    else: ``(0, 1, 1)``.
+    """
+    if wp.wo_code == 0.0:
+        return 0.0, 1.0, 1.0
+    int4 = wp.wo_code == 2.0
+    width = 0.5 if int4 else 1.0
+    zero = 0.0
+    if wp.quant_zeros == 1.0:
+        zero = width
+    elif wp.quant_zeros == 2.0:
+        zero = 2.0
+    scale_bytes = (2.0 + zero) / wp.quant_group if wp.quant_group > 0.0 else 0.0
+    stream = topo.wo_int4_bw_ratio if int4 else topo.wo_int8_bw_ratio
+    return scale_bytes, stream, topo.wo_mm_ratio
+
+
+@jit()
+def attention_kernel_rate(wp, topo):
+    """The attention core's rate relative to the family's native fused kernel
+    (FlashAttention-3 / TensorRT-LLM / FlashInfer class on Hopper): ``Topology.fa2_ratio``
+    for a FlashAttention-2-class kernel (``Workload.attention="flash2"``, vLLM 0.x's
+    flash-attn 2), else 1. The core's FLOPs are divided by it (native-rate FLOPs)."""
+    return topo.fa2_ratio if wp.attention == 2.0 else 1.0
+
+
+@jit()
 def layout_valid(lay, mp, wp, topo):
     """Whether the layout is legal: fits the system, TP divides the heads, a layer per
     stage, a sequence per replica and a token per CP rank, the KV sharding mode matches
@@ -575,7 +611,9 @@ def step_overheads(wp, pp, layer_mult, n_ops):
     paid (a quarter when decode replays CUDA graphs), and the host time to launch the
     kernels not replayed from a graph (``LAUNCH_NS`` each: every kernel, unless decode
     replays a graph; then the share of served steps that admit a prompt, which run
-    eagerly: prompts admitted per step, at most 1)."""
+    eagerly: prompts admitted per step, at most 1), plus the serving loop's host time
+    per step that does not overlap the device (``Workload.host_step_ns``: a Python
+    engine loop between steps; 0 where it overlaps)."""
     graphs = wp.mode == 1.0 and wp.cuda_graphs == 1.0
     step_ops = _OPS_STEP + 2.0 * (float(pp) - 1.0)
     step_count = _GRAPH_FLOOR if graphs else 1.0
@@ -584,7 +622,8 @@ def step_overheads(wp, pp, layer_mult, n_ops):
         eager = 0.0
         if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
             eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
-    return step_ops, step_count, eager * LAUNCH_NS * (layer_mult * n_ops + step_ops)
+    return (step_ops, step_count,
+            eager * LAUNCH_NS * (layer_mult * n_ops + step_ops) + wp.host_step_ns)
 
 
 # --- the row: the pieces summed by name -----------------------------------------------------
@@ -603,6 +642,13 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     kvm = lay[LAYOUT.kv_shard_mode]
     decode = wp.mode == 1.0
     bytes_per_weight, bytes_per_act, bytes_per_kv, bytes_per_msg, mm_rate = precision(mp, wp, topo)
+    # weight-only formats: the held bytes count the group scales; their GEMMs stream the
+    # weights and run the matmuls at their own rates (as more bytes / FLOPs at the 16-bit
+    # rates); the identity for every other format
+    scale_bytes, wo_stream, wo_mm = weight_only(wp, topo)
+    held_per_weight = bytes_per_weight + scale_bytes
+    stream_per_weight = held_per_weight / wo_stream
+    mm_rate_w = mm_rate * wo_mm
     strides, tier_tp, tier_cp, tier_pp, _, _ = placement(
         tp, cp, pp, dp, lay[LAYOUT.tp_placement], lay[LAYOUT.cp_placement], topo)
     tokens = token_counts(dp, pp, cp, wp)
@@ -615,8 +661,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
 
     # -- roofline ops per layer, the LM head once per step --------------------------------
     attn_w = attention_weights(mp, tp, shard)
-    out.f_lin, out.b_lin = attention_projections(mp, tokens, tp, attn_w, mm_rate,
-                                                 bytes_per_weight, bytes_per_act)
+    out.f_lin, out.b_lin = attention_projections(mp, tokens, tp, attn_w, mm_rate_w,
+                                                 stream_per_weight, bytes_per_act)
     if decode:
         out.f_core, out.b_core = attention_core_decode(
             mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, ctx_mix, qk, vd, tp, cp,
@@ -625,14 +671,15 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         out.f_core, out.b_core = attention_core_prefill(
             mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, s_cache, qk, vd, tp, cp,
             bytes_per_act, kv_read)
+    out.f_core = out.f_core / attention_kernel_rate(wp, topo)
     if ep > 1:
-        out.f_ffn, out.b_ffn = expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate,
-                                               bytes_per_weight, bytes_per_act)
+        out.f_ffn, out.b_ffn = expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate_w,
+                                               stream_per_weight, bytes_per_act)
     else:
-        out.f_ffn, out.b_ffn = ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight,
+        out.f_ffn, out.b_ffn = ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate_w, stream_per_weight,
                                          bytes_per_act)
     out.b_elem = elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act)
-    out.f_head, out.b_head = lm_head(mp, tokens, tp, mm_rate, bytes_per_weight)
+    out.f_head, out.b_head = lm_head(mp, tokens, tp, mm_rate_w, stream_per_weight)
 
     # -- collectives per layer (wire bytes per tier and link latency into acc) ------------
     for t in range(4):
@@ -664,7 +711,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.layer_mult = layer_mult
     out.pp_bytes, out.pp_alpha_ns = pp_p2p(mp, pp, tier_pp, tokens, micro, bytes_per_msg, topo)
     out.pp_tier = tier_pp
-    layer_w, emb_w = weight_bytes(mp, attn_w, ffn_ranks, tp, dp, ep, pp, bytes_per_weight)
+    layer_w, emb_w = weight_bytes(mp, attn_w, ffn_ranks, tp, dp, ep, pp, held_per_weight)
     act_mem = activation_bytes(mp, tokens, ffn_ranks, tp, bytes_per_act)
     out.mem_bytes = layers_per_stage * (layer_w + kv_held) + emb_w + act_mem
     out.mem_weights_bytes = layers_per_stage * layer_w + emb_w

@@ -93,6 +93,34 @@ def precision(model, workload, topology) -> tuple:
     return wb, ab, kvb, max(ab, 2), rate * topology.mm_ratio
 
 
+#: bytes of a weight-only format's zero point per group beside its 16-bit scale, by
+#: ``Workload.quant_zeros`` (``"packed"``: at the weight's own width)
+_ZERO_BYTES = {"none": lambda width: 0.0, "packed": lambda width: width,
+               "fp16": lambda width: 2.0}
+
+
+def weight_only(workload, topology) -> tuple:
+    """(scale bytes per weight, weight-streaming rate, matmul rate) of weight-only INT4 /
+    INT8 weights with 16-bit activations (the rates relative to 16-bit weights'); (0, 1, 1)
+    for every other format. Each group of ``quant_group`` weights keeps a 16-bit scale and
+    the format's zero point (0: one per output channel, not counted)."""
+    act16 = workload.act_dtype in ("", "bf16", "fp16")
+    if workload.mode == "train" or not act16 or workload.weight_dtype not in ("int4", "int8"):
+        return 0.0, 1.0, 1.0
+    width = _BYTES[workload.weight_dtype]
+    group = workload.quant_group
+    scale = (2 + _ZERO_BYTES[workload.quant_zeros](width)) / group if group else 0.0
+    stream = (topology.wo_int4_bw_ratio if workload.weight_dtype == "int4"
+              else topology.wo_int8_bw_ratio)
+    return scale, stream, topology.wo_mm_ratio
+
+
+def attention_kernel_rate(workload, topology) -> float:
+    """The attention core's rate over the native fused kernel's: ``fa2_ratio`` for a
+    FlashAttention-2-class kernel (``attention="flash2"``), else 1."""
+    return topology.fa2_ratio if workload.attention == "flash2" else 1.0
+
+
 def layout_valid(lay: Layout, model, workload, topology) -> bool:
     """Whether the layout fits the system and divides the model, batch and sequence."""
     n_dev = lay.cp * lay.tp * lay.pp * lay.dp
@@ -393,14 +421,16 @@ def step_overheads(workload, pp, layer_mult, n_ops) -> tuple:
     """(launches per step, share of the framework floor, host launch ns): embedding, final
     norm, head, sampling and the pipeline sends; a quarter of the floor with CUDA graphs;
     5 us per launch from the host unless decode replays a graph, where served steps that
-    admit a prompt (the mixed tokens over twice the mean context, at most 1) run eagerly."""
+    admit a prompt (the mixed tokens over twice the mean context, at most 1) run eagerly;
+    plus the serving loop's host time per step (``host_step_ns``)."""
     graphs = workload.mode == "decode" and workload.cuda_graphs
     step_ops = 4 + 2 * (pp - 1)
     eager = 1.0
     if graphs:
         p, ctx = workload.prefill_tokens, workload.prefill_context
         eager = min(p / (2 * ctx), 1.0) if (p > 0 and ctx > 0) else 0.0
-    return step_ops, 0.25 if graphs else 1.0, _HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops)
+    host = _HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops) + workload.host_step_ns
+    return step_ops, 0.25 if graphs else 1.0, host
 
 
 # --- the point: the pieces summed by name ---------------------------------------------------
@@ -433,7 +463,10 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     decode = workload.mode == "decode"
     cp, tp, pp, dp, ep = lay.cp, lay.tp, lay.pp, lay.dp, lay.ep
     s_q, s_kv = workload.s_q, workload.s_kv
-    wb, ab, kvb, msg, mm_rate = precision(model, workload, topology)
+    wb_held, ab, kvb, msg, mm_rate = precision(model, workload, topology)
+    scale, stream, wo_mm = weight_only(workload, topology)
+    wb_held += scale  # held: the group scales count; streamed at the format's own rate
+    wb, mm_rate = wb_held / stream, mm_rate * wo_mm
     peak, attn_peak, hbm, links = hardware_rates(hardware, topology, efficiency, workload)
     st, tier_tp, tier_cp, tier_pp, _, _ = placement(lay, topology)
     tokens = token_counts(dp, pp, cp, workload)
@@ -446,11 +479,12 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     attn_w = attention_weights(model, tp, shard)
     ops: dict[str, tuple[float, float]] = {
         "attn_linear": attention_projections(model, tokens, tp, attn_w, mm_rate, wb, ab)}
-    ops["attn_core"] = (
+    core_f, core_b = (
         attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp,
                               cp, ab, kvb, kv_read) if decode else
         attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk, vd, tp, cp, ab,
                                kvb, kv_read))
+    ops["attn_core"] = (core_f / attention_kernel_rate(workload, topology), core_b)
     ops["ffn"] = (expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
                   if ep > 1 else ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, wb, ab))
     t_elem = elementwise_bytes(model, tokens, ffn_tokens, tp, ep, ab) / hbm
@@ -504,7 +538,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     ) + head_fb[0] / peak
     memory_alone = path_layers * (sum(b for _, b in ops.values()) / hbm + t_elem) + head_fb[1] / hbm
 
-    layer_bytes, emb = weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, wb)
+    layer_bytes, emb = weight_bytes(model, attn_w, ffn_ranks, tp, dp, ep, pp, wb_held)
     act_bytes = activation_bytes(model, tokens, ffn_ranks, tp, ab)
     mem = layers_per_stage * (layer_bytes + kv_held) + emb + act_bytes
     seconds = latency / 1e9

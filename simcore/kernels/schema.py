@@ -95,7 +95,8 @@ COEFFICIENTS: tuple[Field, ...] = (
           "per-sequence host cost runs under the device's step; the step takes the longer)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("launch_ns", "ns", "host time per step to launch the kernels that are not replayed "
-          "from a CUDA graph (inference.LAUNCH_NS each)"),
+          "from a CUDA graph (inference.LAUNCH_NS each), and the serving loop's host time "
+          "per step (Workload.host_step_ns)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
     Field("core_gemm", "1", "1 if the attention core's FLOPs run at the matmul rate (an unfused "
@@ -257,7 +258,17 @@ class WorkloadParams(NamedTuple):
     tp_overlap: float = 0.0  #: train: 1 if the TP collectives hide under compute
     eager: float = 0.0  #: train: 1 if element-wise ops run unfused (PyTorch eager)
     eager_loss: float = 0.0  #: train: 1 if the loss is PyTorch's eager fp32 cross entropy
+    #: inference: weight-only quantised weights (16-bit activations): 0 none, 1 INT8, 2 INT4
+    wo_code: float = 0.0
+    quant_group: float = 128.0  #: inference, weight-only: weights per scale group (0: per channel)
+    quant_zeros: float = 0.0  #: inference, weight-only: :data:`QUANT_ZERO_CODES`
+    host_step_ns: float = 0.0  #: inference: the serving loop's host time per step (ns)
 
+
+#: ``Workload.quant_zeros`` → code in :attr:`WorkloadParams.quant_zeros`
+QUANT_ZERO_CODES = {"none": 0, "packed": 1, "fp16": 2}
+#: weight dtype → :attr:`WorkloadParams.wo_code` when the activations are 16-bit
+WO_CODES = {"int8": 1, "int4": 2}
 
 #: Matmul-input dtype → code in :attr:`WorkloadParams.act_code` (NVFP4 and MXFP4 share
 #: the FP4 rate, ``TopologyParams.fp4_ratio``).
@@ -286,6 +297,10 @@ class TopologyParams(NamedTuple):
     coll_base_scaleout_ns: float = 0.0
     #: one in-cube step of a collective whose group crosses the cube (NCCL's NVLink latency)
     alpha_intra_scaleout_ns: float = 0.0
+    #: weight-only INT4 / INT8 GEMMs' weight-streaming rate / a 16-bit GEMM's
+    wo_int4_bw_ratio: float = 1.0
+    wo_int8_bw_ratio: float = 1.0
+    wo_mm_ratio: float = 1.0  #: weight-only GEMMs' matmul rate / the 16-bit one
 
 
 class EfficiencyParams(NamedTuple):
@@ -381,7 +396,7 @@ def pack_workload(workload) -> WorkloadParams:
         act_code=0.0 if train else float(ACT_CODES[workload.act_dtype]),
         cuda_graphs=1.0 if (workload.cuda_graphs and not train) else 0.0,
         virtual_stages=float(workload.virtual_stages) if train else 1.0,
-        attention=float(ATTENTION_CODES[workload.attention]) if train else 0.0,
+        attention=float(ATTENTION_CODES[workload.attention]),
         framework=float(FRAMEWORK_CODES[workload.framework]) if train else 0.0,
         grad_overlap=(1.0 if workload.grad_overlap else 0.0) if train else 0.0,
         offload=float(OFFLOAD_CODES[workload.offload]) if train else 0.0,
@@ -392,6 +407,11 @@ def pack_workload(workload) -> WorkloadParams:
         tp_overlap=1.0 if (train and workload.tp_comm_overlap) else 0.0,
         eager=1.0 if (train and workload.eager_elementwise) else 0.0,
         eager_loss=1.0 if (train and workload.eager_loss) else 0.0,
+        wo_code=0.0 if (train or ACT_CODES[workload.act_dtype] != 0)
+        else float(WO_CODES.get(workload.weight_dtype, 0)),
+        quant_group=float(workload.quant_group),
+        quant_zeros=float(QUANT_ZERO_CODES[workload.quant_zeros]),
+        host_step_ns=0.0 if train else float(workload.host_step_ns),
     )
 
 
@@ -406,7 +426,10 @@ def pack_topology(topology) -> TopologyParams:
                           float(topology.pcie_gbs), float(topology.host_mem_gb),
                           1.0 if topology.nvls else 0.0, fp4_ratio=float(topology.fp4_ratio),
                           coll_base_scaleout_ns=float(topology.coll_base_scaleout_ns),
-                          alpha_intra_scaleout_ns=float(topology.alpha_intra_scaleout_ns))
+                          alpha_intra_scaleout_ns=float(topology.alpha_intra_scaleout_ns),
+                          wo_int4_bw_ratio=float(topology.wo_int4_bw_ratio),
+                          wo_int8_bw_ratio=float(topology.wo_int8_bw_ratio),
+                          wo_mm_ratio=float(topology.wo_mm_ratio))
 
 
 def pack_efficiency(eff, *, train: bool = False, hbm_ratio: float = 1.0) -> EfficiencyParams:

@@ -13,7 +13,7 @@ from .checks import Range, choice, flag, validate_table
 from .runtime import DEFAULT_RUNTIME
 from .runtime import resolve as resolve_runtime
 
-__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "Workload"]
+__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "QUANT_ZEROS", "Workload"]
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
@@ -26,7 +26,8 @@ MODES: tuple[str, ...] = ("prefill", "decode", "train")
 #: Efficient and Accurate Low-Precision Inference", 2025-06-24, developer.nvidia.com/blog/
 #: introducing-nvfp4-for-efficient-and-accurate-low-precision-inference, and its table
 #: comparing FP4, MXFP4 and NVFP4; OCP Microscaling Formats (MX) Specification v1.0).
-#: ``int4`` is weight-only (W4A16) and its group scales are not counted.
+#: ``int4`` is weight-only (W4A16); its group scales (and zero points) are counted by the
+#: inference kernels from ``Workload.quant_group`` / ``quant_zeros``, not here.
 DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5,
                                  "fp4": 0.5625, "mxfp4": 0.53125}
 #: Dtypes whose matmuls run at the family's FP4 rate (``Topology.fp4_ratio``) when they
@@ -45,7 +46,12 @@ _WORKLOAD_RANGES: dict[str, Range] = {
     "virtual_stages": Range(1, 1024, "(interleaved pipeline chunks per device)"),
     "prefill_tokens": Range(0, 1e9, "tokens (other requests' prompt tokens per decode step)"),
     "prefill_context": Range(0, 1e8, "tokens (mean context of those prompt tokens)"),
+    "host_step_ns": Range(0, 1e10, "ns (serving loop's host time per step)", integer=False),
+    "quant_group": Range(0, 1e6, "(weights per scale group; 0 = one per output channel)"),
 }
+#: Zero points of a weight-only INT4 / INT8 format, per scale group: ``Workload.quant_zeros``
+#: -> bytes per group beside the 16-bit scale ("packed": one at the weight's own width)
+QUANT_ZEROS: tuple[str, ...] = ("none", "packed", "fp16")
 
 
 @dataclass(frozen=True)
@@ -120,12 +126,16 @@ class Workload:
         Training only: virtual pipeline stages per device (interleaved 1F1B; bubble
         (p-1)/(v·m)); 1 = plain 1F1B.
     attention : {"flash", "flash2", "unfused"}
-        Training only: FlashAttention-style core (no s² activations, backward at 2.5x
+        Training: FlashAttention-style core (no s² activations, backward at 2.5x
         the forward FLOPs) or the unfused core that stores the scores. ``"flash"`` is the
         family's native fused kernel (cuDNN / Transformer Engine / FlashAttention-3 on
         Hopper); ``"flash2"`` a FlashAttention-2-class kernel (the ``flash-attn`` 2
         package, PyTorch SDPA's flash backend), which on a family with
         ``Topology.fa2_ratio`` < 1 runs at that fraction of the native kernel's rate.
+        Inference reads ``"flash2"`` the same way (the attention core of prefill and
+        decode steps at ``fa2_ratio`` of the native FlashAttention-3 / TensorRT-LLM /
+        FlashInfer class kernel: vLLM 0.x's flash-attn 2 on Hopper) and prices
+        ``"unfused"`` like ``"flash"``.
     framework : {"deepspeed", "megatron", "fsdp"}
         Training only: whose model-state formula and defaults apply. ``deepspeed``:
         DeepSpeed's per-stage formulas (ZeRO-3 also holds the fully gathered largest
@@ -219,6 +229,26 @@ class Workload:
         simcore's library default, today's values of those fields (eager decode, fused
         kernels, DeepSpeed's formulas), on which the validation and golden numbers are
         pinned.
+    host_step_ns : float
+        Inference: host time per step of the serving loop that does not overlap the
+        device's step (a Python engine loop that schedules, prepares the inputs and
+        processes the sampled tokens between steps: vLLM 0.x without multi-step
+        scheduling), added to every step (``kernels.inference.step_overheads``). 0 (default):
+        the loop overlaps the device (CUDA graphs, overlap schedulers), today's pricing.
+        A runtime profile sets it; vllm-project/vllm issue #6854 measures about 4 ms per
+        decode step in vLLM 0.5.
+    quant_group : int
+        Inference, ``weight_dtype`` ``"int4"`` / ``"int8"`` with 16-bit activations
+        (weight-only, W4A16 / W8A16): weights per scale group along the input dimension;
+        each group stores a 16-bit scale (and ``quant_zeros``' zero point), so the weights
+        take ``w + (2 + z) / quant_group`` bytes each. Default 128 (AWQ and GPTQ's
+        published group size); 0 = one scale per output channel (TensorRT-LLM's and
+        gpt-fast's INT8 weight-only), negligible.
+    quant_zeros : {"none", "packed", "fp16"}
+        Zero points of that format: ``"none"`` (symmetric: GPTQ ``sym=True``, Marlin),
+        ``"packed"`` (one per group at the weight's width: AWQ, GPTQ asymmetric),
+        ``"fp16"`` (a 16-bit one beside each scale: torchao / gpt-fast's int4 ``tinygemm``
+        layout).
 
     Examples
     --------
@@ -255,6 +285,9 @@ class Workload:
     tp_comm_overlap: bool = None  # type: ignore[assignment]
     eager_elementwise: bool = None  # type: ignore[assignment]
     eager_loss: bool = None  # type: ignore[assignment]
+    host_step_ns: float = 0.0
+    quant_group: int = 128
+    quant_zeros: str = "none"
     runtime: str = DEFAULT_RUNTIME
     #: (field, value) pairs the runtime profile set (neither compared nor shown): what
     #: dataclasses.replace carries over from them is re-resolved, not taken as explicit
@@ -281,6 +314,8 @@ class Workload:
                             "W4A16); pass weight_dtype='int4' with act_dtype='bf16' or 'fp16'")
         choice("Workload", "attention", self.attention, ("flash", "flash2", "unfused"),
                 "'flash', 'flash2' or 'unfused'")
+        choice("Workload", "quant_zeros", self.quant_zeros, QUANT_ZEROS,
+                "'none' (symmetric), 'packed' (AWQ / GPTQ) or 'fp16' (tinygemm)")
         choice("Workload", "framework", self.framework, ("deepspeed", "megatron", "fsdp"),
                 "'deepspeed', 'megatron' or 'fsdp'")
         choice("Workload", "offload", self.offload, ("none", "optimizer", "optimizer+params"),
