@@ -126,6 +126,8 @@ HELD: dict[str, tuple[str, str]] = {
     "network_sip": ("fit", "None: follows network_inter (no SiP hardware is measured)"),
     "step_overhead_ns": ("fit", "0, its lower bound, where every fit since the per-launch and "
                          "per-sequence costs joined put it"),
+    "train_memory": ("convention", "None: training steps use memory, one HBM factor for "
+                     "inference and training"),
     "comm_contention": ("peer", "0.15, Calculon's processor_usage of NVLink "
                         "(calculon-ai/calculon systems/a100_80g.json, h100_80g_nvl8.json "
                         "@caa4b11f); a scan of 0-0.45 with refits has its minimum there"),
