@@ -184,6 +184,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     traffic.add_argument("--kv-overlap", choices=list(KV_OVERLAPS), default=sched.kv_overlap,
                          help="disaggregated KV transfer: sent layer by layer while the "
                               "prefill runs (default) or after it")
+    spec = parser.add_argument_group(
+        "speculative decoding", "each decode step drafts K tokens and verifies them with one "
+        "target pass of K+1 queries per sequence, emitting (1 - A^(K+1)) / (1 - A) tokens "
+        "(Leviathan et al. 2023, eq. 1); steady state and at a rate")
+    spec.add_argument("--spec-draft-len", type=int, default=None, metavar="K",
+                      help="tokens drafted per step (>= 1; default: no speculation)")
+    spec.add_argument("--spec-accept", type=float, default=None, metavar="A",
+                      help="probability that a drafted token is accepted, in [0, 1)")
+    spec.add_argument("--spec-draft", default="mtp", metavar="DRAFT",
+                      help="the proposer: mtp (default: one extra decoder layer of the "
+                           "target's shape per drafted token, sharing its embedding and head, "
+                           "as DeepSeek-V3's MTP module and EAGLE heads) or a draft model "
+                           "preset name, run on the target's layout")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -241,7 +254,7 @@ def _run_at_rate(args: argparse.Namespace) -> int:
     modes = ("agg", "disagg") if args.mode == "both" else (args.mode,)
     sched = Scheduler(token_budget=args.max_num_batched_tokens, max_seqs=args.max_num_seqs,
                       kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap,
-                      prefix_hit_rate=args.prefix_hit_rate)
+                      prefix_hit_rate=args.prefix_hit_rate, speculative=_speculative(args))
     try:
         result = plan_at_rate(args.model, family=args.family, gpus=args.gpus, rate_rps=args.rate,
                               trace=args.trace, duration_s=args.duration_s, isl=args.isl,
@@ -267,6 +280,24 @@ def _run_at_rate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _speculative(args: argparse.Namespace) -> Any:
+    """``--spec-draft-len`` / ``--spec-accept`` / ``--spec-draft`` as a ``Speculative``
+    (None without them); both numbers are needed, checked by ``Speculative``."""
+    from ..studies.serving.speculative import Speculative
+
+    k, a = args.spec_draft_len, args.spec_accept
+    if k is None and a is None:
+        if args.spec_draft != "mtp":
+            raise SimcoreInputError("--spec-draft needs --spec-draft-len K and --spec-accept A")
+        return None
+    if k is None or a is None:
+        given, missing = (("--spec-draft-len", "--spec-accept A") if a is None
+                          else ("--spec-accept", "--spec-draft-len K"))
+        raise SimcoreInputError(f"{given} needs {missing} too (speculative decoding takes "
+                                "both the draft length and the acceptance rate)")
+    return Speculative(k, a, args.spec_draft)
+
+
 def _plan(args: argparse.Namespace) -> Any:
     from ..studies import serving
 
@@ -279,7 +310,7 @@ def _plan(args: argparse.Namespace) -> Any:
                         batch=flat(args.batch) or serving.DEFAULT_BATCHES,
                         prefill_batch=flat(args.prefill_batch) or serving.DEFAULT_PREFILL_BATCHES,
                         exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype,
-                        attn_dp=args.attn_dp, ep=args.ep)
+                        attn_dp=args.attn_dp, ep=args.ep, speculative=_speculative(args))
 
 
 def _save_files(args: argparse.Namespace, result: Any, text: str) -> None:

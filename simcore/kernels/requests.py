@@ -14,13 +14,14 @@ whose computed tokens reach its known tokens samples its next token at the step'
 
 Pieces, each with a twin of the same name in ``requests_ref``: :func:`segment`,
 :func:`table_ns`, :func:`decode_part_ns`, :func:`prefill_part_ns`, :func:`step_ns`,
-:func:`blocks_for`, :func:`decode_stretch`; drivers: :func:`simulate_instance`,
+:func:`blocks_for`, :func:`spec_emit`, :func:`decode_stretch`; drivers: :func:`simulate_instance`,
 :func:`simulate_round_robin`, :func:`kv_transfer_done`.
 Times are float64 ns, token and block counts int64. Requests are given sorted by arrival.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -28,7 +29,8 @@ import numpy as np
 from ._numba import jit
 
 __all__ = ["StepTables", "blocks_for", "decode_part_ns", "kv_transfer_done", "prefill_part_ns",
-           "segment", "simulate_instance", "simulate_round_robin", "step_ns", "table_ns"]
+           "segment", "simulate_instance", "simulate_round_robin", "spec_emit", "step_ns",
+           "table_ns"]
 
 
 class StepTables(NamedTuple):
@@ -38,7 +40,10 @@ class StepTables(NamedTuple):
     ``pre_ns[k, j]``: a prefill of ``pre_batch[k]`` sequences of ``pre_tokens[j]`` tokens
     each (launching every kernel). ``dec_ns[b, c]``: a decode step of ``dec_batch[b]``
     sequences at context ``dec_ctx[c]`` (replaying CUDA graphs). Every grid is increasing,
-    float64, with at least two points.
+    float64, with at least two points. ``mix_base_ns``: what a mixed step saves of its
+    decode part, the target's batch-1 decode at the shortest context (NaN: ``dec_ns[0, 0]``
+    at batch 1; with speculative decoding ``dec_ns`` also holds the drafts, which a mixed
+    step still runs, so the planner passes the verify alone).
     """
 
     pre_batch: np.ndarray
@@ -47,6 +52,7 @@ class StepTables(NamedTuple):
     dec_batch: np.ndarray
     dec_ctx: np.ndarray
     dec_ns: np.ndarray
+    mix_base_ns: float = math.nan
 
 
 @jit()
@@ -100,13 +106,16 @@ def prefill_part_ns(tables, tokens, pairs):
 def step_ns(tables, n_dec, ctx_sum, tokens, pairs):
     """One scheduler step: decode only, prefill only, or mixed. A mixed step is the
     prefill's cost plus the decode's above a batch-1 decode at the shortest context (the
-    decode tokens ride in the prefill's forward: weights and step overheads once)."""
+    decode tokens ride in the prefill's forward: weights and step overheads once;
+    ``tables.mix_base_ns`` when given)."""
     if tokens == 0:
         return decode_part_ns(tables, n_dec, ctx_sum)
     pre = prefill_part_ns(tables, tokens, pairs)
     if n_dec == 0:
         return pre
-    base = table_ns(tables.dec_batch, tables.dec_ctx, tables.dec_ns, 1.0, tables.dec_ctx[0])
+    base = tables.mix_base_ns
+    if not base == base:  # NaN: the decode table's own batch-1 step
+        base = table_ns(tables.dec_batch, tables.dec_ctx, tables.dec_ns, 1.0, tables.dec_ctx[0])
     extra = decode_part_ns(tables, n_dec, ctx_sum) - base
     if extra < 0.0:
         extra = 0.0
@@ -117,6 +126,37 @@ def step_ns(tables, n_dec, ctx_sum, tokens, pairs):
 def blocks_for(tokens, block_size):
     """KV-cache blocks holding ``tokens`` tokens."""
     return (tokens + block_size - 1) // block_size
+
+
+@jit()
+def spec_emit(done_steps, gain, left):
+    """Tokens a speculative decode step emits for a sequence that has run ``done_steps``
+    of them: ``floor(gain·(d+1)) - floor(gain·d)``, so that after ``d`` steps it has
+    emitted ``floor(gain·d)`` (the expected ``gain`` per step, Leviathan et al. 2023
+    eq. 1, spread deterministically), at most the ``left`` it still needs (>= 1)."""
+    e = int(math.floor(gain * (done_steps + 1.0)) - math.floor(gain * done_steps))
+    if e < 1:
+        e = 1
+    if e > left:
+        e = left
+    return e
+
+
+@jit()
+def take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new, spec_steps):
+    """What request ``r`` gets this step: ``(m, cost, decode)``, ``m`` tokens whose KV the
+    step computes, ``cost`` tokens of the budget, ``decode`` whether it is priced as a
+    decode. Without speculation (``spec_k`` 0) ``m = cost = min(tokens left, budget)``, a
+    decode when that is one token of a started sequence. With it a started sequence with
+    one token left verifies ``spec_k + 1`` queries (``cost``; 0 when the budget left is
+    smaller: not scheduled) and keeps the KV of the tokens it emits (:func:`spec_emit`)."""
+    left = tokens[r] - computed[r]
+    if spec_k > 0 and left == 1 and computed[r] >= 1:
+        if budget < spec_k + 1:
+            return 0, 0, True
+        return spec_emit(spec_steps[r], spec_gain, max_new[r] - sampled[r]), spec_k + 1, True
+    m = min(left, budget)
+    return m, m, m == 1 and computed[r] >= 1
 
 
 @jit()
@@ -184,7 +224,8 @@ def step_stretch(k, tables, n_run, fast_ctx, running, computed, tokens, sampled,
 
 @jit()
 def schedule_running(running, n_run, tokens, computed, held, sched, preemptions, queue, q_head,
-                     q_len, free, budget, block_size):
+                     q_len, free, budget, block_size, spec_k, spec_gain, sampled, max_new,
+                     spec_steps):
     """The running requests' share of the step's token budget, in admission order; when
     the cache runs short the newest running request is preempted (recompute) back to the
     queue's head. Returns ``(n_run, q_head, q_len, free, budget, n_dec, ctx_sum,
@@ -198,7 +239,10 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
     k = 0
     while k < n_run and budget > 0:  # running requests first, in admission order
         r = running[k]
-        m = min(tokens[r] - computed[r], budget)
+        m, cost, dec = take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new,
+                            spec_steps)
+        if cost == 0:
+            break  # a verify needs more of the budget than is left
         need = blocks_for(computed[r] + m, block_size) - held[r]
         lost = False
         while need > free:  # preempt the newest running request (recompute)
@@ -220,10 +264,12 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
         held[r] += need
         free -= need
         sched[r] = m
-        budget -= m
-        if m == 1 and computed[r] >= 1:
+        budget -= cost
+        if dec:
             n_dec += 1
             ctx_sum += computed[r] + 1
+            if spec_k > 0:
+                spec_steps[r] += 1
         else:
             pre_tokens += m
             pairs += m * computed[r] + m * (m + 1) / 2.0
@@ -234,16 +280,17 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
 @jit()
 def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, computed, held,
                      sched, start_ns, free, budget, block_size, t, n_dec, ctx_sum, pre_tokens,
-                     pairs):
+                     pairs, spec_k, spec_gain, sampled, max_new, spec_steps):
     """Admit waiting requests, first come first served, while the budget, the sequence
     cap and free KV blocks allow. Returns ``(q_head, q_len, n_run, free, budget, n_dec,
     ctx_sum, pre_tokens, pairs)``."""
     n = queue.shape[0]
     while q_len > 0 and budget > 0 and n_run < max_seqs:
         r = queue[q_head]  # waiting requests, first come first served
-        m = min(tokens[r] - computed[r], budget)
+        m, cost, dec = take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new,
+                            spec_steps)
         need = blocks_for(computed[r] + m, block_size)
-        if need > free:
+        if cost == 0 or need > free:
             break
         q_head = (q_head + 1) % n
         q_len -= 1
@@ -252,12 +299,14 @@ def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, com
         held[r] = need
         free -= need
         sched[r] = m
-        budget -= m
+        budget -= cost
         if start_ns[r] < 0.0:
             start_ns[r] = t
-        if m == 1 and computed[r] >= 1:
+        if dec:
             n_dec += 1
             ctx_sum += computed[r] + 1
+            if spec_k > 0:
+                spec_steps[r] += 1
         else:
             pre_tokens += m
             pairs += m * computed[r] + m * (m + 1) / 2.0
@@ -281,9 +330,10 @@ def finish_step(running, n_run, sched, computed, tokens, sampled, max_new, first
         finished = False
         if m > 0:
             computed[r] += m
-            if computed[r] == tokens[r]:
-                sampled[r] += 1
-                tokens[r] += 1
+            if computed[r] >= tokens[r]:  # caught up: samples one token (a verify: m)
+                new = computed[r] - tokens[r] + 1
+                sampled[r] += new
+                tokens[r] += new
                 if first_ns[r] < 0.0:
                     first_ns[r] = t
                 last_ns[r] = t
@@ -308,19 +358,28 @@ def finish_step(running, n_run, sched, computed, tokens, sampled, max_new, first
 
 @jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
-                      n_blocks, block_size):
+                      n_blocks, block_size, spec_k=0, spec_gain=1.0):
     """Step one instance's scheduler until every request finished or was dropped.
 
     Per request (sorted by ``arrival_ns``): ``prompt`` tokens known at arrival, of which
     ``cached`` already have their KV (a disaggregated decode worker receives them), and
     ``max_new`` tokens to sample (>= 1). A request whose final KV (``prompt + max_new -
     1`` tokens) needs more than ``n_blocks`` blocks can never run: dropped (times -1).
+    ``spec_k`` > 0: speculative decoding, each decode step verifying ``spec_k + 1``
+    queries per sequence (``tables.dec_ns`` then prices a whole speculative step) and
+    emitting ``spec_gain`` tokens per sequence on average (:func:`spec_emit`; ``spec_k``
+    at most ``token_budget - 1``, ``spec_gain`` at most ``spec_k + 1``); decode stretches
+    are then stepped one by one.
 
     Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
     that sampled its first and its last token, the start of the first step that scheduled
     it, how often it was preempted, and the number of steps run.
     """
     n = arrival_ns.shape[0]
+    if spec_k > token_budget - 1:  # a verify never outgrows the step's budget
+        spec_k = token_budget - 1
+    if spec_gain > spec_k + 1.0:
+        spec_gain = spec_k + 1.0
     first_ns = np.full(n, -1.0)
     last_ns = np.full(n, -1.0)
     start_ns = np.full(n, -1.0)
@@ -330,6 +389,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     sampled = np.zeros(n, dtype=np.int64)
     held = np.zeros(n, dtype=np.int64)
     sched = np.zeros(n, dtype=np.int64)
+    spec_steps = np.zeros(n, dtype=np.int64)
     running = np.empty(max(n, 1), dtype=np.int64)
     queue = np.empty(max(n, 1), dtype=np.int64)  # ring buffer of waiting requests
     for i in range(n):
@@ -353,7 +413,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
                                             queue, q_head, q_len, nxt, done, t)
         if n_run == 0 and q_len == 0:
             continue
-        if fast_ok and 0 < n_run <= token_budget:
+        if fast_ok and spec_k == 0 and 0 < n_run <= token_budget:
             k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
                                token_budget, max_seqs, block_size)
             if k > 0:  # k decode-only steps with nothing to decide but time: step them
@@ -367,12 +427,14 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
         (n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs,
          preempted) = schedule_running(running, n_run, tokens, computed, held, sched,
                                        preemptions, queue, q_head, q_len, free, token_budget,
-                                       block_size)
+                                       block_size, spec_k, spec_gain, sampled, max_new,
+                                       spec_steps)
         if not preempted:
             (q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens,
              pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens,
                                        computed, held, sched, start_ns, free, budget,
-                                       block_size, t, n_dec, ctx_sum, pre_tokens, pairs)
+                                       block_size, t, n_dec, ctx_sum, pre_tokens, pairs,
+                                       spec_k, spec_gain, sampled, max_new, spec_steps)
         if n_dec == 0 and pre_tokens == 0:
             continue  # everything running was preempted: admit again next pass
         t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
@@ -385,7 +447,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
 
 @jit()
 def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
-                         n_blocks, block_size, instances):
+                         n_blocks, block_size, instances, spec_k=0, spec_gain=1.0):
     """:func:`simulate_instance` on ``instances`` alike instances, request ``i`` (sorted by
     arrival) dealt to instance ``i % instances``; per-request results in the input order,
     preemptions and steps summed over the instances."""
@@ -401,7 +463,7 @@ def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budg
             continue
         f, la, s0, p, st = simulate_instance(arrival_ns[idx], prompt[idx], cached[idx],
                                              max_new[idx], tables, token_budget, max_seqs,
-                                             n_blocks, block_size)
+                                             n_blocks, block_size, spec_k, spec_gain)
         first_ns[idx] = f
         last_ns[idx] = la
         start_ns[idx] = s0

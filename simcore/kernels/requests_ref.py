@@ -47,8 +47,10 @@ def step_ns(tables: Any, n_dec: int, ctx_sum: float, tokens: int, pairs: float) 
     pre = prefill_part_ns(tables, tokens, pairs)
     if n_dec == 0:
         return pre
-    base = table_ns(list(tables.dec_batch), list(tables.dec_ctx), tables.dec_ns, 1.0,
-                    float(tables.dec_ctx[0]))
+    base = float(getattr(tables, "mix_base_ns", math.nan))
+    if math.isnan(base):
+        base = table_ns(list(tables.dec_batch), list(tables.dec_ctx), tables.dec_ns, 1.0,
+                        float(tables.dec_ctx[0]))
     return pre + max(decode_part_ns(tables, n_dec, ctx_sum) - base, 0.0)
 
 
@@ -56,21 +58,30 @@ def blocks_for(tokens: int, block_size: int) -> int:
     return -(-tokens // block_size)
 
 
+def spec_emit(done_steps: int, gain: float, left: int) -> int:
+    e = int(math.floor(gain * (done_steps + 1.0)) - math.floor(gain * done_steps))
+    return min(max(e, 1), left)
+
+
 class _Request:
     __slots__ = ("arrival", "computed", "first", "held", "index", "last", "max_new",
-                 "preemptions", "prompt", "sampled", "start", "tokens")
+                 "preemptions", "prompt", "sampled", "spec_steps", "start", "tokens")
 
     def __init__(self, index: int, arrival: float, prompt: int, cached: int, max_new: int):
         self.index, self.arrival, self.prompt, self.max_new = index, arrival, prompt, max_new
         self.computed, self.tokens, self.sampled, self.held = cached, prompt, 0, 0
+        self.spec_steps = 0
         self.first = self.last = self.start = -1.0
         self.preemptions = 0
 
 
 def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached: Sequence[int],
                       max_new: Sequence[int], tables: Any, token_budget: int, max_seqs: int,
-                      n_blocks: int, block_size: int) -> tuple[list[float], list[float],
-                                                               list[float], list[int], int]:
+                      n_blocks: int, block_size: int, spec_k: int = 0,
+                      spec_gain: float = 1.0) -> tuple[list[float], list[float], list[float],
+                                                       list[int], int]:
+    spec_k = min(spec_k, token_budget - 1)  # a verify never outgrows the step's budget
+    spec_gain = min(spec_gain, spec_k + 1.0)
     reqs = [_Request(i, float(a), int(p), int(c), int(m))
             for i, (a, p, c, m) in enumerate(zip(arrival_ns, prompt, cached, max_new,
                                                   strict=True))]
@@ -79,10 +90,21 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
     running: list[_Request] = []
     free, t, steps, left = n_blocks, 0.0, 0, len(reqs)
 
-    def cost_of(r: _Request, m: int, acc: list[Any]) -> None:
-        if m == 1 and r.computed >= 1:
+    def take(r: _Request, budget: int) -> tuple[int, int, bool]:
+        left = r.tokens - r.computed
+        if spec_k > 0 and left == 1 and r.computed >= 1:  # a verify of spec_k + 1 queries
+            if budget < spec_k + 1:
+                return 0, 0, True
+            return spec_emit(r.spec_steps, spec_gain, r.max_new - r.sampled), spec_k + 1, True
+        m = min(left, budget)
+        return m, m, m == 1 and r.computed >= 1
+
+    def cost_of(r: _Request, m: int, dec: bool, acc: list[Any]) -> None:
+        if dec:
             acc[0] += 1
             acc[1] += r.computed + 1
+            if spec_k > 0:
+                r.spec_steps += 1
         else:
             acc[2] += m
             acc[3] += m * r.computed + m * (m + 1) / 2.0
@@ -103,7 +125,9 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
         for r in list(running):
             if budget <= 0 or r not in running:
                 break
-            m = min(r.tokens - r.computed, budget)
+            m, cost, dec = take(r, budget)
+            if cost == 0:
+                break
             need = blocks_for(r.computed + m, block_size) - r.held
             while need > free:
                 v = running.pop()
@@ -119,23 +143,23 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
             r.held += need
             free -= need
             scheduled[r.index] = m
-            budget -= m
-            cost_of(r, m, acc)
+            budget -= cost
+            cost_of(r, m, dec, acc)
         while not preempted and waiting and budget > 0 and len(running) < max_seqs:
             r = waiting[0]
-            m = min(r.tokens - r.computed, budget)
+            m, cost, dec = take(r, budget)
             need = blocks_for(r.computed + m, block_size)
-            if need > free:
+            if cost == 0 or need > free:
                 break
             waiting.popleft()
             running.append(r)
             r.held = need
             free -= need
             scheduled[r.index] = m
-            budget -= m
+            budget -= cost
             if r.start < 0.0:
                 r.start = t
-            cost_of(r, m, acc)
+            cost_of(r, m, dec, acc)
         if not scheduled:
             continue
         t += step_ns(tables, acc[0], acc[1], acc[2], acc[3])
@@ -145,9 +169,10 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
             m = scheduled.get(r.index, 0)
             if m:
                 r.computed += m
-                if r.computed == r.tokens:
-                    r.sampled += 1
-                    r.tokens += 1
+                if r.computed >= r.tokens:
+                    new = r.computed - r.tokens + 1
+                    r.sampled += new
+                    r.tokens += new
                     if r.first < 0.0:
                         r.first = t
                     r.last = t
@@ -165,8 +190,9 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
 def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
                          cached: Sequence[int], max_new: Sequence[int], tables: Any,
                          token_budget: int, max_seqs: int, n_blocks: int, block_size: int,
-                         instances: int) -> tuple[list[float], list[float], list[float],
-                                                  list[int], int]:
+                         instances: int, spec_k: int = 0,
+                         spec_gain: float = 1.0) -> tuple[list[float], list[float],
+                                                          list[float], list[int], int]:
     n = len(arrival_ns)
     first, last, start, pre, steps = [-1.0] * n, [-1.0] * n, [-1.0] * n, [0] * n, 0
     for w in range(instances):
@@ -175,7 +201,8 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
             continue
         f, la, s0, p, st = simulate_instance([arrival_ns[i] for i in idx], [prompt[i] for i in idx],
                                              [cached[i] for i in idx], [max_new[i] for i in idx],
-                                             tables, token_budget, max_seqs, n_blocks, block_size)
+                                             tables, token_budget, max_seqs, n_blocks, block_size,
+                                             spec_k, spec_gain)
         for k, i in enumerate(idx):
             first[i], last[i], start[i], pre[i] = f[k], la[k], s0[k], p[k]
         steps += st

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from .simulate import (
     serve_agg,
     serve_disagg,
 )
+from .speculative import Speculative
 from .traffic import Traffic, TrafficError, poisson, read_trace
 
 __all__ = ["AUTO_MAX_GPUS", "DEFAULT_DURATION_S", "RATE_ROW_KEYS", "RateConfig", "RateInfeasibleError",
@@ -156,6 +157,7 @@ def plan_at_rate(
     exact_gpus: bool = False,
     top: int = 5,
     seed: int = 0,
+    speculative: Speculative | None = None,
 ) -> RatePlan:
     """The smallest deployments of ``model`` that serve the traffic within p99 limits.
 
@@ -185,6 +187,9 @@ def plan_at_rate(
         Rows kept per mode.
     seed : int
         Seed of the Poisson arrivals.
+    speculative : Speculative, optional
+        Speculative decoding (draft length, acceptance rate, proposer); replaces the
+        scheduler's ``speculative``.
 
     Raises
     ------
@@ -205,7 +210,7 @@ def plan_at_rate(
                         traffic=traffic, duration_s=duration_s, isl=isl, osl=osl,
                         max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, hardware=hardware,
                         efficiency=efficiency, dtype=dtype, scheduler=scheduler, modes=modes,
-                        exact_gpus=exact_gpus, top=top, seed=seed)
+                        exact_gpus=exact_gpus, top=top, seed=seed, speculative=speculative)
     insts = _instances(req)
     short = _shortlist(req, insts)
     cands: list[RateConfig] = []
@@ -279,7 +284,8 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
                   traffic: Traffic | None, duration_s: Any, isl: Any, osl: Any,
                   max_ttft_ms: Any, max_tpot_ms: Any, hardware: Any, efficiency: Any,
                   dtype: Any, scheduler: Scheduler | None, modes: Sequence[str],
-                  exact_gpus: bool, top: Any, seed: Any) -> _RateRequest:
+                  exact_gpus: bool, top: Any, seed: Any,
+                  speculative: Speculative | None = None) -> _RateRequest:
     """Step 1: every argument checked (cheap ones first), the model, family and traffic
     loaded; nothing simulated."""
     ttft_lim = _limit("max_ttft_ms", max_ttft_ms)
@@ -291,6 +297,8 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ServingError(f"seed (--seed) must be an integer >= 0, got {seed!r}")
     sched = scheduler if scheduler is not None else Scheduler()
+    if speculative is not None:
+        sched = replace(sched, speculative=speculative)
     modes = tuple(modes)
     if not modes or set(modes) - {"agg", "disagg"}:
         raise ServingError(f"modes must be some of ('agg', 'disagg'), got {modes!r}")
@@ -368,12 +376,13 @@ def _steady(req: _RateRequest, inst: Instance, *, agg: bool) -> float:
     interleaved prefills when aggregated) stays within the TPOT limit; every prompt
     prefilled alone, decode at the mean context."""
     cap = max(1, min(req.sched.max_seqs, inst.concurrency(round(req.mean_isl + req.mean_osl))))
-    steps = max(req.mean_osl - 1, 1.0)
+    tokens = max(req.mean_osl - 1, 1.0)
+    steps = tokens / req.sched.spec_args[1]  # a speculative step emits the expected tokens
     pre = inst.prefill_ns(req.mean_isl) if agg else 0.0
     best = 0.0
     for b in _batches(cap):
         step = inst.decode_ns(b, req.mean_isl + req.mean_osl / 2)
-        tpot = step + b * pre / steps
+        tpot = (steps * step + b * pre) / tokens
         if best and req.max_tpot_ms is not None and tpot / 1e6 > req.max_tpot_ms:
             break
         best = max(best, b / (steps * step + b * pre) * 1e9)

@@ -255,6 +255,7 @@ def plan(
     dtype: str | None = None,
     attn_dp: int | Sequence[int] | str = "all",
     ep: int | Sequence[int] | str = "all",
+    speculative: Any = None,
 ) -> ServingPlan:
     """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
 
@@ -297,6 +298,10 @@ def plan(
         allows). Degree 1 of both searches the layouts without expert parallelism; the
         others :func:`~.model.expert_space` (no CP). A dense model searches 1 only
         (anything above is refused).
+    speculative : Speculative, optional
+        Speculative decoding (:mod:`.speculative`): each decode step drafts and verifies,
+        TPOT is its time over the expected tokens per step; the proposer's weights, KV
+        and prefill are counted.
 
     Returns
     -------
@@ -318,7 +323,7 @@ def plan(
                    max_tpot_ms=max_tpot_ms, hardware=hardware, efficiency=efficiency,
                    batch=batch, prefill_batch=prefill_batch, exact_gpus=exact_gpus,
                    modes=modes, top=top, dtype=dtype, attn_dp=attn_dp, ep=ep)
-    costs = _price_layouts(req)
+    costs = _price_layouts(req, speculative)
     lay = _Layouts.of(costs, req.batches, req.prefill_batches)
     candidates: list[ServingConfig] = []
     if "agg" in req.modes:
@@ -332,7 +337,8 @@ def plan(
                        max_tpot_ms=req.max_tpot_ms, exact_gpus=req.exact_gpus,
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
                        dataset=costs[0].dataset, elapsed_s=time.perf_counter() - t0,
-                       dtype=req.dtype, notes=req.notes,
+                       dtype=req.dtype,
+                       notes=req.notes + ((speculative.describe(),) if speculative else ()),
                        sweeps=tuple(c.dataset for c in costs), attn_dps=req.attn_dps,
                        eps=req.eps)
 
@@ -471,10 +477,11 @@ def _check_budget_size(gpus: int, fam: HardwareFamily) -> None:
 
 # --- step 2: pricing the layouts -----------------------------------------------------------
 
-def _price_layouts(req: _Request) -> list[LayoutCosts]:
+def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
     """Step 2: the prefill and decode sweeps over every layout in the budget, priced by
-    the serving model (:func:`~.model.serving_costs`), one per space of
-    :attr:`_Request.spaces`; the request in each Dataset's attrs."""
+    the serving model (:func:`~.model.serving_costs`), with speculative decoding when
+    asked (:mod:`.speculative`), one per space of :attr:`_Request.spaces`; the request in
+    each Dataset's attrs."""
     mean_ctx, end_ctx = contexts(req.isl, req.osl)
     out = []
     for what, space, batches, p_batches in req.spaces:
@@ -487,6 +494,10 @@ def _price_layouts(req: _Request) -> list[LayoutCosts]:
                         **common)
         except DeviceBudgetError:  # nothing of this space fits at any batch searched
             continue
+        if speculative is not None:
+            from .speculative import spec_decode, spec_prefill
+            pre = spec_prefill(req.model, speculative, pre, common=common, dtype=req.dtype)
+            dec = spec_decode(req.model, speculative, dec, common=common, dtype=req.dtype)
         costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
         costs.dataset.attrs.update(
             model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl,

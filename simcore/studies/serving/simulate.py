@@ -40,6 +40,7 @@ from ...engine.core import request_kernels
 from ...engine.space import PARALLEL_DIMS
 from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model
 from .model import ServingError, serving_space, sweep
+from .speculative import Speculative, spec_decode, spec_prefill
 from .traffic import Traffic
 
 __all__ = ["DECODE_BATCHES", "KV_OVERLAPS", "PREFILL_BATCHES", "Instance", "KvLink",
@@ -69,7 +70,10 @@ class Scheduler:
     disaggregated prefill sends each layer's KV as it is computed) or ``"none"`` (the
     transfer starts when the prefill ends); ``prefix_hit_rate``: the share of each
     prompt whose KV the instance finds in its prefix cache (not computed again; its blocks
-    still counted per request, and a preempted request computes it again).
+    still counted per request, and a preempted request computes it again);
+    ``speculative``: speculative decoding (:class:`~.speculative.Speculative`, None: off):
+    each decode step verifies ``K + 1`` queries per sequence after ``K`` draft steps,
+    emits the expected tokens per sequence and keeps their KV.
     """
 
     token_budget: int = 8192
@@ -78,6 +82,7 @@ class Scheduler:
     kv_usable_fraction: float = 0.9
     kv_overlap: str = "layerwise"
     prefix_hit_rate: float = 0.0
+    speculative: Speculative | None = None
 
     def __post_init__(self) -> None:
         for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
@@ -95,6 +100,13 @@ class Scheduler:
         if isinstance(h, bool) or not isinstance(h, int | float) or not 0 <= h < 1:
             raise ServingError(f"prefix_hit_rate (--prefix-hit-rate) must be in [0, 1), the "
                                f"share of each prompt found in the prefix cache, got {h!r}")
+        if self.speculative is not None and not isinstance(self.speculative, Speculative):
+            raise ServingError(f"speculative must be a Speculative(draft_len, accept) or None, "
+                               f"got {type(self.speculative).__name__}")
+        if self.speculative is not None and self.token_budget <= self.speculative.draft_len:
+            raise ServingError(f"token_budget (--max-num-batched-tokens) {self.token_budget} "
+                               f"cannot hold one verify of {self.speculative.draft_len + 1} "
+                               "tokens (--spec-draft-len + 1); raise it or draft fewer")
         if self.kv_overlap not in KV_OVERLAPS:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
@@ -102,9 +114,17 @@ class Scheduler:
     def describe(self) -> str:
         hit = (f", {self.prefix_hit_rate:g} of each prompt from the prefix cache"
                if self.prefix_hit_rate else "")
+        spec = f"; {self.speculative.describe()}" if self.speculative is not None else ""
         return (f"token budget {self.token_budget} per step (chunked prefill, mixed batches), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
-                f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}")
+                f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}{spec}")
+
+    @property
+    def spec_args(self) -> tuple[int, float]:
+        """``(spec_k, spec_gain)`` of the request kernel: ``(0, 1.0)`` without
+        speculation."""
+        s = self.speculative
+        return (0, 1.0) if s is None else (int(s.draft_len), float(s.tokens_per_step))
 
     def cached_tokens(self, isl: np.ndarray) -> np.ndarray:
         """Prompt tokens found in the prefix cache (at least one token is computed)."""
@@ -187,6 +207,13 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
                                   dtype=dtype)
     pre = sweep(model, "prefill", batch=list(PREFILL_BATCHES), s_kv=tok_grid, **common)
     dec = sweep(model, "decode", batch=list(DECODE_BATCHES), s_kv=ctx_grid, **common)
+    mix_base = None
+    if scheduler.speculative is not None:  # a decode step: K drafts + a verify
+        spec = scheduler.speculative
+        pre = spec_prefill(model, spec, pre, common=common, dtype=dtype)
+        dec = spec_decode(model, spec, dec, common=common, dtype=dtype)
+        mix_base = _per_layout(dec.verify_ns, ("batch", "s_kv"))[0, 0]
+        dec["latency_ns"] = dec.step_ns
     pre_ns = _per_layout(pre.latency_ns, ("batch", "s_kv"))
     dec_ns = _per_layout(dec.latency_ns, ("batch", "s_kv"))
     ok = (_per_layout(pre.valid, ("batch", "s_kv")).all(axis=(0, 1))
@@ -213,7 +240,8 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
         lay = dict(zip(PARALLEL_DIMS, (v.item() if hasattr(v, "item") else v
                                        for v in stack[j]), strict=True))
         tables = kern.StepTables(pb, pt, np.ascontiguousarray(pre_ns[:, :, j]), db, dc,
-                                 np.ascontiguousarray(dec_ns[:, :, j]))
+                                 np.ascontiguousarray(dec_ns[:, :, j]),
+                                 math.nan if mix_base is None else float(mix_base[j]))
         out.append(Instance(label=layout_label(lay), layout=lay, n_devices=int(n_dev[j]),
                             tables=tables, kv_blocks=int(min(blocks[j], 1 << 40)),
                             kv_bytes_per_token=whole_kv, block_size=scheduler.block_size))
@@ -239,16 +267,18 @@ class Served:
 
 def _deal(arrival_ns: np.ndarray, prompt: np.ndarray, cached: np.ndarray,
           max_new: np.ndarray, inst: Instance, sched: Scheduler,
-          instances: int) -> tuple[Any, ...]:
+          instances: int, decode: bool = True) -> tuple[Any, ...]:
     """Requests (sorted by arrival) dealt round-robin to ``instances`` instances of
-    ``inst``, all simulated in one kernel call."""
+    ``inst``, all simulated in one kernel call (``decode``: speculating when the
+    scheduler does; a prefill worker never decodes)."""
+    spec_k, gain = sched.spec_args if decode else (0, 1.0)
     return request_kernels().simulate_round_robin(
         np.ascontiguousarray(arrival_ns, dtype=np.float64),
         np.ascontiguousarray(prompt, dtype=np.int64),
         np.ascontiguousarray(cached, dtype=np.int64),
         np.ascontiguousarray(max_new, dtype=np.int64), inst.tables,
         int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
-        int(sched.block_size), int(instances))
+        int(sched.block_size), int(instances), spec_k, gain)
 
 
 def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
@@ -313,7 +343,7 @@ def prefill_stage(traffic: Traffic, inst: Instance, workers: int, sched: Schedul
     n = traffic.n
     done, _, start, pre, steps = _deal(traffic.arrival_s * 1e9, traffic.isl,
                                        sched.cached_tokens(traffic.isl), np.ones(n, np.int64), inst,
-                                       sched, workers)
+                                       sched, workers, decode=False)
     span = np.where(done >= 0, done - start, 0.0)
     worker = np.arange(n) % workers
     return PrefillStage(done, span, worker, int(pre.sum()), int(steps))

@@ -1,0 +1,143 @@
+"""Speculative decoding (``simcore.studies.serving.speculative``): the expected tokens per
+step against a discrete reference, the request kernel against its twin with speculation,
+the engine-priced step's physics, and the command line's bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_requests import tables, traces
+
+from simcore.cli import main
+from simcore.kernels import requests as kernel
+from simcore.kernels import requests_ref as twin
+from simcore.studies.serving import ServingError, plan, plan_at_rate
+from simcore.studies.serving.speculative import Speculative, expected_tokens
+
+LAYOUT_TP1 = dict(tp=1, cp=1, pp=1, dp=1, ep=1, kv_shard_mode="head", ffn_shard_scope="TP",
+                  tp_placement="inner", cp_placement="inner", cp_ring_variant="kv")
+
+
+def _enumerated_tokens(k: int, a: float) -> float:
+    """Every outcome of ``k`` drafted tokens, each accepted with probability ``a``: the
+    step keeps the accepted prefix and adds the target's own token."""
+    mean = 0.0
+    for outcome in itertools.product((True, False), repeat=k):
+        p = math.prod(a if ok else 1.0 - a for ok in outcome)
+        prefix = next((i for i, ok in enumerate(outcome) if not ok), k)
+        mean += p * (prefix + 1)
+    return mean
+
+
+@given(st.integers(1, 10), st.floats(0.0, 0.99))
+def test_expected_tokens__leviathan_eq1_matches_the_enumerated_outcomes(k, a):
+    assert expected_tokens(k, a) == pytest.approx(_enumerated_tokens(k, a), rel=1e-12)
+
+
+def test_expected_tokens__monte_carlo_agrees():
+    rng = np.random.default_rng(0)
+    k, a = 4, 0.7
+    ok = rng.random((200_000, k)) < a
+    prefix = np.where(ok.all(axis=1), k, np.argmin(ok, axis=1))
+    assert float((prefix + 1).mean()) == pytest.approx(expected_tokens(k, a), rel=5e-3)
+
+
+@given(st.integers(1, 8), st.floats(0.0, 0.95), st.integers(1, 500))
+def test_spec_emit__spreads_the_expected_tokens_exactly(k, a, steps):
+    gain = expected_tokens(k, a)
+    emitted = [kernel.spec_emit(d, gain, 10**9) for d in range(steps)]
+    assert emitted == [twin.spec_emit(d, gain, 10**9) for d in range(steps)]
+    assert sum(emitted) == math.floor(gain * steps)  # floor(E·d) after d steps
+    assert all(1 <= e <= k + 1 for e in emitted)
+    assert kernel.spec_emit(5, gain, 1) == 1  # never past what the request still needs
+
+
+@given(traces(), st.integers(1, 5), st.floats(0.0, 0.95))
+def test_simulate_instance__speculating_kernel_matches_twin(case, k, a):
+    gain = expected_tokens(k, a)
+    got = kernel.simulate_instance(**case, spec_k=k, spec_gain=gain)
+    want = twin.simulate_instance(**case, spec_k=k, spec_gain=gain)
+    for name, x, y in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
+                          want[:4], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y)), name
+    assert got[4] == want[4]
+
+
+@given(tables(), st.integers(2, 300), st.integers(2, 200), st.integers(1, 4),
+       st.floats(0.0, 0.9))
+def test_simulate_instance__a_lone_speculating_request_steps_its_expected_tokens(
+        tab, isl, osl, k, a):
+    """After its first token, a lone request's decode steps each verify k + 1 queries and
+    emit floor(E·(d+1)) - floor(E·d) tokens: ceil-ish (osl - 1) / E steps in all."""
+    gain = expected_tokens(k, a)
+    first, last, *_ , steps = kernel.simulate_instance(
+        np.array([0.0]), np.array([isl]), np.array([0]), np.array([osl]), tab, 10_000, 8,
+        10_000, 16, k, gain)
+    want_ns, ctx, left, d = 0.0, isl, osl - 1, 0
+    while left:
+        want_ns += twin.decode_part_ns(tab, 1, float(ctx + 1))
+        e = twin.spec_emit(d, gain, left)
+        ctx, left, d = ctx + e, left - e, d + 1
+    assert last[0] - first[0] == pytest.approx(want_ns, rel=1e-12)
+    assert d <= math.ceil((osl - 1) / gain) + 1
+
+
+def test_speculative__bad_input_is_one_line():
+    for k, a, match in ((0, 0.5, "spec-draft-len"), (3, 1.0, "spec-accept"),
+                        (3, -0.1, "spec-accept"), (3, math.nan, "spec-accept"),
+                        (True, 0.5, "spec-draft-len")):
+        with pytest.raises(ServingError, match=match):
+            Speculative(k, a)
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--spec-draft-len", "0", "--spec-accept", "0.5"], "spec-draft-len"),
+    (["--spec-draft-len", "3", "--spec-accept", "1"], "spec-accept"),
+    (["--spec-draft-len", "3"], "needs --spec-accept"),
+    (["--spec-accept", "0.5"], "needs --spec-draft-len"),
+    (["--spec-draft-len", "2", "--spec-accept", "0.5", "--spec-draft", "nope"], "nope"),
+])
+def test_main__bad_speculation_is_one_line_exit_2(argv, match, capsys):
+    rc = main(["serving", "--model", "Llama 3.1 8B", "--family", "H100-SXM", "--gpus", "1",
+               "--isl", "500", "--osl", "100", "--max-tpot-ms", "50", *argv])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and match in err
+
+
+def _tpot(spec: Speculative | None, batch: int) -> tuple[float, float]:
+    p = plan("Llama 3.1 8B", family="H100-SXM", gpus=1, isl=1000, osl=200, batch=[batch],
+             modes=("agg",), speculative=spec)
+    cell = p.dataset.sel(batch=batch, **LAYOUT_TP1)
+    return float(cell.decode_step_ms), float(cell.agg_tokens_per_s_per_gpu)
+
+
+def test_plan__acceptance_zero_costs_more_than_no_speculation():
+    """A = 0: each step still drafts K tokens and verifies K + 1 queries, and emits one
+    token: slower per token and fewer tokens/s than plain decoding."""
+    plain, plain_tps = _tpot(None, 8)
+    zero, zero_tps = _tpot(Speculative(3, 0.0), 8)
+    assert zero > plain * 1.05 and zero_tps < plain_tps
+
+
+def test_plan__high_acceptance_speeds_a_memory_bound_decode():
+    """Batch 1 on an 8B model is memory-bound: a verify of 4 queries costs about one
+    decode step, the MTP drafts little, and 3.4 tokens come out per step."""
+    plain, _ = _tpot(None, 1)
+    fast, _ = _tpot(Speculative(4, 0.8), 1)
+    assert fast < plain / 2
+
+
+def test_plan_at_rate__speculation_shortens_tpot_and_reports_it():
+    kw = dict(family="H100-SXM", gpus=1, rate_rps=2, duration_s=40, isl=1000, osl=200,
+              max_tpot_ms=100, modes=("agg",))
+    plain = plan_at_rate("Llama 3.1 8B", **kw).candidates[0]
+    spec = plan_at_rate("Llama 3.1 8B", speculative=Speculative(3, 0.8), **kw)
+    fast = spec.candidates[0]
+    assert fast.tpot_p50_ms < plain.tpot_p50_ms / 2
+    assert fast.kv_blocks < plain.kv_blocks  # the MTP layer's weights and KV take HBM
+    assert "speculative decoding" in spec.scheduler.describe()
