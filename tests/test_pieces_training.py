@@ -41,7 +41,7 @@ TRAINING_TWINS = tuple(t for t in TWINS if t.kernel_module == "training")
 ARGS: dict[str, tuple[str, ...]] = {
     "layout_valid": ("lay", "model", "workload", "topology"),
     "gradient_group": ("lay", "strides", "tier_dp", "tier_cp", "cube"),
-    "ep_groups": ("iep", "itp", "icp", "idp", "strides", "cube"),
+    "expert_subgroup": ("iskip", "in_group", "itp", "icp", "idp", "strides", "cube"),
     "expert_blocks_spanned": ("expert_start", "itop_k", "in_experts", "experts_per_rank"),
     "ep_dispatch_copies": ("n_experts", "top_k", "ep", "k_ep", "round_robin"),
     "expert_groups": ("lay", "model", "workload", "strides", "topology"),
@@ -53,7 +53,8 @@ ARGS: dict[str, tuple[str, ...]] = {
     "attention_projections": ("model", "tokens", "tp", "bw", "p_attn"),
     "kv_block_bytes": ("model", "mb", "s", "cp", "tp", "bw"),
     "attention_core": ("model", "workload", "cp", "tp", "bw", "p_core", "causal", "pair_frac"),
-    "ffn_gemms": ("model", "tokens", "ffn_tokens", "shard", "tp", "ep", "bw", "p_ffn"),
+    "ffn_gemms": ("model", "tokens", "ffn_tokens", "shard", "tp", "ep", "etp", "imbalance",
+                  "bw", "p_ffn"),
     "lm_head": ("model", "m", "tokens", "tp", "bw"),
     "elementwise_bytes": ("model", "tokens", "tok_res", "ffn_tokens", "shard", "tp", "bw",
                           "p_elem"),
@@ -71,16 +72,18 @@ ARGS: dict[str, tuple[str, ...]] = {
     "moe_alltoalls_per_layer": ("model", "workload"),
     "moe_alltoall": ("@acc", "model", "workload", "topology", "tokens", "tp", "ep", "k_ep",
                      "tier_ep", "n_a2a"),
+    "expert_tp_relayout": ("@acc", "model", "workload", "topology", "tokens", "tp", "etp",
+                           "k_etp", "tier_etp", "n_a2a"),
     "zero3_param_gathers": ("@acc", "layer_dense", "g_sh", "k_sh", "tier_sh", "topology",
                             "workload", "pw"),
     "cp_ring": ("lay", "model", "workload", "tp", "bw", "topology", "tier_cp"),
-    "kernels_per_layer": ("model", "p_elem", "n_half", "n_a2a", "tp", "ep"),
+    "kernels_per_layer": ("model", "p_elem", "n_half", "n_a2a", "tp", "ep", "etp"),
     "pipeline_schedule": ("model", "pp", "m", "vs"),
     "pipeline_p2p": ("act", "tp", "pp", "vs", "m", "topology", "tier_pp"),
     "grad_reduce": ("@tail", "@step", "p_dense", "g_sh", "k_sh", "tier_sh", "zs", "m", "gb",
                     "pw", "topology"),
     "grad_reduce_overlap": ("workload", "p_ffn", "m", "per_slot"),
-    "layer_params": ("model", "tp", "ep", "shard"),
+    "layer_params": ("model", "tp", "ep", "etp", "shard"),
     "stage_params": ("model", "layer_dense", "layer_exp", "lps", "tp", "pp"),
     "optimizer_step": ("workload", "p_dev", "p_dense", "p_exp", "g_sh", "g_edp", "use_ep"),
     "zero_state_bytes": ("zs", "sixteen_bit", "fsdp"),
@@ -98,7 +101,7 @@ ARGS: dict[str, tuple[str, ...]] = {
 }
 
 #: arguments the training row passes as ints or bools (everything else a float)
-INTS = {"iep", "itp", "icp", "idp", "expert_start", "itop_k", "in_experts", "experts_per_rank", "tier_dp", "tier_cp", "tier_tp", "tier_sh", "tier_ep",
+INTS = {"iep", "itp", "icp", "idp", "iskip", "in_group", "tier_etp", "expert_start", "itop_k", "in_experts", "experts_per_rank", "tier_dp", "tier_cp", "tier_tp", "tier_sh", "tier_ep",
         "tier_tpcp", "tier_pp", "zs", "lps", "recompute"}
 BOOLS = {"round_robin", "allreduce", "in_switch", "sp", "use_ep", "sixteen_bit", "fsdp",
          "gated", "fp8_saved", "flash"}
@@ -123,17 +126,25 @@ def training_points(draw):
     if model.n_experts > 1 and draw(st.booleans()):  # toward expert parallelism's region
         lay = replace(lay, ffn_shard_scope="TP", ep=min(max(lay.ep, 2), model.n_experts))
         workload = replace(workload, sequence_parallel=True)
+    # expert TP and the busiest rank's load (kept where the groups allow them, below)
+    workload = replace(workload, expert_tp=draw(st.sampled_from([1, 1, 2, 4])),
+                       moe_load_imbalance=draw(st.sampled_from([1.0, 1.0, 1.3, 2.5])))
     workload = replace(workload, batch=workload.micro_batch * lay.dp * draw(st.integers(1, 8)))
     assume(training_ref.layout_valid(lay, model, workload, topology))
     if lay.ep > 1:
         strides = common_ref.placement(lay, topology)[0]
         if not training_ref.expert_groups(lay, model, workload, strides, topology)[0]:
+            workload = replace(workload, expert_tp=1)
+        if not training_ref.expert_groups(lay, model, workload, strides, topology)[0]:
             lay = replace(lay, ep=1)
+    if lay.ep == 1:
+        workload = replace(workload, expert_tp=1)
     # arguments some pieces take besides the point's own (a collective's kind, ...)
     extra = st.fixed_dictionaries({
         **{k: st.booleans() for k in ("allreduce", "in_switch", "sixteen_bit", "fsdp")},
         "recompute": st.sampled_from(["none", "selective", "full"]),
-        "expert_start": st.integers(0, 255), "expert_block": st.integers(1, 256)})
+        "expert_start": st.integers(0, 255), "expert_block": st.integers(1, 256),
+        "iskip": st.sampled_from([1, 2, 4, 8, 16]), "in_group": st.sampled_from([1, 2, 4, 8])})
     return model, workload, topology, draw(hardware), draw(efficiencies), lay, draw(extra)
 
 
@@ -143,15 +154,16 @@ def _context(model, workload, topology, hw, eff, lay, extra) -> dict:
     cube = topology.pes_per_cube
     strides, t_tp, t_cp, t_pp, t_dp, t_tpcp = common_ref.placement(lay, topology)
     g_sh, k_sh, t_sh = tr.gradient_group(lay, strides, t_dp, t_cp, cube)
-    g_edp, k_ep, t_ep, k_edp, t_edp = 1, 1, 0, 1, 0
+    g_edp, k_ep, t_ep, k_edp, t_edp, k_etp, t_etp = 1, 1, 0, 1, 0, 1, 0
     if lay.ep > 1:
-        _, g_edp, k_ep, t_ep, k_edp, t_edp = tr.expert_groups(lay, model, workload, strides,
-                                                              topology)
+        _, g_edp, k_ep, t_ep, k_edp, t_edp, k_etp, t_etp = tr.expert_groups(
+            lay, model, workload, strides, topology)
     m, tokens, tok_res, ffn_tokens, shard, _ = tr.work_per_device(lay, workload)
     p_lin, p_attn, p_ffn, p_elem, p_core, n_half = tr.recompute_passes(model, workload)
     causal, pair_frac = tr.attention_pairs(model, workload.s_kv)
     wb = model.bytes_per_param
-    layer_dense, layer_exp = tr.layer_params(model, lay.tp, lay.ep, shard)
+    etp = workload.expert_tp
+    layer_dense, layer_exp = tr.layer_params(model, lay.tp, lay.ep, etp, shard)
     lps, per_slot, _ = tr.pipeline_schedule(model, lay.pp, m, workload.virtual_stages)
     p_dense, p_exp = tr.stage_params(model, layer_dense, layer_exp, lps, lay.tp, lay.pp)
     use_ep = lay.ep > 1
@@ -163,6 +175,7 @@ def _context(model, workload, topology, hw, eff, lay, extra) -> dict:
         tp=lay.tp, cp=lay.cp, pp=lay.pp, ep=lay.ep, iep=lay.ep, itp=lay.tp, icp=lay.cp,
         idp=lay.dp, tier_tp=t_tp, tier_cp=t_cp, tier_pp=t_pp, tier_dp=t_dp, tier_tpcp=t_tpcp,
         g_sh=g_sh, k_sh=k_sh, tier_sh=t_sh, g_edp=g_edp, k_ep=k_ep, tier_ep=t_ep,
+        etp=etp, k_etp=k_etp, tier_etp=t_etp, imbalance=workload.moe_load_imbalance,
         k_tp=training_ref._per_cube(lay.tp, strides[0], cube),
         n_experts=model.n_experts, top_k=model.top_k, itop_k=model.top_k,
         in_experts=model.n_experts, expert_start=extra["expert_start"] % model.n_experts,
@@ -246,17 +259,19 @@ def test_training_piece__matches_twin(pair, point):
 
 #: the pieces that decide validity, also drawn on layouts that are not valid
 VALIDITY = tuple(p for p in TRAINING_TWINS
-                 if p.name in ("layout_valid", "ep_groups", "expert_groups"))
+                 if p.name in ("layout_valid", "expert_subgroup", "expert_groups"))
 
 
 @pytest.mark.parametrize("pair", VALIDITY, ids=lambda p: p.name)
 @given(model=train_models(), workload=train_workloads(), topology=train_topologies,
-       lay=train_layouts)
+       lay=train_layouts, etp=st.sampled_from([1, 2, 4]))
 def test_training_validity_piece__matches_twin_on_any_layout(pair, model, workload, topology,
-                                                             lay):
+                                                             lay, etp):
+    workload = replace(workload, expert_tp=etp)
     _check(pair, dict(model=model, workload=workload, topology=topology, lay=lay,
                       strides=common_ref.placement(lay, topology)[0], cube=topology.pes_per_cube,
-                      iep=lay.ep, itp=lay.tp, icp=lay.cp, idp=lay.dp))
+                      iep=lay.ep, itp=lay.tp, icp=lay.cp, idp=lay.dp, iskip=lay.ep,
+                      in_group=lay.tp))
 
 
 def test_training_pieces__every_kernel_piece_has_a_twin_entry():

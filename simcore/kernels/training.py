@@ -15,11 +15,15 @@ is shared. One row = one Megatron-style layout (TP × CP × PP × DP) training s
   reduce-scatter after every micro-batch for ZeRO 2–3 (partitioned gradients, as
   DeepSpeed does), plus one all-gather of the updated parameters for ZeRO 2 (ZeRO 3
   all-gathers parameters per layer instead); then the HBM-bound Adam step;
-* expert parallelism (MoE, ``ep`` > 1): routed experts whole on ep of the stage's
-  TP x CP x DP devices; dispatch and combine all-to-all per MoE layer (2 forward,
-  2 backward, +2 with full recompute) over the EP group's tiers; expert states and
-  gradients over the expert-data-parallel group (tp·cp·dp/ep), dense ones over DP x CP;
-  balanced routing;
+* expert parallelism (MoE, ``ep`` > 1; Megatron-Core's MoE parallel folding): the
+  stage's TP x CP x DP devices fold into expert TP (``expert_tp``, innermost) x EP x
+  expert-data-parallel (tp·cp·dp / (expert_tp·ep)); routed experts E/ep per EP rank,
+  each sharded over its expert-TP group; dispatch and combine all-to-all per MoE layer
+  (2 forward, 2 backward, +2 with full recompute) over the EP group's tiers, and with
+  expert TP the all-gather / reduce-scatter of the dispatched tokens over the expert-TP
+  group around them; expert states and gradients over the expert-data-parallel group,
+  dense ones over DP x CP; the busiest EP rank carries ``moe_load_imbalance`` x the mean
+  routed tokens (1: balanced);
 * memory per device: ZeRO model states (DeepSpeed's 16-bit formula for fp16, bf16 and
   fp8: Z0 = 20N, Z1 = 4N + 16N/G, Z2 = 2N + 18N/G, Z3 = 4L + 18N/G with N the
   parameters on the device and L its largest layer; fp32: 16N, 8N + 8N/G, 4N + 12N/G,
@@ -109,51 +113,6 @@ def gradient_group(lay, strides, tier_dp, tier_cp, cube):
 
 
 @jit()
-def ep_groups(ep, tp, cp, dp, strides, cube):
-    """The expert-parallel group and the expert-data-parallel group of a stage.
-
-    The EP group is the first ``ep`` of the stage's TP x CP x DP devices, innermost group
-    (smallest stride) first; the EDP group (the devices holding the same experts) is the
-    rest. Returns ``(ok, span_ep, k_ep, span_edp, k_edp)``: ``ok`` is False when ``ep``
-    does not split the groups evenly (it must be a product of whole inner groups times a
-    divisor of the next one); ``k_*`` are members per cube."""
-    sizes = (tp, cp, dp)
-    st = (strides[0], strides[1], strides[3])
-    order = [0, 1, 2]
-    for a in range(3):  # by stride, innermost first
-        for b in range(2 - a):
-            if st[order[b]] > st[order[b + 1]]:
-                order[b], order[b + 1] = order[b + 1], order[b]
-    rem = ep
-    ok = True
-    span_ep = 1.0
-    span_edp = 1.0
-    k_ep = 1.0
-    k_edp = 1.0
-    for j in order:
-        n = sizes[j]
-        if n == 1:
-            continue
-        if rem >= n:
-            ok = ok and rem % n == 0
-            take = n
-            rem = rem // n
-        else:
-            ok = ok and n % rem == 0
-            take = rem
-            rem = 1
-        if take > 1:
-            span_ep = max(span_ep, float(take * st[j]))
-            k_ep *= members_per_cube(float(take), float(st[j]), cube)
-        rest = n // take
-        if rest > 1:
-            span_edp = max(span_edp, float(n * st[j]))
-            k_edp *= members_per_cube(float(rest), float(take * st[j]), cube)
-    ok = ok and rem == 1
-    return ok, span_ep, min(k_ep, cube), span_edp, min(k_edp, cube)
-
-
-@jit()
 def expert_blocks_spanned(start, k, n_experts, per):
     """Groups of ``per`` consecutive experts (E / per groups when per divides E; an uneven
     split has a last, partial group) that the k ≤ E experts start … start + k − 1 (mod E)
@@ -202,28 +161,85 @@ def ep_dispatch_copies(n_experts, top_k, ep, k_ep, round_robin):
     return tot_r / ie, tot_c / ie
 
 @jit()
+def expert_subgroup(skip, n, tp, cp, dp, strides, cube):
+    """A group of ``n`` devices of the stage's TP x CP x DP devices taken, innermost dim
+    (smallest stride) first, after the ``skip`` innermost devices that inner groups hold
+    (Megatron's expert rank order: expert TP, then EP, then expert DP). Returns
+    ``(ok, span, members per cube)``; ``ok`` is False when the group does not split the
+    dims evenly (each dim a product of whole inner groups times a divisor)."""
+    sizes = (tp, cp, dp)
+    st = (strides[0], strides[1], strides[3])
+    order = [0, 1, 2]
+    for a in range(3):  # by stride, innermost first
+        for b in range(2 - a):
+            if st[order[b]] > st[order[b + 1]]:
+                order[b], order[b + 1] = order[b + 1], order[b]
+    ok = True
+    span = 1.0
+    k = 1.0
+    for j in order:
+        size = sizes[j]
+        if size == 1:
+            continue
+        if skip >= size:  # held whole by the inner groups
+            ok = ok and skip % size == 0
+            skip = skip // size
+            continue
+        ok = ok and size % skip == 0
+        avail = size // skip
+        stride = skip * st[j]
+        skip = 1
+        if n <= 1:
+            continue
+        if n >= avail:
+            ok = ok and n % avail == 0
+            take = avail
+            n = n // avail
+        else:
+            ok = ok and avail % n == 0
+            take = n
+            n = 1
+        if take > 1:
+            span = max(span, float(take * stride))
+            k *= members_per_cube(float(take), float(stride), cube)
+    return ok and n == 1, span, min(k, cube)
+
+
+@jit()
 def expert_groups(lay, mp, wp, strides, topo):
-    """Expert parallelism (Megatron-Core's MoE parallel folding with expert TP 1): the
-    routed experts split over ep of the stage's TP x CP x DP devices (:func:`ep_groups`),
-    each expert whole on its rank; the tp·cp·dp/ep devices holding the same experts (the
-    expert-data-parallel group) reduce their gradients and shard their states.
+    """Expert parallelism (Megatron-Core's MoE parallel folding): the stage's TP x CP x
+    DP devices fold into expert TP (``wp.expert_tp``, innermost) x EP x expert DP; the
+    routed experts split over the ep EP ranks, each sharded over its expert-TP group; the
+    tp·cp·dp/(expert_tp·ep) devices holding the same expert shards (the
+    expert-data-parallel group) reduce their gradients and shard their states. Expert TP
+    (:func:`expert_subgroup` for each of the three groups).
 
     Returns ``(valid, edp members, EP members per cube, EP tier, EDP members per cube,
-    EDP tier)``; valid needs an MoE model, ep | experts, the FFN sharded by TP only and
-    sequence parallelism when tp > 1 (as Megatron requires)."""
+    EDP tier, expert-TP members per cube, expert-TP tier)``; valid needs an MoE model,
+    ep | experts, expert_tp·ep | tp·cp·dp, the FFN sharded by TP only and sequence
+    parallelism when tp > 1 (as Megatron requires)."""
     tp = lay[LAYOUT.tp]
     cp = lay[LAYOUT.cp]
     dp = lay[LAYOUT.dp]
     ep = lay[LAYOUT.ep]
+    etp = int(wp.expert_tp)
     cube = topo.pes_per_cube
-    ok, span_ep, k_ep, span_edp, k_edp = ep_groups(ep, tp, cp, dp, strides, cube)
+    etp = max(etp, 1)
+    devs = tp * cp * dp
+    ok = devs % (etp * ep) == 0
+    rest = devs // (etp * ep) if ok else 1
+    ok_t, span_etp, k_etp = expert_subgroup(1, etp, tp, cp, dp, strides, cube)
+    ok_e, span_ep, k_ep = expert_subgroup(etp, ep, tp, cp, dp, strides, cube)
+    ok_d, span_edp, k_edp = expert_subgroup(etp * ep, rest, tp, cp, dp, strides, cube)
+    ok = ok and ok_t and ok_e and ok_d
     wide = lay[LAYOUT.ffn_shard_scope] == 1 and cp > 1
     valid = (ok and mp.n_experts > 1.0 and int(mp.n_experts) % ep == 0 and not wide
              and (wp.sequence_parallel == 1.0 or tp == 1))
-    f_edp = float(tp) * float(cp) * float(dp) / float(ep)
+    f_edp = float(tp) * float(cp) * float(dp) / (float(ep) * float(etp))
     tier_ep = tier_of(int(span_ep), int(cube), int(topo.pes_per_sip))
     tier_edp = tier_of(int(span_edp), int(cube), int(topo.pes_per_sip))
-    return valid, f_edp, k_ep, tier_ep, k_edp, tier_edp
+    tier_etp = tier_of(int(span_etp), int(cube), int(topo.pes_per_sip))
+    return valid, f_edp, k_ep, tier_ep, k_edp, tier_edp, k_etp, tier_etp
 
 
 @jit()
@@ -344,20 +360,23 @@ def attention_core(mp, wp, cp, tp, bw, passes, causal, pair_frac):
 
 
 @jit()
-def ffn_gemms(mp, tokens, ffn_tokens, shard, tp, ep, bw, passes):
+def ffn_gemms(mp, tokens, ffn_tokens, shard, tp, ep, etp, imbalance, bw, passes):
     """Forward + backward GEMMs of the FFN (dense, or the routed and shared experts and
     the router) for ``ffn_tokens`` tokens over ``shard`` ranks: ``(FLOPs, HBM bytes)``.
 
     Without EP the weights read are those of the experts the tokens touch; with EP (``ep``
-    > 1) the FLOPs per device stay (each rank's tokens / tp, k copies, spread evenly over
-    the EP ranks: routing imbalance is not modelled) and each rank reads its local experts
-    whole (of E/ep, those its tokens·k/tp routed copies touch)."""
+    > 1) the FLOPs per device stay (each rank's tokens / tp, k copies, spread over the EP
+    ranks; with expert TP an expert-TP group's etp·tokens·k/tp copies on 1/etp of each
+    expert), the routed experts' times ``imbalance`` on the busiest rank; each rank reads
+    its local expert shards (of E/ep, those its group's copies touch, 1/etp of each)."""
     E = mp.n_experts
     d = mp.d_model
     f_ffn = passes * 2.0 * ffn_tokens * mp.ffn_active_params / shard
     if ep > 1.0:
-        local = min(E / ep, tokens * mp.top_k / tp)
-        b_ffn = passes * ((local * mp.expert_params + mp.router_params / tp) * bw
+        routed = mp.top_k * mp.expert_params * mp.moe_layers / mp.n_layers
+        f_ffn += passes * 2.0 * ffn_tokens * (imbalance - 1.0) * routed / shard
+        local = min(E / ep, etp * tokens * mp.top_k / tp)
+        b_ffn = passes * ((local * mp.expert_params / etp + mp.router_params / tp) * bw
                           + 2.0 * ffn_tokens * d * bw)
         return f_ffn, b_ffn
     touched = min(E, ffn_tokens * mp.top_k) if E > 1.0 else 1.0
@@ -539,10 +558,26 @@ def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
     else:
         a0, a1, h0, h1 = alltoall_factors(ep, k_ep, topo.nics_per_cube, cube)
         msg = tokens / tp * mp.top_k * d * bw
+    msg *= wp.moe_imbalance  # the busiest rank's ingress (balanced: 1)
     acc[0] += count * a0 * msg
     acc[tier_ep] += count * a1 * msg
     hop = topo.alpha_intra_ns if tier_ep == 0 else topo.alpha_intra_scaleout_ns
     acc[3] += count * (tier_base_ns(topo, tier_ep) + h0 * hop + h1 * tier_alpha_ns(topo, tier_ep))
+
+
+@jit()
+def expert_tp_relayout(acc, mp, wp, topo, tokens, tp, etp, k_etp, tier_etp, count):
+    """The token re-layout between the EP and the expert-TP groups (Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher`` with expert TP > 1): after each dispatch all-to-all the
+    etp ranks of an expert-TP group all-gather the token copies they received (each
+    rank's tokens / tp, k copies, times the busiest rank's ``moe_imbalance``), before each
+    combine they reduce-scatter the expert outputs; ``count`` of them (one per
+    dispatch or combine), into ``acc``."""
+    if etp <= 1.0 or count == 0.0:
+        return
+    rows = tokens / tp * mp.top_k * wp.moe_imbalance
+    gathered = etp * rows * mp.d_model * mp.bytes_per_param
+    group_collective(acc, gathered, etp, k_etp, tier_etp, topo, False, count, False)
 
 
 @jit()
@@ -578,17 +613,20 @@ def cp_ring(lay, mp, wp, tp, bw, topo, tier_cp):
 
 
 @jit()
-def kernels_per_layer(mp, p_elem, n_half, n_a2a, tp, ep):
+def kernels_per_layer(mp, p_elem, n_half, n_a2a, tp, ep, etp):
     """Kernels per layer and micro-batch, each paying its fixed device-side cost
     (``Efficiency.op_latency_ns``; the host launches them ahead of the device, so no
     launch time): the forward's per pass over the element-wise ops (the backward counts
-    twice, a recomputed forward once more), one per TP collective and EP all-to-all."""
+    twice, a recomputed forward once more), one per TP collective and EP all-to-all (and
+    per expert-TP all-gather / reduce-scatter beside it)."""
     n_ops = p_elem * (OPS_LAYER + (mp.norms - 2.0)
                       + (OPS_MOE * mp.moe_layers / mp.n_layers if mp.n_experts > 1.0 else 0.0))
     if tp > 1.0:
         n_ops += 2.0 * n_half
     if ep > 1.0:
         n_ops += n_a2a
+        if etp > 1.0:
+            n_ops += n_a2a
     return n_ops
 
 
@@ -647,13 +685,14 @@ def grad_reduce_overlap(wp, p_ffn, m, slots):
 
 
 @jit()
-def layer_params(mp, tp, ep, shard):
+def layer_params(mp, tp, ep, etp, shard):
     """Parameters of one layer on a device: ``(dense, routed experts)``; dense are the
     attention, the FFN over its ``shard`` ranks (with EP: the router, shared experts and
-    dense layers by TP) and the norms; the local routed experts (EP) are E / ep experts."""
+    dense layers by TP) and the norms; the local routed experts (EP) are E / ep experts,
+    1/etp of each with expert TP."""
     if ep > 1.0:
         dense = attention_weights(mp, tp) + mp.router_params / tp + mp.norm_params
-        return dense, mp.n_experts / ep * mp.expert_params
+        return dense, mp.n_experts / ep * mp.expert_params / etp
     return attention_weights(mp, tp) + mp.ffn_params / shard + mp.norm_params, 0.0
 
 
@@ -899,10 +938,14 @@ def _train_row(row, mp, wp, topo, out):
         lay[LAYOUT.cp_placement], topo)
     k_tp = members_per_cube(ftp, float(strides[0]), topo.pes_per_cube)
     g_sh, k_sh, tier_sh = gradient_group(lay, strides, tier_dp, tier_cp, topo.pes_per_cube)
-    f_edp, k_ep, tier_ep, k_edp, tier_edp = 1.0, 1.0, 0, 1.0, 0
+    fetp = wp.expert_tp
+    f_edp, k_ep, tier_ep, k_edp, tier_edp, k_etp, tier_etp = 1.0, 1.0, 0, 1.0, 0, 1.0, 0
     if use_ep:
-        ok, f_edp, k_ep, tier_ep, k_edp, tier_edp = expert_groups(lay, mp, wp, strides, topo)
+        ok, f_edp, k_ep, tier_ep, k_edp, tier_edp, k_etp, tier_etp = expert_groups(
+            lay, mp, wp, strides, topo)
         valid = valid and ok
+    else:  # experts sharded over TP as a dense FFN: expert TP 1 or TP
+        valid = valid and (fetp == 1.0 or fetp == ftp)
     m, T, _, _, shard, wide = work_per_device(lay, wp)
     p_lin, _, p_ffn, p_elem, _, n_half = recompute_passes(mp, wp)
     _layer_ops(lay, mp, wp, topo, out)
@@ -917,16 +960,17 @@ def _train_row(row, mp, wp, topo, out):
     if tp > 1:  # the attention block's
         tp_collectives(tp_acc, act, ftp, k_tp, tier_tp, topo, n_half, sp)
     if use_ep:  # dispatch + combine; Megatron-Core's moe_a2a_overlap hides them
-        moe_alltoall(ovl if wp.moe_a2a_overlap == 1.0 else acc, mp, wp, topo, T, ftp, fep,
-                     k_ep, tier_ep, n_a2a)
+        a2a_acc = ovl if wp.moe_a2a_overlap == 1.0 else acc
+        moe_alltoall(a2a_acc, mp, wp, topo, T, ftp, fep, k_ep, tier_ep, n_a2a)
+        expert_tp_relayout(a2a_acc, mp, wp, topo, T, ftp, fetp, k_etp, tier_etp, n_a2a)
     if wide:
         tp_cp_ffn_collectives(acc, mp, wp.micro_batch, wp.s_kv, ftp, fcp, tier_tpcp, tier_cp,
                               topo, n_half)
     elif tp > 1:  # the FFN block's
         tp_collectives(tp_acc, act, ftp, k_tp, tier_tp, topo, n_half * tp_ffn_share(mp, fep),
                        sp)
-    out.n_ops = kernels_per_layer(mp, p_elem, n_half, n_a2a, ftp, fep)
-    layer_dense, layer_exp = layer_params(mp, ftp, fep, shard)
+    out.n_ops = kernels_per_layer(mp, p_elem, n_half, n_a2a, ftp, fep, fetp)
+    layer_dense, layer_exp = layer_params(mp, ftp, fep, fetp, shard)
     if zs == 3:  # prefetched parameter all-gathers overlap the compute
         zero3_param_gathers(ovl, layer_dense, g_sh, k_sh, tier_sh, topo, wp, pw)
         zero3_param_gathers(ovl, layer_exp, f_edp, k_edp, tier_edp, topo, wp, pw)
@@ -987,7 +1031,8 @@ def _layer_ops(lay, mp, wp, topo, out):
     mm, core, head = matmul_rates(wp, topo)
     f_lin, out.b_lin = attention_projections(mp, T, ftp, bw, p_attn)
     f_core, out.b_core = attention_core(mp, wp, fcp, ftp, bw, p_core, causal, pair_frac)
-    f_ffn, out.b_ffn = ffn_gemms(mp, T, ffn_tokens, shard, ftp, fep, bw, p_ffn)
+    f_ffn, out.b_ffn = ffn_gemms(mp, T, ffn_tokens, shard, ftp, fep, wp.expert_tp,
+                                 wp.moe_imbalance, bw, p_ffn)
     f_head, out.b_head = lm_head(mp, m, T, ftp, bw)
     out.f_lin = mm * f_lin
     out.f_core = core * f_core

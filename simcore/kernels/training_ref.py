@@ -132,22 +132,60 @@ def expert_blocks_spanned(start: int, k: int, n_experts: int, per: int) -> float
     return float(len({((start + j) % n_experts) // per for j in range(k)}))
 
 
+def expert_subgroup(skip: int, n: int, tp: int, cp: int, dp: int, strides, cube: int):
+    """(ok, span, members per cube) of n devices taken innermost dim first after the
+    ``skip`` innermost ones (Megatron's expert order: expert TP, EP, expert DP): each dim
+    is split into (held by inner groups, taken, left) factors, which must divide it."""
+    dims = sorted(((size, st) for size, st in ((tp, strides[0]), (cp, strides[1]),
+                                               (dp, strides[3])) if size > 1),
+                  key=lambda x: x[1])
+    parts = []
+    for size, st in dims:
+        inner = math.gcd(size, skip)  # the inner groups' share of this dim
+        if skip % size and size % skip:
+            return False, None, None
+        skip //= inner
+        avail = size // inner
+        take = math.gcd(avail, n)
+        if (n % avail if n >= avail else avail % n) and n > 1:
+            return False, None, None
+        n //= take
+        if take > 1:
+            parts.append((take, inner * st))
+    if n != 1:
+        return False, None, None
+    span = max((take * st for take, st in parts), default=1)
+    return True, span, min(math.prod(_per_cube(t, st, cube) for t, st in parts), cube)
+
+
 def expert_groups(lay: Layout, model, workload, strides, topology):
     """(valid, EDP members, EP members per cube, EP tier, EDP members per cube, EDP
-    tier) of expert parallelism (MoE only, ep | experts, the FFN by TP only, sequence
-    parallelism with TP)."""
+    tier, expert-TP members per cube, expert-TP tier) of expert parallelism (MoE only,
+    ep | experts, expert_tp·ep | tp·cp·dp, the FFN by TP only, sequence parallelism with
+    TP): the devices fold into expert TP x EP x expert DP, innermost first."""
     cube = topology.pes_per_cube
-    ok, ep_span, k_ep, edp_span, k_edp = ep_groups(lay.ep, lay.tp, lay.cp, lay.dp, strides,
-                                                    cube)
+    etp = workload.expert_tp
+    devs = lay.tp * lay.cp * lay.dp
+    if etp == 1:
+        ok, ep_span, k_ep, edp_span, k_edp = ep_groups(lay.ep, lay.tp, lay.cp, lay.dp,
+                                                        strides, cube)
+        etp_span, k_etp = 1, 1
+    else:
+        groups = [expert_subgroup(skip, n, lay.tp, lay.cp, lay.dp, strides, cube)
+                  for skip, n in ((1, etp), (etp, lay.ep),
+                                  (etp * lay.ep, max(devs // (etp * lay.ep), 1)))]
+        ok = devs % (etp * lay.ep) == 0 and all(g[0] for g in groups)
+        (_, etp_span, k_etp), (_, ep_span, k_ep), (_, edp_span, k_edp) = groups
     valid = (ok and model.n_experts > 1 and model.n_experts % lay.ep == 0
              and not (lay.ffn_shard_scope == "TP+CP" and lay.cp > 1)
              and (workload.sequence_parallel or lay.tp == 1))
     if not ok:
-        return valid, None, None, None, None, None
+        return valid, None, None, None, None, None, None, None
     tier = coll.tier_of
-    return (valid, lay.tp * lay.cp * lay.dp / lay.ep, k_ep,
+    return (valid, devs / (lay.ep * etp), k_ep,
             tier(ep_span, cube, topology.pes_per_sip), k_edp,
-            tier(edp_span, cube, topology.pes_per_sip))
+            tier(edp_span, cube, topology.pes_per_sip), k_etp,
+            tier(etp_span, cube, topology.pes_per_sip))
 
 
 def work_per_device(lay: Layout, workload):
@@ -234,19 +272,22 @@ def attention_core(model, workload, cp: float, tp: float, bw: float, passes: flo
 
 
 def ffn_gemms(model, tokens: float, ffn_tokens: float, shard: float, tp: float, ep: float,
-              bw: float, passes: float):
-    """Weights read per pass: with EP the rank's local experts whole (those its T·k/tp
-    routed token copies touch), the rest (router, shared, dense) by TP."""
+              etp: float, imbalance: float, bw: float, passes: float):
+    """Weights read per pass: with EP the rank's local expert shards (1/etp of those its
+    expert-TP group's etp·T·k/tp routed copies touch), the rest (router, shared, dense) by
+    TP; the busiest EP rank computes ``imbalance`` x the mean routed copies."""
     router = model.ffn_params_per_layer - model.n_experts * model.expert_params
+    flops = passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / shard
     if ep > 1:
-        local = min(model.n_experts / ep, tokens * model.top_k / tp)
-        read = local * model.expert_params + router / tp
+        routed_per_token = model.n_moe_layers / model.n_layers * model.top_k * model.expert_params
+        flops += passes * 2 * ffn_tokens * routed_per_token * (imbalance - 1) / shard
+        local = min(model.n_experts / ep, etp * tokens * model.top_k / tp)
+        read = local * model.expert_params / etp + router / tp
     else:
         experts = (min(model.n_experts, ffn_tokens * model.top_k) if model.n_experts > 1
                    else 1)
         read = (experts * model.expert_params + router) / shard
-    return (passes * 2 * ffn_tokens * model.ffn_active_params_per_layer / shard,
-            passes * (read * bw + 2 * ffn_tokens * model.d_model * bw))
+    return flops, passes * (read * bw + 2 * ffn_tokens * model.d_model * bw)
 
 
 def lm_head(model, m: float, tokens: float, tp: float, bw: float):
@@ -366,7 +407,8 @@ def moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, tier_ep
     dispatcher: one copy per routed expert."""
     cube = topology.pes_per_cube
     nics = topology.nics_per_cube or cube
-    row = tokens / tp * model.d_model * model.bytes_per_param
+    # the busiest rank's rows (moe_load_imbalance x the mean)
+    row = tokens / tp * model.d_model * model.bytes_per_param * workload.moe_load_imbalance
     # across cubes: NCCL's base latency once, its NVLink latency per in-cube peer
     scaleout = (None if tier_ep == 0 else
                 (topology.coll_base_scaleout_ns, topology.alpha_intra_scaleout_ns))
@@ -379,6 +421,19 @@ def moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, tier_ep
         t = coll.alltoall_ns(row * model.top_k, ep, k_ep, cube, nics, links[0], links[tier_ep],
                              scaleout)
     return count * t
+
+
+def expert_tp_relayout(links, model, workload, topology, tokens, tp, etp, k_etp, tier_etp,
+                       count) -> float:
+    """Expert TP > 1 (Megatron-Core's alltoall dispatcher): ``count`` all-gathers (after a
+    dispatch) or reduce-scatters (before a combine) over the expert-TP group of the token
+    copies a rank received: its tokens / tp, k each, x the busiest rank's imbalance."""
+    if etp <= 1 or count == 0:
+        return 0.0
+    received = (tokens / tp * model.top_k * workload.moe_load_imbalance * model.d_model
+                * model.bytes_per_param)
+    return group_collective(links, etp * received, etp, k_etp, tier_etp, topology, False,
+                            count, False)
 
 
 def zero3_param_gathers(links, params, g, k, tier, topology, workload, pw) -> float:
@@ -403,10 +458,11 @@ def cp_ring(lay: Layout, model, workload, tp, bw, topology, tier_cp):
     return n * block, n * (tier_alpha_ns(topology, tier_cp) + tier_base_ns(topology, tier_cp))
 
 
-def kernels_per_layer(model, p_elem, n_half, n_a2a, tp, ep) -> float:
+def kernels_per_layer(model, p_elem, n_half, n_a2a, tp, ep, etp) -> float:
     moe_share = model.n_moe_layers / model.n_layers if model.n_experts > 1 else 0.0
     n = p_elem * (10 + (model.n_norms_per_layer - 2) + 4 * moe_share)
-    return n + (2 * n_half if tp > 1 else 0) + (n_a2a if ep > 1 else 0)
+    a2a = (n_a2a * (2 if etp > 1 else 1)) if ep > 1 else 0  # + expert-TP gathers
+    return n + (2 * n_half if tp > 1 else 0) + a2a
 
 
 # --- the pipeline ---------------------------------------------------------------------------
@@ -446,12 +502,13 @@ def grad_reduce_overlap(workload, p_ffn, m, slots) -> float:
     return 2 / p_ffn * (m if workload.zero_stage >= 2 else 1) / slots
 
 
-def layer_params(model, tp, ep, shard):
-    """(dense, local routed experts) parameters of one layer on a device."""
+def layer_params(model, tp, ep, etp, shard):
+    """(dense, local routed experts: E/ep experts, 1/etp of each) parameters of one layer
+    on a device."""
     if ep > 1:
         router = model.ffn_params_per_layer - model.n_experts * model.expert_params
         return (attention_weights(model, tp) + router / tp + model.norm_params_per_layer,
-                model.n_experts / ep * model.expert_params)
+                model.n_experts / ep * model.expert_params / etp)
     return (attention_weights(model, tp) + model.ffn_params_per_layer / shard
             + model.norm_params_per_layer, 0.0)
 
@@ -621,8 +678,9 @@ def _layer_ops(model, workload, topology, lay: Layout):
     ops = {"attn_linear": scaled(gemm, attention_projections(model, tokens, tp, wb, attn)),
            "attn_core": scaled(core_rate, attention_core(model, workload, cp, tp, wb, core,
                                                          causal, pair_frac)),
-           "ffn": scaled(gemm, ffn_gemms(model, tokens, ffn_tokens, ffn_ranks, tp, ep, wb,
-                                         ffn))}
+           "ffn": scaled(gemm, ffn_gemms(model, tokens, ffn_tokens, ffn_ranks, tp, ep,
+                                         workload.expert_tp, workload.moe_load_imbalance,
+                                         wb, ffn))}
     head = scaled(head_rate, lm_head(model, m, tokens, tp, wb))
     ep_div = tp if ep > 1 else 1  # a rank handles its sequence-parallel 1/tp slice
     b_elem = elementwise_bytes(model, tokens, residual, ffn_tokens, ffn_ranks, tp, wb, elem)
@@ -653,12 +711,15 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     links = _links(hardware, topology, efficiency)
     strides, t_tp, t_cp, t_pp, t_dp, t_tpcp = placement(lay, topology)
     g_sh, k_sh, t_sh = gradient_group(lay, strides, t_dp, t_cp, cube)
-    g_edp, k_ep, t_ep, k_edp, t_edp = 1, 1, 0, 1, 0
+    etp = workload.expert_tp
+    g_edp, k_ep, t_ep, k_edp, t_edp, k_etp, t_etp = 1, 1, 0, 1, 0, 1, 0
     if ep > 1:
-        ok, g_edp, k_ep, t_ep, k_edp, t_edp = expert_groups(lay, model, workload, strides,
-                                                            topology)
+        ok, g_edp, k_ep, t_ep, k_edp, t_edp, k_etp, t_etp = expert_groups(
+            lay, model, workload, strides, topology)
         if not ok:
             return invalid
+    elif etp not in (1, tp):  # experts over TP as a dense FFN: expert TP 1 or TP
+        return invalid
     m, tokens, _, _, ffn_ranks, wide = work_per_device(lay, workload)
     lin, _, ffn_passes, elem_passes, _, per_block = recompute_passes(model, workload)
     ops, head, b_elem = _layer_ops(model, workload, topology, lay)
@@ -673,6 +734,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if not wide:  # and the FFN block's
         tp_time += tp_time * tp_ffn_share(model, ep)
     a2a = (moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, t_ep, n_a2a)
+           + expert_tp_relayout(links, model, workload, topology, tokens, tp, etp, k_etp,
+                                t_etp, n_a2a)
            if ep > 1 else 0.0)
     overlapped = ((tp_time if workload.tp_comm_overlap else 0.0)
                   + (a2a if workload.moe_a2a_overlap else 0.0))
@@ -681,7 +744,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if wide:
         blocking += tp_cp_ffn_collectives(links, model, workload.micro_batch, workload.s_kv,
                                           tp, cp, t_tpcp, t_cp, topology, per_block)
-    dense_layer, expert_layer = layer_params(model, tp, ep, ffn_ranks)
+    dense_layer, expert_layer = layer_params(model, tp, ep, etp, ffn_ranks)
     if zs == 3:
         overlapped += (zero3_param_gathers(links, dense_layer, g_sh, k_sh, t_sh, topology,
                                            workload, pw)
@@ -689,7 +752,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
                                              topology, workload, pw))
     ring_bytes, ring_alpha = cp_ring(lay, model, workload, tp, wb, topology, t_cp)
     ring = ring_bytes / links[t_cp][0] + ring_alpha if cp > 1 else 0.0
-    kernels = kernels_per_layer(model, elem_passes, per_block, n_a2a, tp, ep)
+    kernels = kernels_per_layer(model, elem_passes, per_block, n_a2a, tp, ep, etp)
 
     # once per step
     per_stage, per_slot, slots = pipeline_schedule(model, pp, m, workload.virtual_stages)

@@ -92,7 +92,7 @@ TWINS: tuple[Twin, ...] = (
     # gradients' and the after-step all-gather's, for its tail and step accumulators)
     Twin("layout_valid", "training", "training_ref"),
     Twin("gradient_group", "training", "training_ref"),
-    Twin("ep_groups", "training", "training_ref"),
+    Twin("expert_subgroup", "training", "training_ref"),
     Twin("expert_blocks_spanned", "training", "training_ref"),
     Twin("ep_dispatch_copies", "training", "training_ref"),
     Twin("expert_groups", "training", "training_ref"),
@@ -116,6 +116,7 @@ TWINS: tuple[Twin, ...] = (
     Twin("tp_ffn_share", "training", "training_ref"),
     Twin("moe_alltoalls_per_layer", "training", "training_ref"),
     Twin("moe_alltoall", "training", "training_ref"),
+    Twin("expert_tp_relayout", "training", "training_ref"),
     Twin("zero3_param_gathers", "training", "training_ref"),
     Twin("cp_ring", "training", "training_ref"),
     Twin("kernels_per_layer", "training", "training_ref"),

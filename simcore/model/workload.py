@@ -46,6 +46,9 @@ _WORKLOAD_RANGES: dict[str, Range] = {
     "virtual_stages": Range(1, 1024, "(interleaved pipeline chunks per device)"),
     "prefill_tokens": Range(0, 1e9, "tokens (other requests' prompt tokens per decode step)"),
     "prefill_context": Range(0, 1e8, "tokens (mean context of those prompt tokens)"),
+    "expert_tp": Range(1, 1024, "(expert tensor-parallel ranks)"),
+    "moe_load_imbalance": Range(1, 1024, "(busiest EP rank's routed tokens / the mean)",
+                                integer=False),
     "host_step_ns": Range(0, 1e10, "ns (serving loop's host time per step)", integer=False),
     "quant_group": Range(0, 1e6, "(weights per scale group; 0 = one per output channel)"),
 }
@@ -172,6 +175,28 @@ class Workload:
         micro-batch runs under the compute of another (Megatron-Core's
         ``overlap_moe_expert_parallel_comm``, Megatron-Bridge's ``moe_a2a_overlap``), so
         only what outlasts the layer's compute is exposed.
+    expert_tp : int
+        Training only, MoE with ``ep`` > 1: expert tensor parallelism (Megatron-Core's
+        ``--expert-tensor-parallel-size``): each routed expert's GEMMs are sharded over
+        ``expert_tp`` ranks. The stage's TP x CP x DP devices fold into expert TP
+        (innermost) x EP x expert-data-parallel ``tp·cp·dp / (expert_tp·ep)`` (Megatron's
+        MoE parallel folding); ZeRO / the distributed optimizer / FSDP shard and reduce the
+        expert states over that expert-data-parallel group. With ``expert_tp`` > 1 the
+        alltoall dispatcher all-gathers the dispatched tokens over the expert-TP group
+        after the EP all-to-all and reduce-scatters them before the combine
+        (``MoEAlltoAllTokenDispatcher``: "A2A(EP) ... AG(TP)" / "RS(TP) ... A2A(EP)").
+        Default 1, Megatron-Core's default for MoE (old Megatron-LM sharded experts over
+        the attention TP group: pass ``expert_tp=tp`` for that). A layout where
+        ``expert_tp·ep`` does not divide ``tp·cp·dp`` is masked. With ``ep`` = 1 the
+        experts shard over TP like a dense FFN and ``expert_tp`` must be 1 or ``tp``.
+    moe_load_imbalance : float
+        Training only, MoE with ``ep`` > 1: the busiest EP rank's routed token copies over
+        the mean (≥ 1). The step waits for that rank: its expert GEMMs, its dispatch /
+        combine traffic and its expert-TP gathers scale by this factor. 1 (the default)
+        is balanced routing, as the published benchmarks force it (Megatron-Bridge's
+        "we force-balance the token distribution among experts", Automodel's
+        ``FakeBalancedGate``); a token-dropping run with capacity factor c caps it at c
+        (Switch Transformer / Megatron-Core ``--moe-expert-capacity-factor``).
     tp_comm_overlap : bool
         Training only: tensor-parallel communication overlap (Megatron's
         ``--tp-comm-overlap`` with Transformer Engine's userbuffers): the TP all-gathers
@@ -282,6 +307,8 @@ class Workload:
     moe_dispatch: str = None  # type: ignore[assignment]
     moe_routing: str = None  # type: ignore[assignment]
     moe_a2a_overlap: bool = None  # type: ignore[assignment]
+    expert_tp: int = 1
+    moe_load_imbalance: float = 1.0
     tp_comm_overlap: bool = None  # type: ignore[assignment]
     eager_elementwise: bool = None  # type: ignore[assignment]
     eager_loss: bool = None  # type: ignore[assignment]
