@@ -13,9 +13,10 @@ What is used
   ``isl`` tokens.
 * **TPOT** (``tpot_ms``): one ``decode`` step at ``batch`` sequences and the mean context
   ``isl + osl/2`` (lmdeploy static runs). Served runs (aiconfigurator's silicon CSV, at a
-  fixed client concurrency) are the steady-state step of :meth:`Workload.served`: the
-  running batch is the concurrency, and each step also carries ``concurrency·isl/osl``
-  prompt tokens of newly admitted requests (continuous batching).
+  fixed client concurrency) are the steady-state steps of :meth:`Workload.served_steps`: the
+  running batch is the concurrency, and about ``concurrency·isl/osl`` prompt tokens of
+  newly admitted requests arrive per step, each prompt run whole with the decode batch in
+  a share of the steps (in-flight batching).
 * **Output throughput** (``output_tokens_per_s``, whole system) of static runs:
   ``batch x osl`` over the whole run (TensorRT-LLM's ``out_tps``), reproduced as a
   :class:`~simcore.validation.points.Measurement` with ``steps`` (:func:`_whole_run`): one
@@ -289,6 +290,21 @@ def _runtime(p: dict, source: dict) -> dict[str, Any]:
     return {"runtime": name}
 
 
+def served_steps(concurrency: int, isl: int, osl: int, dt: dict[str, Any]
+                 ) -> tuple[tuple[tuple[Workload, float], ...], str]:
+    """A served row's steady-state steps (:meth:`Workload.served_steps`: whole prompts
+    admitted with the decode batch in a share of the steps) and the note saying so."""
+    steps = Workload.served_steps(concurrency=concurrency, isl=isl, osl=osl, **dt)
+    if len(steps) == 1:
+        return steps, (f"; served: running batch = the client concurrency, plus "
+                       f"{steps[0][0].prefill_tokens} prompt tokens of admitted requests "
+                       "every step")
+    share = steps[1][1]
+    return steps, (f"; served: running batch = the client concurrency; {100 * share:.3g}% of "
+                   f"the steps also run a whole {steps[1][0].prefill_tokens}-token prompt of "
+                   "an admitted request")
+
+
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if p.get("already_in_simcore"):
         return [], "already in simcore.validation.data"
@@ -329,16 +345,17 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     ctx = isl + (int(osl) // 2 if osl else 0)
     tpot = _value(p, "tpot_ms")
     if tpot is not None:
+        steps: tuple[tuple[Workload, float], ...] = ()
         if server and osl:  # steady state: new requests' prompts share the decode passes
-            wl = Workload.served(concurrency=batch, isl=isl, osl=int(osl), **dt)
-            note = (f"; served: running batch = the client concurrency, plus "
-                    f"{wl.prefill_tokens} prompt tokens of admitted requests per step")
+            steps, note = served_steps(batch, isl, int(osl), dt)
+            wl = steps[-1][0]
         else:
             wl = Workload("decode", batch=batch, s_kv=max(ctx, 1), **dt)
             note = ""
         out.append(Measurement(f"{p['id']}:tpot", "decode", model, family, layout, wl, "latency",
                                tpot, "ms", src, ref,
-                               f"{base}; TPOT at batch {batch}, mean context {ctx}{note}"))
+                               f"{base}; TPOT at batch {batch}, mean context {ctx}{note}",
+                               steps=steps))
     thr = _value(p, "output_tokens_per_s")
     per_gpu = _value(p, "output_tokens_per_s_per_gpu")
     if thr is None and per_gpu is not None:

@@ -32,12 +32,13 @@ attention DP, ``batch_per_attention_dp_rank`` × DP, checked).
 
 Metrics
 -------
-* ``tpot_ms`` of an aggregated server at a client concurrency: the steady-state step of
-  :meth:`Workload.served` (running batch = concurrency, plus the prompt tokens of
-  admitted requests). Of a disaggregated decode worker: a plain decode step at the
+* ``tpot_ms`` of an aggregated server at a client concurrency: the mean steady-state
+  step of :meth:`Workload.served_steps` (running batch = concurrency; a share of the steps
+  also runs an admitted request's whole prompt). Of a disaggregated decode worker: a plain decode step at the
   worker's batch and the mean context ``isl + osl/2`` (prompts run on other GPUs).
 * ``output_tokens_per_s`` of a server or an offline benchmark at a stated concurrency
-  (trtllm-bench, benchmark_serving): the same served step, tokens/s = concurrency / step.
+  (trtllm-bench, benchmark_serving): the same served steps, tokens/s = concurrency / mean
+  step.
 
 Each point runs under the runtime profile its source (or the point) names
 (``"runtime"``, :data:`simcore.model.runtime.RUNTIMES`). TTFTs are not used (served at a
@@ -62,7 +63,7 @@ from typing import Any
 from ..errors import SpecError
 from ..model import presets
 from ..model.specs import Model, Workload
-from .data_infer import INFER_SOURCES, _dtype, _model, _runtime, _value
+from .data_infer import INFER_SOURCES, _dtype, _model, _runtime, _value, served_steps
 from .points import Measurement
 
 __all__ = ["ARCH_FIELDS", "MOE_MEASUREMENTS", "MOE_SOURCES", "is_moe", "load_moe_measurements",
@@ -234,24 +235,26 @@ def _convert(p: dict[str, Any], sources: dict[str, Any]) -> tuple[list[Measureme
     if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
         dt["act_dtype"] = dt["weight_dtype"]
     disagg = bool(p["layout"].get("disaggregated"))
+    steps: tuple[tuple[Workload, float], ...] = ()
     if disagg:  # a decode worker: its prompts ran on the prefill workers
         wl = Workload("decode", batch=batch, s_kv=isl + osl // 2, **dt)
         how = f"disaggregated decode worker: batch {batch}, mean context {isl + osl // 2}"
     else:
-        wl = Workload.served(concurrency=batch, isl=isl, osl=osl, **dt)
-        how = (f"served: running batch {batch} (the concurrency) plus {wl.prefill_tokens} "
-               "prompt tokens of admitted requests per step")
+        steps, how = served_steps(batch, isl, osl, dt)
+        wl = steps[-1][0]
+        how = f"running batch {batch}{how}"
     head = (model, presets.HARDWARE_FAMILIES[p["hardware"]], layout, wl)
     cite = (sources[p["source"]]["citation"], MOE_SOURCES[p["source"]])
     base = f"{p['where']} [json id {p['id']}]; {p.get('kind', 'moe')}; {how}"
     tpot = _value(p, "tpot_ms")
     if tpot is not None and not any(m.get("derived") for m in p["measured"]):
         return [Measurement(f"{p['id']}:tpot", "decode", *head, "latency", tpot, "ms", *cite,
-                            base)], ""
+                            base, steps=steps)], ""
     thr = _value(p, "output_tokens_per_s")
     if thr is not None and not disagg:
         return [Measurement(f"{p['id']}:thr", "decode", *head, "output_tokens_per_s", thr,
-                            "tok/s", *cite, f"{base}; output tok/s = concurrency / step")], ""
+                            "tok/s", *cite, f"{base}; output tok/s = concurrency / mean step",
+                            steps=steps, generated=1 if steps else 0)], ""
     return [], "no reproducible metric (queued TTFT only)"
 
 

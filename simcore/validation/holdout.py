@@ -14,10 +14,11 @@ H100, SGLang's 8B on H200, 328 rows — share those with fitted points, so for t
 the batch, lengths and TP degree are new; the other 438 rows are new in framework or
 model as well.
 
-Each row becomes what the fitted served rows are (:meth:`Workload.served`): the running
+Each row becomes what the fitted served rows are (:meth:`Workload.served_steps`): the running
 batch is the client concurrency (``batch_size``, equal to the concurrency in every row
-used: no attention data parallelism), and each decode pass also carries
-``concurrency · isl / osl`` prompt tokens of newly admitted requests. Precision from
+used: no attention data parallelism), and about ``concurrency · isl / osl`` prompt
+tokens of newly admitted requests arrive per step, each prompt run whole with the decode
+batch in a share of the steps. Precision from
 ``gemm_quant_mode``: ``fp8`` / ``fp8_block`` / ``fp8_static`` → FP8 weights and GEMM
 inputs, empty / ``bfloat16`` / ``float16`` → 16-bit; the KV cache dtype is not in the CSV
 and is taken as 16-bit. Decode steps replay CUDA graphs, as in the fitted rows
@@ -39,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from ..model import presets
-from ..model.specs import Efficiency, Workload
+from ..model.specs import Efficiency
+from .data_infer import served_steps
 from .points import Measurement
 
 __all__ = ["SOURCE", "HoldoutRow", "holdout_rows", "holdout_summary", "load_holdout"]
@@ -115,14 +117,14 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
     batch, isl, osl, tp = (int(r[k]) for k in ("batch_size", "isl", "osl", "tp_size"))
     model = presets.catalogue()[_MODELS[r["model_path"]]].model()
     family = presets.HARDWARE_FAMILIES[_SYSTEMS[r["system"]]]
-    wl = Workload.served(concurrency=batch, isl=isl, osl=osl, **dt)
+    steps, how = served_steps(batch, isl, osl, dt)
     notes = (f"silicon_sample.csv row id {r['id']!r}; {r['backend']} "
              f"{r['backend_version'] or '(version blank)'}, {r['model_path']}, "
              f"{'FP8' if fp8 else '16-bit'} GEMMs, TP{tp}, concurrency {batch}, ISL {isl}, "
-             f"OSL {osl}; served: plus {wl.prefill_tokens} prompt tokens per step")
+             f"OSL {osl}{how}")
     m = Measurement(f"aic-holdout:{r['id']}", "decode", model, family,
-                    (("tp", tp), ("pp", 1), ("dp", 1)), wl, "latency",
-                    float(r["silicon_tpot_ms"]), "ms", SOURCE, REF, notes)
+                    (("tp", tp), ("pp", 1), ("dp", 1)), steps[-1][0], "latency",
+                    float(r["silicon_tpot_ms"]), "ms", SOURCE, REF, notes, steps=steps)
     row = HoldoutRow(m.id, r["backend"], family.name, r["model_path"], tp, batch, isl, osl,
                      fp8, m.measured)
     return (m, row), ""
