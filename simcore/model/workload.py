@@ -484,3 +484,49 @@ class Workload:
         return cls("decode", batch=int(concurrency), s_kv=int(isl) + int(osl) // 2,
                    prefill_tokens=int(round(concurrency * isl / osl)),
                    prefill_context=max(int(isl) // 2, 1), **kw)
+
+    @classmethod
+    def served_steps(cls, *, concurrency: int, isl: int, osl: int, chunk_tokens: int = 0,
+                     **kw: Any) -> tuple[tuple[Workload, float], ...]:
+        """The steady-state steps of an in-flight-batching server, with the share of steps
+        each takes: their weighted latency is the mean time per output token.
+
+        As :meth:`served`, ``concurrency`` requests are in flight and about
+        ``T = concurrency·isl/osl`` prompt tokens arrive per step. A scheduler does not
+        spread them thinly over every step: it runs a newly admitted request's prompt in
+        one forward pass together with the decode batch (TensorRT-LLM's in-flight batching
+        with chunked context off, its default), or in chunks of its token budget
+        ``chunk_tokens`` (chunked prefill; 0 = whole prompts). So a share ``f = T / C`` of
+        the steps carries a chunk of ``C = min(isl, chunk_tokens or isl)`` prompt tokens
+        (mean causal context ``isl/2``) and the rest are pure decode steps. Where prompts
+        arrive faster than one chunk per step (``T >= C``), every step carries ``T`` tokens:
+        the single step of :meth:`served`.
+
+        The difference matters most for a sparse mixture of experts: the ``T`` tokens of
+        a thinly spread prompt route to many experts every step (36 prompt tokens of a
+        top-8-of-256 model touch 68% of a layer's experts, the decode batch of 4 alone
+        12%), while a whole prompt reads the experts once per ``1/f`` steps.
+
+        Examples
+        --------
+        >>> steps = Workload.served_steps(concurrency=4, isl=8192, osl=1024)
+        >>> [(w.prefill_tokens, round(f, 4)) for w, f in steps]
+        [(0, 0.9961), (8192, 0.0039)]
+        >>> [(w.prefill_tokens, f) for w, f in Workload.served_steps(concurrency=64, isl=100,
+        ...                                                            osl=10)]
+        [(640, 1.0)]
+        """
+        one = cls.served(concurrency=concurrency, isl=isl, osl=osl, **kw)
+        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, numbers.Integral) \
+                or chunk_tokens < 0:
+            raise SpecError("Workload.served_steps: chunk_tokens must be an integer >= 0 (0 = "
+                            f"whole prompts), got {chunk_tokens!r}")
+        chunk = min(int(isl), int(chunk_tokens) or int(isl))
+        tokens = concurrency * isl / osl
+        if tokens >= chunk:
+            return ((one, 1.0),)
+        share = tokens / chunk
+        decode = cls("decode", batch=int(concurrency), s_kv=one.s_kv, **kw)
+        mixed = cls("decode", batch=int(concurrency), s_kv=one.s_kv, prefill_tokens=chunk,
+                    prefill_context=one.prefill_context, **kw)
+        return ((decode, 1.0 - share), (mixed, share))
