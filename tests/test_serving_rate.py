@@ -332,3 +332,42 @@ def test_bench_requests__smoke():
     out = bench.main(["--smoke"])
     assert out["deployments"] == 10 and out["twin"]["identical"]
     assert out["simulate_s"] < 60
+
+
+# --- published serving percentiles (simcore.validation.serving_rate) ------------------------
+
+def test_serving_percentiles__transcription_matches_the_files_totals():
+    """Each point's per-request lengths sum to the file's own totals, and carries its
+    source (repository, path, 40-hex commit) and the four measured percentiles."""
+    from simcore.validation.serving_rate import METRICS, load_serving_points
+
+    points = load_serving_points()
+    assert len(points) >= 10
+    for p in points:
+        assert len(p["input_lens"]) == len(p["output_lens"]) == p["num_prompts"]
+        assert sum(p["input_lens"]) == p["total_input_tokens"], p["id"]
+        assert sum(p["output_lens"]) == p["total_output_tokens"], p["id"]
+        assert len(p["source"]["commit"]) == 40 and p["source"]["path"].endswith(".json")
+        assert all(p[k] > 0 for k, _ in METRICS)
+        assert p["median_ttft_ms"] <= p["p99_ttft_ms"] and p["median_tpot_ms"] <= p["p99_tpot_ms"]
+
+
+def test_serving_rows__replay_and_report(capsys):
+    """Every point simulates to finite percentiles in order (p50 <= p99); more requests
+    sent at once never lower the predicted p99 TTFT on the same GPU; the section prints."""
+    from simcore.cli.validate import _print_serving
+    from simcore.validation.serving_rate import serving_rows, serving_summary
+
+    rows = serving_rows()
+    for r in rows:
+        assert all(np.isfinite(v) and v > 0 for v in r.predicted.values()), r.id
+        assert r.predicted["median_ttft_ms"] <= r.predicted["p99_ttft_ms"]
+    h100 = sorted((r.n_requests, r.predicted["p99_ttft_ms"]) for r in rows
+                  if r.family == "H100-SXM")
+    assert [t for _, t in h100] == sorted(t for _, t in h100)
+    s = serving_summary(rows)
+    assert s["n"] == len(rows) and 0 <= s["p99_within_15"] <= s["n"]
+    import sys
+    _print_serving(sys.stdout)
+    out = capsys.readouterr().out
+    assert "serving percentiles, never fitted" in out and rows[0].id in out

@@ -153,6 +153,27 @@ def _print_blackwell(eff: Efficiency, notes: Any) -> None:
           "simcore/validation/blackwell_measurements.json]", file=notes)
 
 
+def _print_serving(notes: Any) -> None:
+    """Published serving percentiles against the request simulator
+    (:mod:`simcore.validation.serving_rate`), held out: per point and metric."""
+    from ..validation.serving_rate import METRICS, serving_rows, serving_summary
+
+    rows = serving_rows()
+    s = serving_summary(rows)
+    per = ", ".join(f"{label} {100 * s['per_metric'][k]:.1f}%" for k, label in METRICS)
+    print(f"\nserving percentiles, never fitted: {s['n']} published vLLM benchmark runs "
+          f"replayed request by request, mean |error| {per}; p99 TTFT and p99 TPOT both "
+          f"within 15% on {s['p99_within_15']} of {s['n']} (simcore.validation.serving_rate):",
+          file=notes)
+    for r in rows:
+        cells = "  ".join(f"{label} {r.measured[k]:7.1f} -> {r.predicted[k]:7.1f} ms "
+                          f"{100 * r.error[k]:+5.0f}%" for k, label in METRICS)
+        print(f"  {r.id:<34} {cells}", file=notes)
+    print("  [LambdaLabsML/vllm-benchmark results/prompt_*/1x{H100,A100}-80GB-SXM/"
+          "Meta-Llama-3-8B-Instruct_tp1_len*.json; simcore/validation/serving_percentiles.json]",
+          file=notes)
+
+
 def _print_held(notes: Any) -> None:
     """How many held factors rest on which evidence (:data:`simcore.validation.fitted.HELD`)."""
     from ..validation.fitted import EVIDENCE, HELD
@@ -306,6 +327,8 @@ def run(args: argparse.Namespace) -> int:
         _print_holdout(eff, notes, args.holdout_plot)
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
+    if args.kind is None:
+        _print_serving(notes)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")

@@ -1,0 +1,119 @@
+"""The request simulator against published serving percentiles, held out (never fitted).
+
+``serving_percentiles.json`` holds vLLM ``benchmark_serving.py`` result files of
+LambdaLabsML/vllm-benchmark (repository, path and commit per point): Meta-Llama-3-8B-Instruct
+in bf16 at tensor parallel 1 on one H100-SXM or one A100-80G, ShareGPT prompts, every
+request sent at t = 0 (``request_rate inf``), ``num_prompts`` of them. A file lists each
+request's input and output length, so the simulation replays exactly those requests
+(:func:`serving_rows`) through one aggregated instance of the ``TP1`` layout
+(:func:`~simcore.studies.serving.simulate.price_instances`,
+:func:`~simcore.studies.serving.simulate.serve_agg`) and reports the median and p99 TTFT
+and TPOT beside the measured ones. ``simcore validate`` prints them as their own held-out
+section; nothing here is fitted.
+
+Like for like with the measurement (vLLM's ``benchmark_serving.py`` of that time): a
+request's TPOT is ``(latency - TTFT) / (output_len - 1)`` for output lengths above 1, the
+percentiles are numpy's (linear interpolation), and a request the file lists with 0
+output tokens counts with TTFT 0 (as the benchmark recorded it) and no TPOT; it is
+served as a one-token request (its prompt still loads the server). The scheduler is
+simcore's (:class:`~simcore.studies.serving.simulate.Scheduler`) with the server's stated
+or default limits: ``max_num_seqs`` 256 (the repository's ``MAX_NUM_SEQ``), a token
+budget of ``max(max_model_len, 2048)`` = 2048 (vLLM's default ``max_num_batched_tokens``
+without chunked prefill), 0.9 of HBM (vLLM's default ``gpu_memory_utilization``). Not
+like for like, and said so: vLLM 0.5 / 0.6 (V0) runs waiting prefills in steps of their
+own, before decodes, where simcore's scheduler (vLLM V1's) mixes them into decode steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ServingRow", "load_serving_points", "serving_rows", "serving_summary"]
+
+_JSON = Path(__file__).with_name("serving_percentiles.json")
+#: the metrics compared, (key in the file, label)
+METRICS: tuple[tuple[str, str], ...] = (("median_ttft_ms", "p50 TTFT"),
+                                        ("p99_ttft_ms", "p99 TTFT"),
+                                        ("median_tpot_ms", "p50 TPOT"),
+                                        ("p99_tpot_ms", "p99 TPOT"))
+
+
+@lru_cache(maxsize=1)
+def load_serving_points() -> tuple[dict[str, Any], ...]:
+    """The points of ``serving_percentiles.json`` (each a dict, as transcribed)."""
+    return tuple(json.loads(_JSON.read_text(encoding="utf-8"))["points"])
+
+
+@dataclass(frozen=True)
+class ServingRow:
+    """One point: ``measured`` and ``predicted`` (ms) per :data:`METRICS` key, the
+    signed relative ``error`` (predicted / measured - 1) of each."""
+
+    id: str
+    family: str
+    n_requests: int
+    measured: dict[str, float]
+    predicted: dict[str, float]
+    source: str
+
+    @property
+    def error(self) -> dict[str, float]:
+        return {k: self.predicted[k] / self.measured[k] - 1.0 for k in self.measured}
+
+
+def _instance(model: str, family: str, max_len: int, sched: Any) -> Any:
+    from ..model.presets import get_family, load_model
+    from ..studies.serving.simulate import price_instances
+
+    fam = get_family(family)
+    insts = price_instances(load_model(model), family=fam, hardware=fam.hardware,
+                            efficiency=None, dtype="", max_devices=1, max_tokens=max_len,
+                            scheduler=sched)
+    return next(i for i in insts if i.label == "TP1")
+
+
+def _predict(p: dict[str, Any]) -> dict[str, float]:
+    from ..studies.serving.simulate import Scheduler, serve_agg
+    from ..studies.serving.traffic import Traffic
+
+    sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=256)
+    isl = np.asarray(p["input_lens"], dtype=np.int64)
+    out = np.asarray(p["output_lens"], dtype=np.int64)
+    osl = np.maximum(out, 1)
+    traffic = Traffic(arrival_s=np.zeros(isl.size), isl=isl, osl=osl,
+                      duration_s=float(p["duration_s"]), source=p["id"])
+    inst = _instance(p["model"], p["family"], int((isl + osl).max()) + 1, sched)
+    served = serve_agg(traffic, inst, 1, sched)
+    ttft = np.where(out > 0, served.ttft_ns, 0.0) / 1e6  # the benchmark's 0 for no output
+    tpot = served.tpot_ns[out > 1] / 1e6
+    return {"median_ttft_ms": float(np.median(ttft)),
+            "p99_ttft_ms": float(np.percentile(ttft, 99)),
+            "median_tpot_ms": float(np.median(tpot)),
+            "p99_tpot_ms": float(np.percentile(tpot, 99))}
+
+
+def serving_rows() -> list[ServingRow]:
+    """Every point of the file, simulated."""
+    rows = []
+    for p in load_serving_points():
+        src = p["source"]
+        rows.append(ServingRow(
+            id=p["id"], family=p["family"], n_requests=int(p["num_prompts"]),
+            measured={k: float(p[k]) for k, _ in METRICS}, predicted=_predict(p),
+            source=f"{src['repo']} {src['path']} @ {src['commit'][:12]}"))
+    return rows
+
+
+def serving_summary(rows: list[ServingRow]) -> dict[str, Any]:
+    """Mean |error| per metric, and how many points have p99 TTFT and p99 TPOT both
+    within 15% (issue 35's target)."""
+    per = {k: float(np.mean([abs(r.error[k]) for r in rows])) for k, _ in METRICS}
+    within = sum(abs(r.error["p99_ttft_ms"]) <= 0.15 and abs(r.error["p99_tpot_ms"]) <= 0.15
+                 for r in rows)
+    return {"n": len(rows), "per_metric": per, "p99_within_15": within}
