@@ -17,7 +17,8 @@ Prints JSON (one run, ratios from that run):
   cache; ``warm_cli_*_s`` — ``simcore --version`` and ``simcore evaluate`` with the cache
   warm (median of 3);
 * ``korthikanti_8_rows_whole_process`` — the 8 Korthikanti et al. Table 5 training runs
-  predicted by a fresh process (median of 5), and by Calculon from its own inputs when
+  predicted by a fresh process from simcore's own inputs (``simcore.predict`` per run;
+  median of 5), and by Calculon from its own inputs when
   ``CALCULON_DIR`` names a checkout of calculon-ai/calculon (not on PyPI), with the ratio.
 
 Run: ``python benchmarks/bench_small.py [--no-cold]``. Figures move ±20% on a shared
@@ -172,11 +173,27 @@ def llm_analysis_grid() -> float | None:
     return _best_of(run, repeat=3)
 
 
+#: simcore's own inputs for the 8 runs, as Calculon's job reads its own (the four models of
+#: Korthikanti et al. Table 3, the layouts and batches of the validation points
+#: ``korthikanti-*``; ``tests/test_tooling.py`` checks the two give the same numbers)
 _KORTHIKANTI_SIMCORE = """
-from simcore.validation import MEASUREMENTS, predict
-rows = [m for m in MEASUREMENTS if m.id.startswith("korthikanti-")]
-assert len(rows) == 8, [m.id for m in rows]
-print([round(predict(m), 3) for m in rows])
+import simcore
+from simcore import Model, Workload
+def gpt(name, layers, d, heads):
+    return Model(name, n_layers=layers, d_model=d, n_heads=heads, n_kv_heads=heads, d_ff=4 * d,
+                 vocab_size=51200, gated_ffn=False, tied_embeddings=True, attn_bias=True)
+runs = [(gpt("Megatron GPT 22B", 48, 6144, 64), 1, 4, 4, 1),
+        (gpt("Megatron GPT 175B", 96, 12288, 96), 8, 64, 1, 3),
+        (gpt("Megatron GPT 530B", 105, 20480, 128), 35, 280, 1, 3),
+        (gpt("Megatron GPT 1T", 128, 25600, 160), 64, 512, 1, 1)]
+out = []
+for model, pp, batch, micro, virtual in runs:
+    for recompute, sp in (("full", False), ("selective", True)):
+        wl = Workload("train", batch=batch, s_kv=2048, micro_batch=micro, recompute=recompute,
+                      sequence_parallel=sp, virtual_stages=virtual, runtime="megatron-2021")
+        r = simcore.predict(model, wl, {"tp": 8, "pp": pp, "dp": 1}, family="A100-80G")
+        out.append(round(r.latency_ns / 1e9, 3))
+print(out)
 """
 #: Calculon's own inputs for the same 8 runs (its llm-validation Table 5)
 _KORTHIKANTI_CALCULON = """

@@ -52,3 +52,21 @@ def test_bench_autotune_simulated(benchmark):
 
     result = benchmark(tune)
     assert result.best is not None and result.value is not None
+
+
+def test_korthikanti_job__predicts_the_validation_points(capsys):
+    """bench_small's whole-process Korthikanti job (simcore's own inputs, as Calculon's job
+    reads its own) prices the same 8 runs as the validation points: same numbers."""
+    import importlib.util
+    from pathlib import Path
+
+    from simcore.validation import MEASUREMENTS, predict
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_small", Path(__file__).with_name("bench_small.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    exec(mod._KORTHIKANTI_SIMCORE, {})
+    got = eval(capsys.readouterr().out)
+    want = [round(predict(m), 3) for m in MEASUREMENTS if m.id.startswith("korthikanti-")]
+    assert got == want
