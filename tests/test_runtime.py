@@ -71,6 +71,18 @@ def test_profile__serving_stacks_set_cuda_graphs_in_decode_only():
         assert Workload("decode", runtime=name).cuda_graphs is False
 
 
+def test_profile__host_time_per_step_and_attention_class_of_the_vllm_versions():
+    # vLLM 0.5's loop: ~4 ms per step on the host (vllm-project/vllm issue #6854)
+    assert Workload("decode", runtime="vllm-0.5").host_step_ns == 4e6
+    assert Workload("decode", runtime="vllm").host_step_ns == 0.0
+    assert Workload("decode").host_step_ns == 0.0
+    assert Workload("decode", runtime="vllm-0.5", host_step_ns=0).host_step_ns == 0.0
+    # the FlashAttention-2 kernels of vLLM 0.5 / 0.6 and of SDPA
+    for name in ("vllm-0.5", "vllm-0.6", "hf-eager"):
+        assert Workload("prefill", runtime=name).attention == "flash2"
+    assert Workload("prefill", runtime="vllm").attention == "flash"
+
+
 def test_profile__vllm_06_captures_graphs_up_to_8192_tokens_of_context():
     assert Workload("decode", runtime="vllm-0.6", s_kv=8192).cuda_graphs is True
     assert Workload("decode", runtime="vllm-0.6", s_kv=8193).cuda_graphs is False
@@ -169,6 +181,13 @@ def test_cli_runtime__hf_eager_decode_is_slower_than_vllm_and_the_header_says_wh
     # core (Topology.fa2_ratio on Hopper), a small share of a decode step
     eager = _latency([*DECODE, "--runtime", "vllm", "--eager"], capsys)[0]
     assert eager < hf < 1.01 * eager
+
+
+def test_cli_runtime__vllm_05_pays_its_host_loop_per_step(capsys):
+    old, err = _latency([*DECODE, "--runtime", "vllm-0.5"], capsys)
+    new, _ = _latency([*DECODE, "--runtime", "vllm"], capsys)
+    assert old > new + 3.9  # ms: the 4 ms loop, beside the FA2 core's small share
+    assert "(--runtime vllm-0.5: vLLM 0.5" in err
 
 
 def test_cli_runtime__training_stack_sets_its_framework(capsys):

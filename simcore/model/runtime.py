@@ -50,7 +50,7 @@ DEFAULT_RUNTIME = ""
 
 #: Workload fields a runtime profile sets (where the caller leaves them unset).
 PROFILE_FIELDS: tuple[str, ...] = (
-    "cuda_graphs", "attention", "eager_elementwise", "eager_loss", "framework", "zero_stage",
+    "cuda_graphs", "host_step_ns", "attention", "eager_elementwise", "eager_loss", "framework", "zero_stage",
     "overlap_grad_reduce", "grad_bytes", "moe_dispatch", "moe_routing", "moe_a2a_overlap",
     "tp_comm_overlap")
 
@@ -80,7 +80,15 @@ class Runtime:
     graph_max_ctx : int
         With ``cuda_graphs``: graphs are captured only up to this context; longer decode
         steps run eagerly (0 = no limit).
-    attention, eager_elementwise, eager_loss, framework, zero_stage, overlap_grad_reduce, grad_bytes, moe_dispatch, moe_routing, moe_a2a_overlap, tp_comm_overlap
+    host_step_ns : float
+        Inference: the serving loop's host time per step that does not overlap the
+        device (``Workload.host_step_ns``); 0 where the stack overlaps it or no
+        measurement is cited.
+    attention : str
+        The attention kernel class (``Workload.attention``): training and, since the
+        inference kernels price it, prefill / decode too (``"flash2"``: a
+        FlashAttention-2-class kernel, at ``Topology.fa2_ratio`` of the native rate).
+    eager_elementwise, eager_loss, framework, zero_stage, overlap_grad_reduce, grad_bytes, moe_dispatch, moe_routing, moe_a2a_overlap, tp_comm_overlap
         Training settings, as the :class:`~simcore.model.workload.Workload` fields of the
         same names.
     fp8_saved_inputs : bool
@@ -104,6 +112,7 @@ class Runtime:
     trains: bool = True
     cuda_graphs: bool = False
     graph_max_ctx: int = 0
+    host_step_ns: float = 0.0
     attention: str = "flash"
     eager_elementwise: bool = False
     eager_loss: bool = False
@@ -126,6 +135,8 @@ class Runtime:
         if field == "cuda_graphs":
             return (self.cuda_graphs and mode == "decode"
                     and (not self.graph_max_ctx or s_kv <= self.graph_max_ctx))
+        if field == "host_step_ns":
+            return 0.0 if mode == "train" else self.host_step_ns
         return getattr(self, field)
 
     def modes(self) -> str:
@@ -139,7 +150,9 @@ class Runtime:
             graphs = ("CUDA graphs in decode" + (f" up to {self.graph_max_ctx} tokens of "
                                                  "context" if self.graph_max_ctx else "")
                       if self.cuda_graphs else "eager decode")
-            parts.append(graphs)
+            host = (f", {self.host_step_ns / 1e6:g} ms of host time per step"
+                    if self.host_step_ns else "")
+            parts.append(graphs + host)
         if self.trains:
             parts.append(f"{self.framework} model states"
                          + (f" ZeRO-{self.zero_stage}" if self.zero_stage else "")
@@ -161,9 +174,9 @@ _TITAN: dict[str, Any] = dict(framework="fsdp", zero_stage=3, attention="flash2"
 
 
 def _serving(name: str, stack: str, source: str, *, graphs: bool, max_ctx: int = 0,
-             act: tuple[str, ...] = _ALL_ACT) -> Runtime:
+             act: tuple[str, ...] = _ALL_ACT, **kw: Any) -> Runtime:
     return Runtime(name, stack, source, serves=True, trains=False, cuda_graphs=graphs,
-                   graph_max_ctx=max_ctx, act_dtypes=act)
+                   graph_max_ctx=max_ctx, act_dtypes=act, **kw)
 
 
 def _training(name: str, stack: str, source: str, **kw: Any) -> Runtime:
@@ -182,8 +195,21 @@ _ALL: tuple[Runtime, ...] = (
     _serving("vllm-0.6", "vLLM 0.6 (the Qwen2.5 speed benchmark's vLLM 0.6.2 / 0.6.3)",
              "vllm-project/vllm vllm/entrypoints/llm.py @0012cf691b7e69423244d2b1405f4b6832156e19: "
              "enforce_eager = False, max_seq_len_to_capture = 8192 (longer decode steps run "
-             "eagerly); released before Blackwell (no FP4)",
-             graphs=True, max_ctx=8192, act=_PRE_FP4),
+             "eagerly); FlashAttention-2 kernels (the benchmark's environment: 'Flash "
+             "Attention 2.6.3', QwenLM docs/source/benchmark/speed_benchmark.rst "
+             "@a912d239c2d0e2e5d10bb8d02e6f5685edb43e68); released before Blackwell (no "
+             "FP4); its per-step host time is not priced (no measurement of 0.6's loop, "
+             "which overlaps output processing with the next step, is cited)",
+             graphs=True, max_ctx=8192, act=_PRE_FP4, attention="flash2"),
+    _serving("vllm-0.5", "vLLM 0.5 (one scheduler step per decode step)",
+             "vllm-project/vllm issue #6854 ('[RFC]: Multi-Step Scheduling', 2024-07-26): "
+             "'about 4ms of GPU bubble' per decode step in the baseline (sampled tokens "
+             "to the host, output pythonization, next-step input preparation, the "
+             "scheduler), which multi-step scheduling amortises; vllm/entrypoints/llm.py "
+             "@0012cf691b7e69423244d2b1405f4b6832156e19 for the CUDA-graph settings (as "
+             "vllm-0.6); FlashAttention-2 kernels; released before Blackwell (no FP4)",
+             graphs=True, max_ctx=8192, act=_PRE_FP4, attention="flash2",
+             host_step_ns=4.0e6),
     _serving("sglang", "SGLang",
              "sgl-project/sglang python/sglang/srt/server_args.py "
              "@469c63e54e7d94591617ef9590c6aa26d54dc1bb: disable_cuda_graph = False",

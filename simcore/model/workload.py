@@ -241,7 +241,8 @@ class Workload:
         The software stack the step runs under, one of
         :data:`simcore.model.runtime.RUNTIMES` (``"vllm"``, ``"trtllm"``, ``"megatron"``,
         ``"torchtitan"``, ``"hf-eager"``, ...). Its profile sets the stack settings the
-        caller leaves unset: ``cuda_graphs``, ``attention``, ``eager_elementwise``,
+        caller leaves unset: ``cuda_graphs``, ``host_step_ns``, ``attention``,
+        ``eager_elementwise``,
         ``eager_loss``, ``framework``, ``zero_stage``, ``overlap_grad_reduce``,
         ``grad_bytes``, ``moe_dispatch``, ``moe_routing``, ``moe_a2a_overlap``,
         ``tp_comm_overlap`` (and, in FP8 training, Transformer Engine's FP8
@@ -260,8 +261,9 @@ class Workload:
         processes the sampled tokens between steps: vLLM 0.x without multi-step
         scheduling), added to every step (``kernels.inference.step_overheads``). 0 (default):
         the loop overlaps the device (CUDA graphs, overlap schedulers), today's pricing.
-        A runtime profile sets it; vllm-project/vllm issue #6854 measures about 4 ms per
-        decode step in vLLM 0.5.
+        A runtime profile sets it (None, the default: the runtime's, 0 for the library
+        default): ``runtime="vllm-0.5"`` adds the 4 ms per decode step that
+        vllm-project/vllm issue #6854 measures in vLLM 0.5.
     quant_group : int
         Inference, ``weight_dtype`` ``"int4"`` / ``"int8"`` with 16-bit activations
         (weight-only, W4A16 / W8A16): weights per scale group along the input dimension;
@@ -312,7 +314,7 @@ class Workload:
     tp_comm_overlap: bool = None  # type: ignore[assignment]
     eager_elementwise: bool = None  # type: ignore[assignment]
     eager_loss: bool = None  # type: ignore[assignment]
-    host_step_ns: float = 0.0
+    host_step_ns: float = None  # type: ignore[assignment]  # None: the runtime's
     quant_group: int = 128
     quant_zeros: str = "none"
     runtime: str = DEFAULT_RUNTIME
