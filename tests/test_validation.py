@@ -24,6 +24,7 @@ from simcore.validation import (
 )
 from simcore.validation.data import MEGATRON_175B
 from simcore.validation.data_moe import MOE_MEASUREMENTS
+from simcore.validation.data_train import TRAIN_MEASUREMENTS
 from simcore.validation.fit import fast_predictor, fit_efficiency
 
 
@@ -58,6 +59,10 @@ KNOWN_NOT_FITTING = frozenset({
     "falcon180b-blog-h200-llama70b-tp1-b960-128-128:thr", "h200launch-llama13b-b1024-128-128:thr",
     "llama3-405b-16k",
     "llama3-405b-16k-cp16-131k", "llama3-405b-8k", "nemo2407-nemotron-340b",
+    # gpt-oss-120b at MBS 4 on PP4 (Megatron-Bridge 25.11): four in-flight micro-batches
+    # of 9 layers at Korthikanti's count, + the 201k-vocabulary logits; the recipe's
+    # partial recomputation is not modelled (docs/validation.md, MoE training points)
+    "mb2511-gpt-oss-120b-h100",
 })
 
 
@@ -65,6 +70,8 @@ def test_validate__errors_no_worse_than_recorded(rows):
     # the MoE serving set (data_moe, not yet in the fit) has its own ceiling in
     # tests/test_validation_moe.py until the factors are refitted with it
     moe = {m.id for m in MOE_MEASUREMENTS}
+    # so do the MoE training points of issue 33 item 3 (tests/test_moe_training.py)
+    moe |= {m.id for m in TRAIN_MEASUREMENTS if m.ref == "mbridge_perf_moe"}
     rows = [r for r in rows if r.id not in moe]
     assert mean_abs_error(rows) <= RECORDED_CEILINGS["all"], _report(rows)
     for kind in KINDS:

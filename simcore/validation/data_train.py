@@ -105,10 +105,13 @@ H100_96G = HardwareFamily(
 #: (``src/megatron/bridge/recipes/llama/llama3.py`` at v0.2.2, kept by
 #: ``scripts/performance/configs/llama/`` at v0.4.2) and its Qwen3-235B-A22B H100 config
 #: ``CommOverlapConfig(tp_comm_overlap=False)``. torchtitan's AsyncTP rows carry
-#: ``async_tp`` in the transcription and keep the profile's (off).
+#: ``async_tp`` in the transcription and keep the profile's (off). Megatron-Bridge's 25.09
+#: Qwen3-235B-A22B H100 run: ``CommOverlapConfig(tp_comm_overlap=True)`` in
+#: ``scripts/performance/run_script.py`` at fa0315ae2.
 _TP_OVERLAP = {"nemo2407-gpt3-20b", "nemo2407-llama2-70b", "nemo2407-llama3-70b",
                "nemo2407-nemotron-8b", "nemo2407-nemotron-22b", "mb2511-llama3-70b",
-               "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b"}
+               "mb2511-llama31-405b", "mb260401-llama3-70b", "mb260401-llama31-405b",
+               "mb2509-qwen3-235b-a22b-h100-tokendrop"}
 
 
 def load_points() -> dict[str, Any]:
@@ -148,7 +151,8 @@ def _moe_model(m: dict[str, Any]) -> Model:
     # the transcription's fields must agree with the config used
     for key, have in (("n_layers", model.n_layers), ("d_model", model.d_model),
                       ("n_experts", model.n_experts), ("top_k", model.top_k),
-                      ("moe_d_ff", model.moe_d_ff), ("vocab_size", model.vocab_size)):
+                      ("moe_d_ff", model.moe_d_ff or model.d_ff),  # 0: the FFN width
+                      ("vocab_size", model.vocab_size)):
         if int(m[key]) != have:  # pragma: no cover - checked by the tests
             raise ValueError(f"{m['name']}: {key}={m[key]} but the config has {have}")
     return replace(model, name=m["name"])
@@ -284,6 +288,8 @@ def _overrides(p: dict[str, Any], rt: Runtime, lay: dict[str, Any], w: dict[str,
     if ep > 1 and "moe_a2a_overlap True" in kernels:
         # the recipe overlaps the EP all-to-all with another micro-batch's compute
         kw["moe_a2a_overlap"] = True
+    if ep > 1 and lay.get("expert_tp"):  # the recipe's expert TP (Workload.expert_tp)
+        kw["expert_tp"] = int(lay["expert_tp"])
     if ep > 1 and "fake balanced gate" in notes:
         # the page's note: Automodel's FakeBalancedGate routes token i to experts
         # i·k … i·k + k − 1 (nemo_automodel/components/moe/layers.py at 8d9bfb90)
@@ -318,9 +324,10 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     tp, pp, cp, dp, ep = (int(lay.get(k) or 1) for k in ("tp", "pp", "cp", "dp", "ep"))
     assumed: list[str] = []
     mb, batch = _batch_sizes(w, src, dp, pp, assumed)
-    precision = w.get("precision") or "bf16"
+    precision = w.get("precision") or p.get("precision_inferred") or "bf16"
     if not w.get("precision"):
-        assumed.append("bf16")
+        assumed.append(f"{precision} (precision_inferred: see notes)"
+                       if p.get("precision_inferred") else "bf16")
     if not w.get("recompute"):
         assumed.append("no recomputation")
     v = int(lay.get("vpp") or 1)
@@ -343,8 +350,9 @@ def _measurement(p: dict[str, Any], sources: dict[str, Any]) -> Measurement:
     metric, value, unit = _measured_metric(by, assumed)
     layout = (("cp", cp), ("tp", tp), ("pp", pp), ("dp", dp)) + ((("ep", ep),) if ep > 1 else ())
     if ep > 1:
-        assumed.append("balanced routing (the sources force-balance the experts); expert "
-                       "tensor parallelism 1")
+        assumed.append("balanced routing (the sources force-balance the experts, or drop "
+                       "tokens at capacity factor 1 with padding)"
+                       + ("" if lay.get("expert_tp") else "; expert tensor parallelism 1"))
     citation = f"{sources[src]['citation']}; {p['where']}"
     notes = "; ".join(filter(None, ["assumed: " + ", ".join(assumed) if assumed else "",
                                     p.get("notes", "")]))
