@@ -141,3 +141,23 @@ def test_plan_at_rate__speculation_shortens_tpot_and_reports_it():
     assert fast.tpot_p50_ms < plain.tpot_p50_ms / 2
     assert fast.kv_blocks < plain.kv_blocks  # the MTP layer's weights and KV take HBM
     assert "speculative decoding" in spec.scheduler.describe()
+
+
+@given(traces(), st.booleans(), st.integers(0, 3))
+def test_simulate_instance__prefill_first_kernel_matches_twin(case, prefill_first, k):
+    """vLLM V0's prefill-first scheduling (and with speculation): kernel == twin."""
+    gain = expected_tokens(k, 0.6) if k else 1.0
+    got = kernel.simulate_instance(**case, spec_k=k, spec_gain=gain, prefill_first=prefill_first)
+    want = twin.simulate_instance(**case, spec_k=k, spec_gain=gain, prefill_first=prefill_first)
+    for x, y in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert got[4] == want[4]
+
+
+@given(traces(), st.integers(100, 10_000))
+def test_simulate_instance__prefill_first_stretches_match_single_steps(case, extra):
+    case = dict(case, max_new=case["max_new"] * 10, n_blocks=case["n_blocks"] + extra)
+    got = kernel.simulate_instance(**case, prefill_first=True)
+    want = twin.simulate_instance(**case, prefill_first=True)
+    for x, y in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))

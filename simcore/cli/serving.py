@@ -181,6 +181,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     traffic.add_argument("--prefix-hit-rate", type=_share, default=0.0, metavar="H",
                          help="share of each prompt found in the prefix cache, not computed "
                               "again (default 0)")
+    traffic.add_argument("--schedule", choices=["mixed", "prefill-first"], default="mixed",
+                         help="mixed: decodes first, prompts chunked into the rest of the "
+                              "budget (vLLM V1, SGLang, TensorRT-LLM; default); prefill-first: "
+                              "waiting prompts whole, in steps of their own (vLLM V0)")
     traffic.add_argument("--kv-overlap", choices=list(KV_OVERLAPS), default=sched.kv_overlap,
                          help="disaggregated KV transfer: sent layer by layer while the "
                               "prefill runs (default) or after it")
@@ -254,7 +258,8 @@ def _run_at_rate(args: argparse.Namespace) -> int:
     modes = ("agg", "disagg") if args.mode == "both" else (args.mode,)
     sched = Scheduler(token_budget=args.max_num_batched_tokens, max_seqs=args.max_num_seqs,
                       kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap,
-                      prefix_hit_rate=args.prefix_hit_rate, speculative=_speculative(args))
+                      prefix_hit_rate=args.prefix_hit_rate, speculative=_speculative(args),
+                      policy=args.schedule.replace("-", "_"))
     try:
         result = plan_at_rate(args.model, family=args.family, gpus=args.gpus, rate_rps=args.rate,
                               trace=args.trace, duration_s=args.duration_s, isl=args.isl,

@@ -161,20 +161,22 @@ def take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new, spec_
 
 @jit()
 def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, token_budget,
-                   max_seqs, block_size):
+                   max_seqs, block_size, prefill_first=False):
     """Steps from now in which, the running requests all decoding (each has sampled its
     first token), only time changes: none finishes (``left``: steps before the first
     does), no block runs out (``n_run · ceil(k / block_size) <= free`` new blocks at most:
     no preemption), and the first waiting request cannot be admitted (it does not fit, and
     the free blocks only shrink). An arrival ends the stretch early (the driver checks the
-    time). Stepping such a stretch in one go gives the step-by-step times exactly."""
+    time). Stepping such a stretch in one go gives the step-by-step times exactly.
+    ``prefill_first``: a waiting prompt gets a step's whole budget (:func:`simulate_instance`)."""
     k = left
     by_blocks = block_size * (free // n_run)
     if by_blocks < k:
         k = by_blocks
-    if k > 0 and q_len > 0 and n_run < max_seqs and token_budget - n_run > 0:
+    room = token_budget if prefill_first else token_budget - n_run
+    if k > 0 and q_len > 0 and n_run < max_seqs and room > 0:
         head = queue[q_head]
-        want = min(tokens[head] - computed[head], token_budget - n_run)
+        want = min(tokens[head] - computed[head], room)
         if blocks_for(computed[head] + want, block_size) <= free:
             return 0  # it could be admitted at the next step
     return k
@@ -280,9 +282,10 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
 @jit()
 def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, computed, held,
                      sched, start_ns, free, budget, block_size, t, n_dec, ctx_sum, pre_tokens,
-                     pairs, spec_k, spec_gain, sampled, max_new, spec_steps):
+                     pairs, spec_k, spec_gain, sampled, max_new, spec_steps, whole=False):
     """Admit waiting requests, first come first served, while the budget, the sequence
-    cap and free KV blocks allow. Returns ``(q_head, q_len, n_run, free, budget, n_dec,
+    cap and free KV blocks allow (``whole``: a prompt only whole, unless it is the step's
+    first and larger than the whole budget, then in chunks). Returns ``(q_head, q_len, n_run, free, budget, n_dec,
     ctx_sum, pre_tokens, pairs)``."""
     n = queue.shape[0]
     while q_len > 0 and budget > 0 and n_run < max_seqs:
@@ -292,6 +295,8 @@ def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, com
         need = blocks_for(computed[r] + m, block_size)
         if cost == 0 or need > free:
             break
+        if whole and pre_tokens > 0 and m < tokens[r] - computed[r]:
+            break  # the rest of the budget cannot hold this prompt whole
         q_head = (q_head + 1) % n
         q_len -= 1
         running[n_run] = r
@@ -358,7 +363,7 @@ def finish_step(running, n_run, sched, computed, tokens, sampled, max_new, first
 
 @jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
-                      n_blocks, block_size, spec_k=0, spec_gain=1.0):
+                      n_blocks, block_size, spec_k=0, spec_gain=1.0, prefill_first=False):
     """Step one instance's scheduler until every request finished or was dropped.
 
     Per request (sorted by ``arrival_ns``): ``prompt`` tokens known at arrival, of which
@@ -369,7 +374,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     queries per sequence (``tables.dec_ns`` then prices a whole speculative step) and
     emitting ``spec_gain`` tokens per sequence on average (:func:`spec_emit`; ``spec_k``
     at most ``token_budget - 1``, ``spec_gain`` at most ``spec_k + 1``); decode stretches
-    are then stepped one by one.
+    are then stepped one by one. ``prefill_first``: vLLM V0's default scheduling (no
+    chunked prefill): a step first admits waiting prompts, whole, in the full budget, and
+    runs them alone; only a step that admits none decodes the running requests.
 
     Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
     that sampled its first and its last token, the start of the first step that scheduled
@@ -415,7 +422,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
             continue
         if fast_ok and spec_k == 0 and 0 < n_run <= token_budget:
             k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
-                               token_budget, max_seqs, block_size)
+                               token_budget, max_seqs, block_size, prefill_first)
             if k > 0:  # k decode-only steps with nothing to decide but time: step them
                 t, done_steps, free = step_stretch(k, tables, n_run, fast_ctx, running,
                                                    computed, tokens, sampled, last_ns, held,
@@ -424,17 +431,27 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
                 fast_ok = False
                 continue
         fast_ok = False
-        (n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs,
-         preempted) = schedule_running(running, n_run, tokens, computed, held, sched,
-                                       preemptions, queue, q_head, q_len, free, token_budget,
-                                       block_size, spec_k, spec_gain, sampled, max_new,
-                                       spec_steps)
-        if not preempted:
+        n_dec, ctx_sum, pre_tokens, pairs, preempted = 0, 0.0, 0, 0.0, False
+        before = n_run
+        if prefill_first:  # waiting prompts first, alone in their step
             (q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens,
              pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens,
-                                       computed, held, sched, start_ns, free, budget,
+                                       computed, held, sched, start_ns, free, token_budget,
                                        block_size, t, n_dec, ctx_sum, pre_tokens, pairs,
-                                       spec_k, spec_gain, sampled, max_new, spec_steps)
+                                       spec_k, spec_gain, sampled, max_new, spec_steps, True)
+        if n_run == before:  # nothing admitted: the running requests' step
+            (n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs,
+             preempted) = schedule_running(running, n_run, tokens, computed, held, sched,
+                                           preemptions, queue, q_head, q_len, free,
+                                           token_budget, block_size, spec_k, spec_gain,
+                                           sampled, max_new, spec_steps)
+            if not preempted and not prefill_first:
+                (q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens,
+                 pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs,
+                                           tokens, computed, held, sched, start_ns, free,
+                                           budget, block_size, t, n_dec, ctx_sum, pre_tokens,
+                                           pairs, spec_k, spec_gain, sampled, max_new,
+                                           spec_steps)
         if n_dec == 0 and pre_tokens == 0:
             continue  # everything running was preempted: admit again next pass
         t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
@@ -447,7 +464,8 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
 
 @jit()
 def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
-                         n_blocks, block_size, instances, spec_k=0, spec_gain=1.0):
+                         n_blocks, block_size, instances, spec_k=0, spec_gain=1.0,
+                         prefill_first=False):
     """:func:`simulate_instance` on ``instances`` alike instances, request ``i`` (sorted by
     arrival) dealt to instance ``i % instances``; per-request results in the input order,
     preemptions and steps summed over the instances."""
@@ -463,7 +481,8 @@ def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budg
             continue
         f, la, s0, p, st = simulate_instance(arrival_ns[idx], prompt[idx], cached[idx],
                                              max_new[idx], tables, token_budget, max_seqs,
-                                             n_blocks, block_size, spec_k, spec_gain)
+                                             n_blocks, block_size, spec_k, spec_gain,
+                                             prefill_first)
         first_ns[idx] = f
         last_ns[idx] = la
         start_ns[idx] = s0

@@ -75,11 +75,92 @@ class _Request:
         self.preemptions = 0
 
 
+class _Step:
+    """One instance's scheduling rules (the kernel's ``take``, ``schedule_running`` and
+    ``schedule_waiting``) over its running list and waiting queue."""
+
+    def __init__(self, running: list[_Request], waiting: deque[_Request], spec_k: int,
+                 spec_gain: float, block_size: int, max_seqs: int) -> None:
+        self.running, self.waiting = running, waiting
+        self.spec_k, self.spec_gain = spec_k, spec_gain
+        self.block_size, self.max_seqs = block_size, max_seqs
+
+    def take(self, r: _Request, budget: int) -> tuple[int, int, bool]:
+        left = r.tokens - r.computed
+        k = self.spec_k
+        if k > 0 and left == 1 and r.computed >= 1:  # a verify of k + 1 queries
+            if budget < k + 1:
+                return 0, 0, True
+            return spec_emit(r.spec_steps, self.spec_gain, r.max_new - r.sampled), k + 1, True
+        m = min(left, budget)
+        return m, m, m == 1 and r.computed >= 1
+
+    def cost_of(self, r: _Request, m: int, dec: bool, acc: list[Any]) -> None:
+        if dec:
+            acc[0] += 1
+            acc[1] += r.computed + 1
+            if self.spec_k > 0:
+                r.spec_steps += 1
+        else:
+            acc[2] += m
+            acc[3] += m * r.computed + m * (m + 1) / 2.0
+
+    def run(self, budget: int, free: int, scheduled: dict[int, int],
+            acc: list[Any]) -> tuple[int, int, bool]:
+        preempted = False
+        for r in list(self.running):
+            if budget <= 0 or r not in self.running:
+                break
+            m, cost, dec = self.take(r, budget)
+            if cost == 0:
+                break
+            need = blocks_for(r.computed + m, self.block_size) - r.held
+            while need > free:
+                v = self.running.pop()
+                free += v.held
+                v.held, v.computed = 0, 0
+                v.preemptions += 1
+                self.waiting.appendleft(v)
+                preempted = True
+                if v is r:
+                    break
+            if r not in self.running:
+                break
+            r.held += need
+            free -= need
+            scheduled[r.index] = m
+            budget -= cost
+            self.cost_of(r, m, dec, acc)
+        return budget, free, preempted
+
+    def admit(self, budget: int, free: int, scheduled: dict[int, int], acc: list[Any],
+              t: float, whole: bool) -> tuple[int, int]:
+        while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
+            r = self.waiting[0]
+            m, cost, dec = self.take(r, budget)
+            need = blocks_for(r.computed + m, self.block_size)
+            if cost == 0 or need > free:
+                break
+            if whole and acc[2] > 0 and m < r.tokens - r.computed:
+                break
+            self.waiting.popleft()
+            self.running.append(r)
+            r.held = need
+            free -= need
+            scheduled[r.index] = m
+            budget -= cost
+            if r.start < 0.0:
+                r.start = t
+            self.cost_of(r, m, dec, acc)
+        return budget, free
+
+
 def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached: Sequence[int],
                       max_new: Sequence[int], tables: Any, token_budget: int, max_seqs: int,
                       n_blocks: int, block_size: int, spec_k: int = 0,
-                      spec_gain: float = 1.0) -> tuple[list[float], list[float], list[float],
-                                                       list[int], int]:
+                      spec_gain: float = 1.0,
+                      prefill_first: bool = False) -> tuple[list[float], list[float],
+                                                            list[float], list[int], int]:
     spec_k = min(spec_k, token_budget - 1)  # a verify never outgrows the step's budget
     spec_gain = min(spec_gain, spec_k + 1.0)
     reqs = [_Request(i, float(a), int(p), int(c), int(m))
@@ -89,25 +170,7 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     free, t, steps, left = n_blocks, 0.0, 0, len(reqs)
-
-    def take(r: _Request, budget: int) -> tuple[int, int, bool]:
-        left = r.tokens - r.computed
-        if spec_k > 0 and left == 1 and r.computed >= 1:  # a verify of spec_k + 1 queries
-            if budget < spec_k + 1:
-                return 0, 0, True
-            return spec_emit(r.spec_steps, spec_gain, r.max_new - r.sampled), spec_k + 1, True
-        m = min(left, budget)
-        return m, m, m == 1 and r.computed >= 1
-
-    def cost_of(r: _Request, m: int, dec: bool, acc: list[Any]) -> None:
-        if dec:
-            acc[0] += 1
-            acc[1] += r.computed + 1
-            if spec_k > 0:
-                r.spec_steps += 1
-        else:
-            acc[2] += m
-            acc[3] += m * r.computed + m * (m + 1) / 2.0
+    step = _Step(running, waiting, spec_k, spec_gain, block_size, max_seqs)
 
     while left:
         if not running and not waiting and pending[0].arrival > t:
@@ -121,45 +184,14 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
         if not running and not waiting:
             continue
         acc: list[Any] = [0, 0.0, 0, 0.0]  # decodes, their contexts, prefill tokens, pairs
-        budget, scheduled, preempted = token_budget, {}, False
-        for r in list(running):
-            if budget <= 0 or r not in running:
-                break
-            m, cost, dec = take(r, budget)
-            if cost == 0:
-                break
-            need = blocks_for(r.computed + m, block_size) - r.held
-            while need > free:
-                v = running.pop()
-                free += v.held
-                v.held, v.computed = 0, 0
-                v.preemptions += 1
-                waiting.appendleft(v)
-                preempted = True
-                if v is r:
-                    break
-            if r not in running:
-                break
-            r.held += need
-            free -= need
-            scheduled[r.index] = m
-            budget -= cost
-            cost_of(r, m, dec, acc)
-        while not preempted and waiting and budget > 0 and len(running) < max_seqs:
-            r = waiting[0]
-            m, cost, dec = take(r, budget)
-            need = blocks_for(r.computed + m, block_size)
-            if cost == 0 or need > free:
-                break
-            waiting.popleft()
-            running.append(r)
-            r.held = need
-            free -= need
-            scheduled[r.index] = m
-            budget -= cost
-            if r.start < 0.0:
-                r.start = t
-            cost_of(r, m, dec, acc)
+        scheduled: dict[int, int] = {}
+        budget, free, preempted, before = token_budget, free, False, len(running)
+        if prefill_first:  # waiting prompts first, alone in their step (vLLM V0)
+            budget, free = step.admit(budget, free, scheduled, acc, t, whole=True)
+        if len(running) == before:  # nothing admitted: the running requests' step
+            budget, free, preempted = step.run(budget, free, scheduled, acc)
+            if not preempted and not prefill_first:
+                budget, free = step.admit(budget, free, scheduled, acc, t, whole=False)
         if not scheduled:
             continue
         t += step_ns(tables, acc[0], acc[1], acc[2], acc[3])
@@ -182,7 +214,7 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
                 left -= 1
             else:
                 still.append(r)
-        running = still
+        running[:] = still
     return ([r.first for r in reqs], [r.last for r in reqs], [r.start for r in reqs],
             [r.preemptions for r in reqs], steps)
 
@@ -190,9 +222,9 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
 def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
                          cached: Sequence[int], max_new: Sequence[int], tables: Any,
                          token_budget: int, max_seqs: int, n_blocks: int, block_size: int,
-                         instances: int, spec_k: int = 0,
-                         spec_gain: float = 1.0) -> tuple[list[float], list[float],
-                                                          list[float], list[int], int]:
+                         instances: int, spec_k: int = 0, spec_gain: float = 1.0,
+                         prefill_first: bool = False) -> tuple[list[float], list[float],
+                                                               list[float], list[int], int]:
     n = len(arrival_ns)
     first, last, start, pre, steps = [-1.0] * n, [-1.0] * n, [-1.0] * n, [0] * n, 0
     for w in range(instances):
@@ -202,7 +234,7 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
         f, la, s0, p, st = simulate_instance([arrival_ns[i] for i in idx], [prompt[i] for i in idx],
                                              [cached[i] for i in idx], [max_new[i] for i in idx],
                                              tables, token_budget, max_seqs, n_blocks, block_size,
-                                             spec_k, spec_gain)
+                                             spec_k, spec_gain, prefill_first)
         for k, i in enumerate(idx):
             first[i], last[i], start[i], pre[i] = f[k], la[k], s0[k], p[k]
         steps += st

@@ -19,9 +19,11 @@ served as a one-token request (its prompt still loads the server). The scheduler
 simcore's (:class:`~simcore.studies.serving.simulate.Scheduler`) with the server's stated
 or default limits: ``max_num_seqs`` 256 (the repository's ``MAX_NUM_SEQ``), a token
 budget of ``max(max_model_len, 2048)`` = 2048 (vLLM's default ``max_num_batched_tokens``
-without chunked prefill), 0.9 of HBM (vLLM's default ``gpu_memory_utilization``). Not
-like for like, and said so: vLLM 0.5 / 0.6 (V0) runs waiting prefills in steps of their
-own, before decodes, where simcore's scheduler (vLLM V1's) mixes them into decode steps.
+without chunked prefill), 0.9 of HBM (vLLM's default ``gpu_memory_utilization``), and
+vLLM V0's prefill-first policy (:data:`SERVER_POLICY`: waiting prompts run whole in steps
+of their own, before any decode). Not modelled: the server's per-request API work
+(HTTP, tokenising, detokenising) and multi-step scheduling (``--num-scheduler-steps``),
+which the files do not state.
 """
 
 from __future__ import annotations
@@ -37,6 +39,10 @@ import numpy as np
 __all__ = ["ServingRow", "load_serving_points", "serving_rows", "serving_summary"]
 
 _JSON = Path(__file__).with_name("serving_percentiles.json")
+#: the servers' scheduling (the software stack's setting, not fitted): vLLM 0.5 / 0.6's V0
+#: scheduler without chunked prefill (its default below 32K contexts) runs waiting prompts
+#: whole in steps of their own before any decode
+SERVER_POLICY = "prefill_first"
 #: the metrics compared, (key in the file, label)
 METRICS: tuple[tuple[str, str], ...] = (("median_ttft_ms", "p50 TTFT"),
                                         ("p99_ttft_ms", "p99 TTFT"),
@@ -82,7 +88,8 @@ def _predict(p: dict[str, Any]) -> dict[str, float]:
     from ..studies.serving.simulate import Scheduler, serve_agg
     from ..studies.serving.traffic import Traffic
 
-    sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=256)
+    sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=256,
+                      policy=SERVER_POLICY)
     isl = np.asarray(p["input_lens"], dtype=np.int64)
     out = np.asarray(p["output_lens"], dtype=np.int64)
     osl = np.maximum(out, 1)

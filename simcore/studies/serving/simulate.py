@@ -43,7 +43,7 @@ from .model import ServingError, serving_space, sweep
 from .speculative import Speculative, spec_decode, spec_prefill
 from .traffic import Traffic
 
-__all__ = ["DECODE_BATCHES", "KV_OVERLAPS", "PREFILL_BATCHES", "Instance", "KvLink",
+__all__ = ["DECODE_BATCHES", "KV_OVERLAPS", "POLICIES", "PREFILL_BATCHES", "Instance", "KvLink",
            "PrefillStage", "Scheduler", "Served",
            "kv_arrivals", "kv_link", "outcome", "prefill_stage", "price_instances", "serve_agg", "serve_disagg"]
 
@@ -55,6 +55,8 @@ DECODE_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _GRID_START = 16
 #: KV-transfer overlap rules (:func:`serve_disagg`)
 KV_OVERLAPS = ("layerwise", "none")
+#: scheduling policies (:class:`Scheduler`): vLLM V1's mixed steps, vLLM V0's prefill-first
+POLICIES = ("mixed", "prefill_first")
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,10 @@ class Scheduler:
     still counted per request, and a preempted request computes it again);
     ``speculative``: speculative decoding (:class:`~.speculative.Speculative`, None: off):
     each decode step verifies ``K + 1`` queries per sequence after ``K`` draft steps,
-    emits the expected tokens per sequence and keeps their KV.
+    emits the expected tokens per sequence and keeps their KV; ``policy``: ``"mixed"``
+    (vLLM V1, SGLang, TensorRT-LLM: decodes first, prompts chunked into the rest of the
+    budget) or ``"prefill_first"`` (vLLM V0 without chunked prefill, its default below 32K
+    contexts: a step admits waiting prompts whole and runs them alone, decodes wait).
     """
 
     token_budget: int = 8192
@@ -83,6 +88,7 @@ class Scheduler:
     kv_overlap: str = "layerwise"
     prefix_hit_rate: float = 0.0
     speculative: Speculative | None = None
+    policy: str = "mixed"
 
     def __post_init__(self) -> None:
         for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
@@ -107,6 +113,9 @@ class Scheduler:
             raise ServingError(f"token_budget (--max-num-batched-tokens) {self.token_budget} "
                                f"cannot hold one verify of {self.speculative.draft_len + 1} "
                                "tokens (--spec-draft-len + 1); raise it or draft fewer")
+        if self.policy not in POLICIES:
+            raise ServingError(f"policy (--schedule) must be one of {POLICIES}, got "
+                               f"{self.policy!r}")
         if self.kv_overlap not in KV_OVERLAPS:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
@@ -115,7 +124,9 @@ class Scheduler:
         hit = (f", {self.prefix_hit_rate:g} of each prompt from the prefix cache"
                if self.prefix_hit_rate else "")
         spec = f"; {self.speculative.describe()}" if self.speculative is not None else ""
-        return (f"token budget {self.token_budget} per step (chunked prefill, mixed batches), "
+        how = ("chunked prefill, mixed batches" if self.policy == "mixed" else
+               "prefill-first: waiting prompts whole, in steps of their own")
+        return (f"token budget {self.token_budget} per step ({how}), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
                 f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}{spec}")
 
@@ -278,7 +289,7 @@ def _deal(arrival_ns: np.ndarray, prompt: np.ndarray, cached: np.ndarray,
         np.ascontiguousarray(cached, dtype=np.int64),
         np.ascontiguousarray(max_new, dtype=np.int64), inst.tables,
         int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
-        int(sched.block_size), int(instances), spec_k, gain)
+        int(sched.block_size), int(instances), spec_k, gain, sched.policy == "prefill_first")
 
 
 def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
