@@ -176,7 +176,7 @@ def test_cli_runtime__hf_eager_decode_is_slower_than_vllm_and_the_header_says_wh
     assert default == vllm  # the CLI's default replays CUDA graphs, as vLLM does
     assert "(--runtime vllm: vLLM" in err_v and "runtime: CUDA graphs in decode" in err_v
     assert "runtime: eager decode" in err_h and "(--runtime hf-eager:" in err_h
-    assert "(the default stack; --runtime NAME for a named one)" in err_d
+    assert "(simcore's default stack)" in err_d
     # --eager overrides the profile; hf-eager differs only by its FlashAttention-2-class
     # core (Topology.fa2_ratio on Hopper), a small share of a decode step
     eager = _latency([*DECODE, "--runtime", "vllm", "--eager"], capsys)[0]

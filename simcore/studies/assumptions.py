@@ -34,7 +34,7 @@ Examples
 'the whole system, 256 devices (pass --gpus N to cap it)'
 >>> print(assumed_line(b.describe(), precision_text(Workload("decode", cuda_graphs=True)),
 ...                    runtime_text(Workload("decode", cuda_graphs=True))))
-assumed: budget: at most 8 devices (one node; pass --gpus N for more) | precision: weights 16-bit, activations 16-bit, KV cache 16-bit (the model's own) | runtime: CUDA graphs in decode, fused attention (the default stack; --runtime NAME for a named one)
+assumed: budget: at most 8 devices (one node; pass --gpus N for more) | precision: weights 16-bit, activations 16-bit, KV cache 16-bit (the model's own) | runtime: CUDA graphs in decode, fused attention (simcore's default stack)
 >>> runtime_text(Workload("decode", runtime="hf-eager"))
 'eager decode (every kernel launched from the host), fused attention (--runtime hf-eager: Hugging Face transformers in eager PyTorch (generate(), Trainer with DDP))'
 """
@@ -190,7 +190,7 @@ def runtime_text(*workloads: Any) -> str:
     text = ", ".join([*parts, attention])
     names = list(dict.fromkeys(getattr(wl, "runtime", "") for wl in workloads))
     if names == [""]:
-        return f"{text} (the default stack; --runtime NAME for a named one)"
+        return f"{text} (simcore's default stack)"
     return f"{text} (--runtime {', '.join(n or 'default' for n in names)}: " + "; ".join(
         RUNTIMES[n].stack for n in names if n) + ")"
 
