@@ -219,6 +219,20 @@ def test_every_validation_point_names_a_known_runtime():
         assert mode_ok, m.id
 
 
+def test_held_out_served_runs_name_their_backends_runtime():
+    from simcore.validation.holdout import load_holdout
+
+    pts, _ = load_holdout()
+    assert len(pts) > 500
+    seen = set()
+    for m in pts:
+        backend = m.notes.split("; ")[1].split()[0]
+        assert m.workload.runtime == backend, m.id  # trtllm, vllm or sglang
+        assert all(s.cuda_graphs and s.runtime == backend for s, _ in m.steps), m.id
+        seen.add(backend)
+    assert seen == {"trtllm", "vllm", "sglang"}
+
+
 def test_validation_runtimes_follow_the_sources():
     by_id = {m.id: m.workload.runtime for m in _all_points()}
     assert by_id["sc21-175b-384gpu"] == "megatron-2021"

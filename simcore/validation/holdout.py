@@ -94,11 +94,16 @@ class HoldoutRow:
         return self.predicted_ms / self.measured_ms - 1.0
 
 
+#: The runtime profile of each backend the CSV names.
+_RUNTIMES = {"trtllm": "trtllm", "vllm": "vllm", "sglang": "sglang"}
+
+
 def _convert(r: dict[str, str], fitted: frozenset[str]
              ) -> tuple[tuple[Measurement, HoldoutRow] | None, str]:
     if r["id"] in fitted:
         return None, "a fitted validation point (simcore.validation.data_infer)"
-    if r["mode"] != "agg" or r["system"] not in _SYSTEMS or r["model_path"] not in _MODELS:
+    if (r["mode"] != "agg" or r["system"] not in _SYSTEMS or r["model_path"] not in _MODELS
+            or r["backend"] not in _RUNTIMES):
         return None, "not an aggregated dense-model row on H100 / H200"
     if _int(r["attention_dp_size"]) != 1 or _int(r["pp_size"]) != 1:
         return None, "attention data parallelism or pipeline parallelism"
@@ -109,11 +114,12 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
         return None, "no TPOT"
     fp8 = quant in _FP8
     dt: dict[str, Any] = dict(weight_dtype="fp8", act_dtype="fp8") if fp8 else {}
-    # decode steps replay CUDA graphs: aiconfigurator's generator sets TensorRT-LLM's
-    # cuda_graph_config.batch_sizes (src/aiconfigurator/generator/rendering/engine.py) and
-    # its benchmark rule captures every batch size (.claude/rules/generator/guard_rails.md,
-    # at the CSV's commit); vLLM and SGLang capture decode graphs by default
-    dt["cuda_graphs"] = True
+    # the row's serving stack (simcore.model.runtime): each replays decode steps from CUDA
+    # graphs, as aiconfigurator's generator configures TensorRT-LLM
+    # (cuda_graph_config.batch_sizes, src/aiconfigurator/generator/rendering/engine.py;
+    # its benchmark rule captures every batch size, .claude/rules/generator/guard_rails.md,
+    # at the CSV's commit) and vLLM and SGLang do by default
+    dt["runtime"] = _RUNTIMES[r["backend"]]
     batch, isl, osl, tp = (int(r[k]) for k in ("batch_size", "isl", "osl", "tp_size"))
     model = presets.catalogue()[_MODELS[r["model_path"]]].model()
     family = presets.HARDWARE_FAMILIES[_SYSTEMS[r["system"]]]
