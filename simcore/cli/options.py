@@ -423,26 +423,29 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
                    help="decode/prefill: precision of the KV cache, bf16, fp16, fp8, int8, "
                         "fp4 (NVFP4: 4 bits and one FP8 scale per 16 values) or mxfp4 "
                         "(default: the model's own; --dtype leaves it as it is)")
-    add_cuda_graphs_option(p)
+    add_cuda_graphs_option(p, train=train)
 
 
-def runtime_help() -> str:
-    """``--runtime``'s help: every named runtime and what it is."""
+def runtime_help(*, train: bool = False) -> str:
+    """``--runtime``'s help: every named runtime the command's modes run, and what it is
+    (the serving stacks; with ``train``, the training stacks too)."""
     from ..model.runtime import RUNTIMES, runtime_names
 
+    names = runtime_names() if train else runtime_names(mode="decode")
     return ("the software stack the run uses, whose settings (CUDA graphs in decode, fused "
-            "or eager kernels, attention kernel class, model-state formula, overlap) apply "
-            "unless --eager / --cuda-graphs say otherwise: "
-            + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in runtime_names())
+            "or eager kernels, attention kernel class"
+            + (", model-state formula, overlap" if train else "")
+            + ") apply unless --eager / --cuda-graphs say otherwise: "
+            + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in names)
             + " (default: simcore's own stack: decode replays CUDA graphs unless --eager)")
 
 
-def add_cuda_graphs_option(p: argparse.ArgumentParser) -> None:
+def add_cuda_graphs_option(p: argparse.ArgumentParser, *, train: bool = False) -> None:
     """``--runtime NAME`` (a software stack's profile, :mod:`simcore.model.runtime`),
     ``--eager`` (decode launches every kernel from the host) and ``--cuda-graphs`` (the
     default, kept so scripts that pass it still run); one or the other. Read them with
     :func:`runtime_kwargs` (or :func:`cuda_graphs_flag`)."""
-    p.add_argument("--runtime", default=None, metavar="NAME", help=runtime_help())
+    p.add_argument("--runtime", default=None, metavar="NAME", help=runtime_help(train=train))
     g = p.add_mutually_exclusive_group()
     g.add_argument("--eager", action="store_true",
                    help="decode: launch every kernel from the host (5 us of host time each) "
