@@ -161,3 +161,16 @@ def test_simulate_instance__prefill_first_stretches_match_single_steps(case, ext
     want = twin.simulate_instance(**case, prefill_first=True)
     for x, y in zip(got[:4], want[:4], strict=True):
         assert np.array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_plan__a_draft_model_on_a_budget_where_large_verifies_do_not_fit():
+    """A draft model (catalogue id) on 70B / 8 H200: batches whose verify fits no layout
+    are left out, not an error; the proposer's weights cost memory, so the largest batch
+    that fits is no larger than without speculation."""
+    kw = dict(family="H200", gpus=8, isl=2000, osl=200, max_tpot_ms=30, modes=("agg",),
+              batch=(8, 64, 512))
+    spec = plan("Llama 3.1 70B", speculative=Speculative(3, 0.7, "meta-llama/Llama-3.2-1B"),
+                **kw)
+    plain = plan("Llama 3.1 70B", **kw)
+    assert spec.best and "meta-llama/Llama-3.2-1B" in spec.notes[-1]
+    assert int(spec.dataset.max_batch.max()) <= int(plain.dataset.max_batch.max())

@@ -55,6 +55,7 @@ import numpy as np
 import xarray as xr
 
 from ...engine.evaluate import evaluate
+from ...errors import DeviceBudgetError
 from ...model.presets import get_family, load_model
 from ...model.specs import Efficiency, Model
 from .model import ServingError, _workload
@@ -140,10 +141,22 @@ def _head_extra_ns(model: Model, k: int, batch: int, ctx: int, common: dict[str,
     same matmul and attention FLOPs but the head's), at a short context ``ctx``; charged
     in full, not hidden under the step's memory time (an upper bound, small: ``2·d·V``
     FLOPs a position)."""
-    wide = evaluate(model, _workload("decode", dtype, batch=batch * (k + 1), s_kv=ctx), **common)
+    free = {**common, "gpus": None, "exact_gpus": False}  # FLOPs only: no memory budget
+    wide = evaluate(model, _workload("decode", dtype, batch=batch * (k + 1), s_kv=ctx), **free)
     verify = evaluate(model, _workload("decode", dtype, batch=batch, s_kv=ctx,
-                                       prefill_tokens=batch * k, prefill_context=ctx), **common)
+                                       prefill_tokens=batch * k, prefill_context=ctx), **free)
     return (wide.compute_alone_ns - verify.compute_alone_ns).clip(min=0.0)
+
+
+def _verify(model: Model, k: int, batch: int, ctx: int, common: dict[str, Any],
+            dtype: str) -> xr.Dataset | None:
+    """The verify step's evaluation (None when no layout in the budget holds it)."""
+    try:
+        return evaluate(model, _workload("decode", dtype, batch=batch, s_kv=ctx,
+                                         prefill_tokens=batch * k, prefill_context=ctx),
+                        **common)
+    except DeviceBudgetError:
+        return None
 
 
 def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
@@ -169,11 +182,14 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
         head = _head_extra_ns(model, K, b, min(ctxs), ekw, dtype)
         cols = []
         for c in ctxs:
-            v = evaluate(model, _workload("decode", dtype, batch=b, s_kv=c, prefill_tokens=b * K,
-                                          prefill_context=c), **ekw)
+            here = p.sel(batch=b, s_kv=c, drop=True)
+            v = _verify(model, K, b, c, ekw, dtype)
+            if v is None:  # nothing in the budget holds this batch's verify
+                cols.append(here.latency_ns * np.nan)
+                continue
             # the verify replays its CUDA graph: the eager launches the engine charges to
             # the mixed tokens come off again
-            eager = (v.overhead_ns - p.overhead_ns.sel(batch=b, s_kv=c, drop=True)).clip(min=0.0)
+            eager = (v.overhead_ns - here.overhead_ns).clip(min=0.0)
             cols.append(v.latency_ns - eager + head)
         rows.append(xr.concat(cols, dim="s_kv"))
     verify = xr.concat(rows, dim="batch").assign_coords(batch=p.batch, s_kv=p.s_kv)
