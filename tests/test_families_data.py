@@ -72,10 +72,22 @@ COSTS = {"SiP": (None, None), "A100-80G": (None, 400.0), "A100-40G": (None, 400.
 
 #: Topology fields added after the code-era families, with the value every code-era family
 #: takes: the digest leaves them out and the test checks them separately
-LATER_FIELDS = {"fp4_ratio": 0.0, "hbm_ratio": 1.0}
+LATER_FIELDS = {"fp4_ratio": 0.0}
 #: Topology fields added later that differ per family, each cited in the data files (their
-#: values and provenance: tests/test_quant_physics.py): the digest leaves them out too
-CITED_LATER = ("wo_int4_bw_ratio", "wo_int8_bw_ratio", "wo_mm_ratio")
+#: values and provenance: tests/test_quant_physics.py and the test below): the digest leaves
+#: them out too
+CITED_LATER = ("wo_int4_bw_ratio", "wo_int8_bw_ratio", "wo_mm_ratio", "hbm_ratio")
+
+
+def test_hbm_ratio__the_a100s_measured_share_relative_to_hoppers():
+    """aiconfigurator's silicon GEMV tables: median HBM share 0.819 on the A100, 0.8416 on
+    Hopper (the reference, 1); families without a table stream at Hopper's share."""
+    for name in CODE_NAMES:
+        fam = HARDWARE_FAMILIES[name]
+        want = 0.819 / 0.8416 if name.startswith("A100") else 1.0
+        assert fam.topology.hbm_ratio == pytest.approx(want, rel=1e-12), name
+        tag = provenance(name)["topology.hbm_ratio"].tag
+        assert tag == ("measured" if name.startswith(("A100", "H100", "H200")) else "inferred")
 
 
 def _digest(fams):

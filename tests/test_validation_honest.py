@@ -63,7 +63,7 @@ def test_cli_validate__no_loso_prints_ranking_agreement(capsys):
     out = capsys.readouterr().out
     assert "ranking agreement" in out and "measured pairs" in out
     assert "out-of-sample ranking agreement" not in out
-    assert "held constants: 0 cited to a measurement, 3 chosen from fits" in out
+    assert "held constants: 2 cited to a measurement, 3 chosen from fits" in out
 
 
 # --- leave-one-source-out from a neutral start ----------------------------------------------
@@ -84,20 +84,20 @@ def test_neutral_start__is_the_middle_of_each_range_not_the_fitted_optimum():
 
 
 def test_leave_one_source_out__neutral_start_differs_from_fitted_start():
-    from simcore.validation import MEASUREMENTS
+    from simcore.validation import FITTED_EFFICIENCY, MEASUREMENTS
     from simcore.validation.fit import NEUTRAL_START, leave_one_source_out
 
     pts = [m for m in MEASUREMENTS if m.ref in ("lmdeploy A100", "kipply FT", "lmdeploy v0.1")]
-    # memory alone is refitted; the other factors stay where the refit starts
-    neutral = leave_one_source_out(pts, factors=["memory"], coarse_step=0.1, fine_step=0.01)
-    fitted = leave_one_source_out(pts, start="fitted", factors=["memory"], coarse_step=0.1,
+    # compute alone is refitted; the other factors stay where the refit starts
+    neutral = leave_one_source_out(pts, factors=["compute"], coarse_step=0.1, fine_step=0.01)
+    fitted = leave_one_source_out(pts, start="fitted", factors=["compute"], coarse_step=0.1,
                                   fine_step=0.01)
     assert neutral.predicted != fitted.predicted
     for _, eff in neutral.by_source.values():
-        assert eff.compute == NEUTRAL_START.compute
+        assert eff.roofline_overlap == NEUTRAL_START.roofline_overlap
     for _, eff in fitted.by_source.values():
-        assert eff.compute == 0.71
-    again = leave_one_source_out(pts, start=NEUTRAL_START, factors=["memory"], coarse_step=0.1,
+        assert eff.roofline_overlap == FITTED_EFFICIENCY.roofline_overlap
+    again = leave_one_source_out(pts, start=NEUTRAL_START, factors=["compute"], coarse_step=0.1,
                                  fine_step=0.01)
     assert again.predicted == neutral.predicted
 

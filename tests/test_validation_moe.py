@@ -17,9 +17,9 @@ from simcore.validation.data_moe import (
     resolve_model,
 )
 
-#: In-sample mean |error| of the data_moe points with today's factors (fitted without
-#: them); the line this set holds until the factors are refitted with it.
-MOE_CEILING = 0.30
+#: In-sample mean |error| of the data_moe points with the factors fitted with them (the
+#: target of issue 33 is 0.15; docs/validation.md, MoE serving points, says what is missing).
+MOE_CEILING = 0.21
 
 
 @pytest.fixture(scope="module")

@@ -251,11 +251,11 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.71
-    memory: float = 0.822
-    network: float = 0.673
+    compute: float = 0.705
+    memory: float = 0.8416
+    network: float = 0.76
     hbm_usable: float = 0.90
-    train_compute: float = 0.663
+    train_compute: float = 0.746
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
@@ -263,28 +263,28 @@ class Efficiency:
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
     attention: float | None = 0.379
-    train_attention: float | None = 0.339
+    train_attention: float | None = 0.344
     #: fixed device-side cost of one kernel (launched from the host, each also pays the
     #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
     #: and the framework's floor per inference step (ns)
-    op_latency_ns: float = 4160.0
+    op_latency_ns: float = 3923.0
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8 / FP4) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.621
+    lowp_compute: float | None = 0.599
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.304
+    roofline_overlap: float = 0.301
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps
-    seq_overhead_ns: float = 39522.0
+    seq_overhead_ns: float = 38904.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15
     #: HBM factor of training steps (element-wise, optimizer and operand traffic);
     #: None = ``memory``
-    train_memory: float | None = None
+    train_memory: float | None = 0.533
 
     def __post_init__(self) -> None:
         fraction = Range(1e-3, 1, "(fraction of peak)", integer=False)

@@ -126,17 +126,21 @@ HELD: dict[str, tuple[str, str]] = {
     "network_sip": ("fit", "None: follows network_inter (no SiP hardware is measured)"),
     "step_overhead_ns": ("fit", "0, its lower bound, where every fit since the per-launch and "
                          "per-sequence costs joined put it"),
-    "train_memory": ("convention", "None: training steps use memory, one HBM factor for "
-                     "inference and training"),
+    "memory": ("measurement", "0.8416, the median HBM streaming share of the bf16 GEMV rows "
+               "(M = 1-8) of the 22 Hopper silicon GEMM tables of ai-dynamo/aiconfigurator "
+               "@095f58a5 (systems/data/*/gemm/*/gemm_perf.parquet); the A100 at its own "
+               "median, Topology.hbm_ratio 0.819 / 0.8416"),
+    "op_latency_ns": ("measurement", "3,923 ns, the median fixed cost per kernel of the same "
+                      "22 Hopper GEMV regressions (latency = bytes / (HBM peak x share) + "
+                      "fixed cost)"),
     "comm_contention": ("peer", "0.15, Calculon's processor_usage of NVLink "
                         "(calculon-ai/calculon systems/a100_80g.json, h100_80g_nvl8.json "
                         "@caa4b11f); a scan of 0-0.45 with refits has its minimum there"),
 }
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.71, memory=0.822, network=0.673, hbm_usable=0.90,
-                               train_compute=0.663, network_inter=0.95, network_sip=None,
-                               attention=0.379, train_attention=0.339, op_latency_ns=4160.0,
-                               step_overhead_ns=0.0, lowp_compute=0.621,
-                               roofline_overlap=0.304, seq_overhead_ns=39522.0,
-                               comm_contention=0.15)
+FITTED_EFFICIENCY = Efficiency(compute=0.705, memory=0.8416, network=0.76, hbm_usable=0.90,
+                               train_compute=0.746, network_inter=0.95, network_sip=None,
+                               attention=0.379, train_attention=0.344, op_latency_ns=3923.0,
+                               step_overhead_ns=0.0, lowp_compute=0.599, roofline_overlap=0.301,
+                               seq_overhead_ns=38904.0, comm_contention=0.15, train_memory=0.533)
