@@ -75,7 +75,8 @@ def _legal(lay, model, workload, topo):
 
 
 #: pieces priced in one mode only (the row calls them for that mode)
-MODE = {"attention_core_prefill": "prefill", "attention_core_decode": "decode"}
+MODE = {"attention_core_prefill": "prefill", "attention_core_decode": "decode",
+        "attention_core_class": "decode"}
 
 
 #: the runtime settings and the weight-only formats the pieces read, beyond test_kernels'
@@ -127,6 +128,8 @@ def _twin_env(model, workload, hw, topo, eff, lay, tier) -> dict:
     put("kv_read kv_held", *_call(ref.kv_cache_bytes, env))
     put("ffn_ranks ffn_tokens", *_call(ref.ffn_shard, env))
     put("attn_w", _call(ref.attention_weights, env))
+    if decode:  # the decode core's two FLOP counts, which attention_core_class prices
+        put("flops_cached flops_mixed", *_call(ref.attention_core_decode, env)[:2])
     put("act_bytes", env["tokens"][4] * model.d_model * env["bytes_per_msg"])
     put("layers_per_stage layer_mult micro", *_call(ref.pipeline_layers, env))
     put("n_ops", ref.layer_launches(model) + 2)

@@ -84,6 +84,17 @@ LAUNCH_NS = 5000.0
 #: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
 #: tokens over the mean (GShard / Switch capacity factor)
 _EP_CAPACITY = 1.25
+#: device time (ns) a routed expert's slice adds to a block-scaled FP8 grouped GEMM when
+#: the expert is split over r ranks, per slice a rank runs and per (1 - 1/r)^2
+#: (:func:`expert_slice_ns`). Measured, not fitted: TensorRT-LLM 1.2.0rc5's MoE layer on
+#: an H200, DeepSeek-V3's shape (7168 x 2048, 256 experts, top-8), FP8 block scales,
+#: balanced routing, 32 tokens: 0.50738 ms as MoE-TP8 x EP1 against 0.37348 ms as EP8
+#: (the same weight bytes per rank): 133.9 us over 256 slices x (7/8)^2 (ai-dynamo/
+#: aiconfigurator aic-core/src/aiconfigurator_core/systems/data/h200_sxm/moe/trtllm/
+#: 1.2.0rc5/moe_perf.parquet @095f58a51c4ca8e61b66ec108d86f223f8d559ce). The same law
+#: reproduces that table's 95 sliced layouts (5 shapes, r = 2-8, 8-128 tokens) to 3.8%
+#: mean (16.1% priced as whole experts)
+EXPERT_SLICE_NS = 683.0
 
 
 # --- pieces: precision, placement of the tokens, attention geometry ------------------------
@@ -311,19 +322,44 @@ def attention_projections(mp, tokens, tp, attn_w, mm_rate, bytes_per_weight, byt
 @jit()
 def attention_core_decode(mp, tokens, shard, s_q, s_kv, causal, pair_frac, ctx_mix, qk, vd, tp,
                           cp, bytes_per_act, bytes_per_kv, kv_read):
-    """``(flops, hbm_bytes)`` per layer of decode attention (paged / FlashDecoding): QKᵀ and
-    AV over the cached keys (MLA absorbed) and the mixed prompt tokens' pairs (in the
-    decompressed form); reads the cache, writes the mixed tokens' K and V, reads Q, writes
-    O."""
+    """``(flops_cached, flops_mixed, hbm_bytes)`` per layer of decode attention (paged /
+    FlashDecoding): QKᵀ and AV over the cached keys (MLA absorbed) and, apart, the mixed
+    prompt tokens' pairs (in the decompressed form); reads the cache, writes the mixed
+    tokens' K and V, reads Q, writes O."""
     _, _, seqs_pass, mixed, tokens_local, _ = tokens
     kvh_loc, seq_frac, qh_loc, _ = shard
     adim = 0.5 * (qk + vd)
     mix_dim = (mp.qk_dim + mp.v_dim) / (qk + vd)  # decompressed over this mode's pair cost
-    flops = ((4.0 * seqs_pass * s_q * s_kv * causal * pair_frac + 4.0 * mixed * ctx_mix * mix_dim)
-             * adim * mp.n_heads / (float(tp) * float(cp)))
+    per_pair = adim * mp.n_heads / (float(tp) * float(cp))
+    flops_cached = 4.0 * seqs_pass * s_q * s_kv * causal * pair_frac * per_pair
+    flops_mixed = 4.0 * mixed * ctx_mix * mix_dim * per_pair
     qo_traffic = tokens_local * qh_loc * adim * bytes_per_act * 2.0
     nbytes = kv_read + qo_traffic + mixed * seq_frac * kvh_loc * mp.cache_width * bytes_per_kv
-    return flops, nbytes
+    return flops_cached, flops_mixed, nbytes
+
+
+@jit()
+def attention_core_class(mp, wp, topo, flops_cached, flops_mixed):
+    """``(flops, gemm_share)`` of the decode attention core: its FLOPs in the units of the
+    rates they run at, and the share of them that runs at the matmul rate.
+
+    MLA's absorbed decode over the cached latent is a tensor-core GEMM-class kernel (an
+    MQA whose 576-wide keys every query head of the rank shares: FlashMLA, which
+    TensorRT-LLM, vLLM and SGLang run for DeepSeek on Hopper), priced at the matmul rate
+    (``Topology.mm_ratio``): FlashMLA reaches 580 TFLOPS compute-bound on an H800 SXM5
+    (deepseek-ai/FlashMLA README.md @26d3077949660d1fc6d72e259ed64e84f37a41c6), 0.59 of
+    its 989 dense BF16 TFLOPS, a matmul-class share, where FlashAttention-class cores
+    run near half that. Everything else (GQA / MHA decode, the mixed prompt tokens'
+    decompressed attention) is the attention kernel's (:func:`attention_kernel_rate`)."""
+    rate = attention_kernel_rate(wp, topo)
+    if mp.mla == 1.0:
+        gemm = flops_cached / topo.mm_ratio
+        other = flops_mixed / rate
+    else:
+        gemm = 0.0
+        other = (flops_cached + flops_mixed) / rate
+    flops = gemm + other
+    return flops, (gemm / flops if flops > 0.0 else 0.0)
 
 
 @jit()
@@ -441,6 +477,28 @@ def expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weigh
     local = (E / fep) * (1.0 - (1.0 - k / E) ** (tokens_local * dp))  # the replicas' tokens meet
     read = local * mp.expert_params / ranks_per_expert + mp.router_params / ftp
     return flops, read * bytes_per_weight + ffn_tokens * mp.d_model * bytes_per_act * 2.0
+
+
+@jit()
+def expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp, ep):
+    """Device time per layer (ns, averaged over the layers) that expert tensor parallelism
+    adds to FP8 grouped GEMMs: each routed expert a rank runs is a slice 1/r of it (r =
+    tp·dp/ep under EP, the FFN's ranks without), and a block-scaled FP8 grouped GEMM pays
+    ``EXPERT_SLICE_NS`` x (1 - 1/r)^2 per slice beyond streaming its bytes (thin slices:
+    more groups, each shorter; measured on TensorRT-LLM's MoE layer, where the same bytes
+    as whole experts run up to 1.4x faster at r = 8). 0 for a dense FFN, whole experts
+    (r = 1) or 16-bit / INT8 / FP4 matmuls."""
+    if mp.n_experts <= 1.0 or wp.act_code != 1.0:
+        return 0.0
+    E = mp.n_experts
+    if ep > 1:
+        r = float(tp) * dp / float(ep)
+        local = (E / float(ep)) * (1.0 - (1.0 - mp.top_k / E) ** (tokens[4] * dp))
+    else:
+        r = ffn_ranks
+        local = experts_touched(E, mp.top_k, ffn_tokens)
+    thin = 1.0 - 1.0 / r
+    return EXPERT_SLICE_NS * local * thin * thin * mp.moe_layers / mp.n_layers
 
 
 @jit()
@@ -663,15 +721,17 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     attn_w = attention_weights(mp, tp, shard)
     out.f_lin, out.b_lin = attention_projections(mp, tokens, tp, attn_w, mm_rate_w,
                                                  stream_per_weight, bytes_per_act)
+    core_gemm = 0.0
     if decode:
-        out.f_core, out.b_core = attention_core_decode(
+        f_cached, f_mixed, out.b_core = attention_core_decode(
             mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, ctx_mix, qk, vd, tp, cp,
             bytes_per_act, bytes_per_kv, kv_read)
+        out.f_core, core_gemm = attention_core_class(mp, wp, topo, f_cached, f_mixed)
     else:
         out.f_core, out.b_core = attention_core_prefill(
             mp, tokens, shard, wp.s_q, wp.s_kv, causal, pair_frac, s_cache, qk, vd, tp, cp,
             bytes_per_act, kv_read)
-    out.f_core = out.f_core / attention_kernel_rate(wp, topo)
+        out.f_core = out.f_core / attention_kernel_rate(wp, topo)
     if ep > 1:
         out.f_ffn, out.b_ffn = expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate_w,
                                                stream_per_weight, bytes_per_act)
@@ -723,15 +783,18 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.model_flops = model_flops(mp, wp, causal, pair_frac, ctx_mix)
     out.n_ops = n_ops
     out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops)
+    out.launch_ns += layer_mult * expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp,
+                                                  ep)
     out.step_seqs = seqs_replica  # the replica's sequences (decode with PP: every micro-batch's)
     out.lowp_mm = out.lowp_head = 1.0 if wp.act_code != 0.0 else 0.0
     _no_training_terms(out)
+    out.core_gemm = core_gemm
 
 
 @jit()
 def _no_training_terms(out):
     """Zero the coefficients only a training step has (once-per-step collectives and
-    optimizer traffic, overlapped collectives, host transfers, an unfused core)."""
+    optimizer traffic, overlapped collectives, host transfers)."""
     out.tail0_bytes = 0.0
     out.tail1_bytes = 0.0
     out.tail2_bytes = 0.0
@@ -743,7 +806,6 @@ def _no_training_terms(out):
     out.ovl_alpha_ns = 0.0
     out.tail_hide = 0.0
     out.fixed_ns = 0.0
-    out.core_gemm = 0.0
 
 
 @jit()
@@ -855,8 +917,10 @@ def point(c, k, eff):
     # FLOPs of lowp ops are in 16-bit-rate units
     t_flop_mm = k.ns_per_flop_lowp if c.lowp_mm == 1.0 else k.ns_per_flop
     t_flop_head = k.ns_per_flop_lowp if c.lowp_head == 1.0 else k.ns_per_flop
-    # the attention core at its kernel's factor, or (unfused: batched GEMMs) the matmul one
-    t_flop_core = k.ns_per_flop if c.core_gemm == 1.0 else k.ns_per_flop_attention
+    # the attention core at its kernel's factor, the share ``core_gemm`` of it (unfused:
+    # batched GEMMs; MLA's absorbed decode) at the matmul one
+    g = c.core_gemm
+    t_flop_core = g * k.ns_per_flop + (1.0 - g) * k.ns_per_flop_attention
     t_byte = k.ns_per_hbm_byte
     w0 = k.ns_per_byte_intra
     w1 = k.ns_per_byte_inter

@@ -219,14 +219,28 @@ def attention_projections(model, tokens, tp, attn_w, mm_rate, bytes_per_weight, 
 
 def attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp, cp,
                           bytes_per_act, bytes_per_kv, kv_read):
-    """(FLOPs, bytes) of decode attention: read the cache, Q and O; the mixed prompt tokens
-    write their K and V and attend (decompressed) to ``ctx_mix`` earlier tokens."""
+    """(FLOPs over the cached keys, FLOPs of the mixed prompt tokens, bytes) of decode
+    attention: read the cache, Q and O; the mixed prompt tokens write their K and V and
+    attend (decompressed) to ``ctx_mix`` earlier tokens."""
     _, _, seqs_pass, mixed, tokens_local, _ = tokens
     pairs = pair_frac * _causal_pairs(s_q, s_kv)
     hd_sum = model.head_dim + model.value_head_dim
-    flops = (seqs_pass * pairs * 2 * (qk + vd) + mixed * ctx_mix * 2 * hd_sum) * model.n_heads / (tp * cp)
+    cached = seqs_pass * pairs * 2 * (qk + vd) * model.n_heads / (tp * cp)
+    prompts = mixed * ctx_mix * 2 * hd_sum * model.n_heads / (tp * cp)
     qo = tokens_local * shard[2] * (qk + vd) * bytes_per_act
-    return flops, kv_read + qo + mixed * _token_kv(model, shard, bytes_per_kv)
+    return cached, prompts, kv_read + qo + mixed * _token_kv(model, shard, bytes_per_kv)
+
+
+def attention_core_class(model, workload, topology, flops_cached, flops_mixed) -> tuple:
+    """(FLOPs in the units of their rates, share at the matmul rate) of the decode core:
+    MLA's absorbed decode over the cached latent runs as a GEMM-class kernel (FlashMLA:
+    580 TFLOPS compute-bound on an H800, deepseek-ai/FlashMLA README @26d30779) at the
+    matmul rate; the rest at the attention kernel's."""
+    rate = attention_kernel_rate(workload, topology)
+    gemm = flops_cached / topology.mm_ratio if model.is_mla else 0.0
+    other = flops_mixed / rate + (0.0 if model.is_mla else flops_cached / rate)
+    flops = gemm + other
+    return flops, (gemm / flops if flops > 0 else 0.0)
 
 
 def attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk, vd, tp, cp,
@@ -306,6 +320,24 @@ def expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_we
     flops = 2 * t * (k * model.expert_params * _EP_CAPACITY + router) / tp / mm_rate
     read = mine * model.expert_params / (tp * dp / ep) + router / tp
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
+
+
+#: a routed expert's slice in a block-scaled FP8 grouped GEMM (ns per slice per
+#: (1 - 1/r)^2; aiconfigurator's TensorRT-LLM 1.2.0rc5 H200 moe_perf table @095f58a5)
+_EXPERT_SLICE_NS = 683.0
+
+
+def expert_slice_ns(model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep) -> float:
+    """Device time per layer (averaged over the layers) expert TP adds to FP8 grouped GEMMs:
+    each touched expert a rank runs as a slice 1/r costs ``_EXPERT_SLICE_NS`` (1 - 1/r)^2."""
+    if model.n_experts <= 1 or workload.act_dtype != "fp8" or workload.mode == "train":
+        return 0.0
+    E, k = model.n_experts, model.top_k
+    if ep > 1:
+        r, local = tp * dp / ep, E / ep * (1 - (1 - k / E) ** (tokens[4] * dp))
+    else:
+        r, local = ffn_ranks, experts_touched(E, k, ffn_tokens)
+    return _EXPERT_SLICE_NS * local * (1 - 1 / r) ** 2 * model.n_moe_layers / model.n_layers
 
 
 def elementwise_bytes(model, tokens, ffn_tokens, tp, ep, bytes_per_act) -> float:
@@ -479,12 +511,19 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     attn_w = attention_weights(model, tp, shard)
     ops: dict[str, tuple[float, float]] = {
         "attn_linear": attention_projections(model, tokens, tp, attn_w, mm_rate, wb, ab)}
-    core_f, core_b = (
-        attention_core_decode(model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp,
-                              cp, ab, kvb, kv_read) if decode else
-        attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk, vd, tp, cp, ab,
-                               kvb, kv_read))
-    ops["attn_core"] = (core_f / attention_kernel_rate(workload, topology), core_b)
+    if decode:
+        f_cached, f_mixed, core_b = attention_core_decode(
+            model, tokens, shard, s_q, s_kv, pair_frac, ctx_mix, qk, vd, tp, cp, ab, kvb, kv_read)
+        core_f, gemm = attention_core_class(model, workload, topology, f_cached, f_mixed)
+    else:
+        core_f, core_b = attention_core_prefill(model, tokens, shard, s_q, s_kv, pair_frac, qk,
+                                                vd, tp, cp, ab, kvb, kv_read)
+        core_f, gemm = core_f / attention_kernel_rate(workload, topology), 0.0
+    ops["attn_core"] = (core_f, core_b)
+    # the core's rate: its matmul-class share at the 16-bit matmul factor, the rest at the
+    # attention kernel's (FLOPs / rate = the two shares' times)
+    mm16 = hardware.peak_tflops_f16 * 1e3 * efficiency.compute
+    attn_peak = 1.0 / (gemm / mm16 + (1.0 - gemm) / attn_peak) if gemm else attn_peak
     ops["ffn"] = (expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
                   if ep > 1 else ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, wb, ab))
     t_elem = elementwise_bytes(model, tokens, ffn_tokens, tp, ep, ab) / hbm
@@ -521,7 +560,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     t_head, head_kind = roofline(*head_fb)
     step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches)
     overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
-                + floor * efficiency.step_overhead_ns)
+                + floor * efficiency.step_overhead_ns + path_layers * expert_slice_ns(
+                    model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep))
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     # the scheduler's cost per sequence of the replica runs on the host one step ahead

@@ -99,8 +99,9 @@ COEFFICIENTS: tuple[Field, ...] = (
           "per step (Workload.host_step_ns)"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
-    Field("core_gemm", "1", "1 if the attention core's FLOPs run at the matmul rate (an unfused "
-          "core's batched GEMMs) instead of the attention kernel's"),
+    Field("core_gemm", "1", "share of the attention core's FLOPs that run at the matmul rate "
+          "instead of the attention kernel's (1: an unfused core's batched GEMMs; MLA decode: "
+          "the absorbed part over the cached latent)"),
 )
 
 #: The structured dtype of a coefficient table (all float64, in declaration order).

@@ -41,7 +41,10 @@ Metrics
   step.
 
 Each point runs under the runtime profile its source (or the point) names
-(``"runtime"``, :data:`simcore.model.runtime.RUNTIMES`). TTFTs are not used (served at a
+(``"runtime"``, :data:`simcore.model.runtime.RUNTIMES`). A point that states no KV-cache
+dtype takes, on the TensorRT-LLM runtime, the one its source says the runs used
+(aiconfigurator's generator wrote an FP8 cache: ``kv_dtype_trtllm`` with its citation in
+the source entry), else the model's 16-bit cache. TTFTs are not used (served at a
 concurrency, they include queueing), as in ``data_infer``.
 
 Skipped, with the reason (:func:`load_moe_measurements`, printed by ``simcore validate``):
@@ -208,6 +211,16 @@ def _skip(p: dict[str, Any]) -> str:
     return ""
 
 
+def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
+    """The point's KV-cache dtype: its own, else, on the TensorRT-LLM runtime, the one its
+    source states the runs used (``kv_dtype_trtllm``, cited in the source's
+    ``kv_dtype_trtllm_source``: aiconfigurator's generator wrote FP8), else the model's."""
+    stated = p["workload"].get("kv_dtype")
+    if not stated and (p.get("runtime") or source.get("runtime")) == "trtllm":
+        stated = source.get("kv_dtype_trtllm")
+    return _dtype(stated)
+
+
 def _convert(p: dict[str, Any], sources: dict[str, Any]) -> tuple[list[Measurement], str]:
     why = _skip(p)
     if why:
@@ -230,7 +243,7 @@ def _convert(p: dict[str, Any], sources: dict[str, Any]) -> tuple[list[Measureme
         return [], f"EP{sizes['ep']} does not divide the {model.n_experts} experts"
     dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
                               act_dtype=_dtype(w.get("act_dtype")),
-                              kv_dtype=_dtype(w.get("kv_dtype")),
+                              kv_dtype=_kv_dtype(p, sources[p["source"]]),
                               **_runtime(p, sources[p["source"]]))
     if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
         dt["act_dtype"] = dt["weight_dtype"]
