@@ -390,3 +390,38 @@ def test_serving_crosscheck__like_for_like_on_aiconfigurators_own_deployments():
         assert abs(r["sc_tpot_ms"] - r["tpot_ms"]) <= 5.0, r
         assert r["sc_fits"] == (r["mode"] == "agg")
     assert lf["tp4_b128"]["latency_ns"] > lf["tp4_b128"]["memory_alone_ns"] > 0
+
+
+def test_plan__a_large_budget_keeps_only_worker_counts_that_raise_tokens_per_gpu():
+    """Steady-state disaggregated search (search._disagg_candidates): per (prefill, decode)
+    pair a larger worker count is kept only when it raises tokens/s per GPU, so the best
+    deployment is the one an exhaustive search ranks first and 4096 GPUs cost arithmetic
+    (issue 35 item 4: 75 s -> 8 s), not millions of rows."""
+    from simcore.studies.serving import plan
+
+    p = plan("Llama 3.1 8B", family="H100-SXM", gpus=48, isl=1000, osl=200, max_tpot_ms=30,
+             modes=("disagg",))
+    by_pair: dict[tuple, list] = {}
+    for c in p.candidates:
+        by_pair.setdefault((c.prefill_layout, c.prefill_batch, c.decode_layout, c.batch),
+                           []).append(c)
+    for rows in by_pair.values():
+        rows.sort(key=lambda c: c.decode_workers)
+        gains = [c.tokens_per_s_per_gpu for c in rows]
+        assert gains == sorted(gains) and len(set(gains)) == len(gains)
+    # exhaustively: no worker count of the best pair does better than the one kept
+    import re
+
+    def size(label: str) -> int:
+        return math.prod(int(n) for n in re.findall(r"(?:TP|CP|PP)(\d+)", label.split()[0]))
+
+    best = p.best[0]
+    s_p, s_d = size(best.prefill_layout), size(best.decode_layout)
+    rate_p = best.prefill_batch / best.ttft_ms
+    rate_d = best.batch / (199 * best.tpot_ms)
+    per_gpu = []
+    for y in range(1, 48 // s_d + 1):
+        x = math.ceil(y * rate_d / rate_p * (1 - 1e-12))
+        if x * s_p + y * s_d <= 48:
+            per_gpu.append(min(x * rate_p, y * rate_d) * 200 * 1e3 / (x * s_p + y * s_d))
+    assert best.tokens_per_s_per_gpu == pytest.approx(max(per_gpu), rel=1e-9)

@@ -700,7 +700,10 @@ def _disagg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
     """Step 4: ``y`` decode workers of each decode option and, for each prefill option,
     the fewest prefill workers ``x`` that keep up with them (rate matching; with
     ``exact_gpus``, as many as fill the budget), within ``x · size_p + y · size_d <=
-    gpus``."""
+    gpus``. Without ``exact_gpus`` a pair's TTFT and TPOT do not depend on ``y`` and its
+    tokens/s per GPU only through the rounding of ``x``: a ``y`` is kept only when it
+    raises the pair's tokens/s per GPU over every smaller ``y`` (the others lose to it on
+    every objective), so a large budget costs arithmetic, not configurations."""
     sizes = sorted({int(s) for s in lay.n_devices if s <= req.gpus})
     p_opts = _prefill_options(req, lay, sizes)
     steps = max(req.osl - 1, 1)
@@ -708,8 +711,9 @@ def _disagg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
     for s_d, jd, i, ns_d in _decode_options(req, lay, sizes):
         b = int(req.batches[i])
         rate_d = b / (steps * ns_d)
+        record = [0.0] * len(p_opts)
         for y in range(1, req.gpus // s_d + 1):
-            for s_p, jp, pb, ns_p, rate_p in p_opts:
+            for k, (s_p, jp, pb, ns_p, rate_p) in enumerate(p_opts):
                 x = math.ceil(y * rate_d / rate_p * (1 - 1e-12))
                 if req.exact_gpus:
                     rest = req.gpus - y * s_d
@@ -719,6 +723,11 @@ def _disagg_candidates(req: _Request, lay: _Layouts) -> list[ServingConfig]:
                 total = x * s_p + y * s_d
                 if total > req.gpus:
                     continue
+                if not req.exact_gpus:  # only a y that beats every smaller y of the pair
+                    per_gpu = min(x * rate_p, y * rate_d) / total
+                    if per_gpu <= record[k] * (1 + 1e-12):
+                        continue
+                    record[k] = per_gpu
                 m = disagg_metrics(prefill_ns=ns_p, prefill_batch=pb, prefill_workers=x,
                                    step_ns=ns_d, batch=b, decode_workers=y, osl=req.osl)
                 ttft, tpot = ns_p / 1e6, ns_d / 1e6
