@@ -132,11 +132,14 @@ def test_serve_agg__kernel_and_discrete_event_twin_agree_on_a_real_layout(instan
 def test_serve_agg__rate_to_zero_ttft_is_the_unloaded_prefill(instances, fam):
     inst = instances["TP1"]
     t = _traffic(0.02, duration_s=1000.0)  # ~20 requests, each alone
-    res = _res(serve_agg(t, inst, 1, Scheduler()), t)
+    served = serve_agg(t, inst, 1, Scheduler())
+    res = _res(served, t)
     ds = sweep(MODEL, "prefill", batch=1, s_kv=ISL, space="full", family=FAMILY)
     prefill_ms = float(ds.latency_ns.sel(**inst.layout).squeeze()) / 1e6
     assert res["ttft_p50_ms"] == pytest.approx(prefill_ms, rel=1e-9)
-    assert res["ttft_p99_ms"] == pytest.approx(prefill_ms, rel=0.05)  # a rare overlap
+    # all but the rare request that lands on another's decode see the unloaded prefill
+    alone = np.isclose(served.ttft_ns / 1e6, prefill_ms, rtol=1e-9)
+    assert alone.mean() >= 0.9 and res["ttft_p99_ms"] >= prefill_ms * (1 - 1e-9)
     step = inst.decode_ns(1, ISL + OSL / 2) / 1e6  # alone: decode steps at batch 1
     assert res["tpot_p50_ms"] == pytest.approx(step, rel=0.01)
 
