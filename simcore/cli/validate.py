@@ -124,6 +124,17 @@ def _print_holdout(eff: Efficiency, notes: Any, plot: Any = None) -> None:
         _save_plot("--holdout-plot", lambda path: plot_holdout(hold, path), plot)
 
 
+def _print_by_reason(title: str, pairs: Any, notes: Any) -> None:
+    """A held-out set's points left out: ``title``, then one line per reason with its
+    (point id, reason) ``pairs``' ids."""
+    gaps: dict[str, list[str]] = {}
+    for pid, why in pairs:
+        gaps.setdefault(why, []).append(pid)
+    print(f"  {title}:", file=notes)
+    for why, ids in gaps.items():
+        print(f"    {len(ids):2d} x {why}: {', '.join(ids)}", file=notes)
+
+
 def _print_blackwell(eff: Efficiency, notes: Any) -> None:
     """The Blackwell held-out set (:mod:`simcore.validation.blackwell`): summary per kind
     and family, each point, and the points not covered with the reason."""
@@ -142,15 +153,38 @@ def _print_blackwell(eff: Efficiency, notes: Any) -> None:
     for r in rows:
         print(f"  {r.id:<34} {r.layout:<18} measured {r.measured:9.4g} {r.unit:<12} predicted "
               f"{r.predicted:9.4g}  {100 * r.error:+6.1f}%", file=notes)
-    gaps: dict[str, list[str]] = {}
-    for pid, _, why in blackwell_not_covered():
-        gaps.setdefault(why, []).append(pid)
-    print("  not covered (no pinned setting simcore can express; never guessed):", file=notes)
-    for why, ids in gaps.items():
-        print(f"    {len(ids):2d} x {why}: {', '.join(ids)}", file=notes)
+    _print_by_reason("not covered (no pinned setting simcore can express; never guessed)",
+                     [(pid, why) for pid, _, why in blackwell_not_covered()], notes)
     print("  [NVIDIA-NeMo Megatron-Bridge docs/performance-summary-archive.md, 26.04.01 and "
           "25.11 pre-training tables (DGX-GB300, DGX-GB200, DGX-B300, DGX-B200 rows); "
           "simcore/validation/blackwell_measurements.json]", file=notes)
+
+
+def _print_weight_only(eff: Efficiency, notes: Any) -> None:
+    """The weight-only and multi-node inference held-out set
+    (:mod:`simcore.validation.weight_only`): summary per weight dtype, each point, the
+    points skipped with the reason."""
+    from ..validation.weight_only import weight_only_rows, weight_only_skipped, weight_only_summary
+
+    rows = weight_only_rows(eff)
+    s = weight_only_summary(rows)
+    dts = ", ".join(f"{d} {100 * e:.1f}% ({n})" for d, (e, _, n) in s["dtypes"].items())
+    print(f"\nweight-only and multi-node inference, never fitted: {s['n']} points, mean "
+          f"|error| {100 * s['mean_abs_error']:.1f}% ({dts}; mean signed "
+          f"{100 * s['mean_error']:+.1f}%, + = predicted faster; {s['multi_node']} across "
+          "nodes; simcore.validation.weight_only):", file=notes)
+    for r in rows:
+        print(f"  {r.id:<44} {r.dtype:<5} {r.layout:<6} measured {r.measured:7.4g} {r.unit:<6} "
+              f"predicted {r.predicted:7.4g}  {100 * r.error:+6.1f}%", file=notes)
+    print("  int4 / int8 rows run torch's tinygemm kernel / an Inductor dequantising GEMV, "
+          "slower per byte than the Marlin-class rate the A100 carries (wo_int4_bw_ratio, "
+          "wo_int8_bw_ratio = 1): simcore lacks that kernel rate, kept as is, not tuned",
+          file=notes)
+    _print_by_reason("skipped (no setting simcore can reproduce; never guessed)",
+                     weight_only_skipped(), notes)
+    print("  [pytorch-labs/gpt-fast README.md @0f925b5d 'Benchmarks'; pytorch/ao "
+          "torchao/quantization/README.md @03d01adc 'Benchmarks'; "
+          "simcore/validation/multinode_quant_measurements.json]", file=notes)
 
 
 def _print_serving(notes: Any) -> None:
@@ -327,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
         _print_holdout(eff, notes, args.holdout_plot)
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
+    if args.kind is None or "decode" in args.kind:
+        _print_weight_only(eff, notes)
     if args.kind is None:
         _print_serving(notes)
     if gaps and not machine:

@@ -236,6 +236,19 @@ _ALL: tuple[Runtime, ...] = (
              "examples/fastertransformer/README.md @d841e40aec8c84b9e76ba9cfbce67418adb172bd: "
              "CUDA graphs not stated, so none; released before Blackwell (no FP4)",
              graphs=False, act=_PRE_FP4),
+    _serving("gpt-fast", "gpt-fast (native PyTorch, torch.compile) and torchao's "
+             "_models/llama/generate.py, its fork",
+             "pytorch-labs/gpt-fast generate.py @9ac48bc50e2e35a390c309f315ba2c767b6e582d "
+             "(the README benchmarks' commit) line 297 and pytorch/ao "
+             "torchao/_models/llama/generate.py @03d01adcbcf8f85b0e61bef84957013b89e6902f "
+             "line 305: decode_one_token = torch.compile(..., mode='reduce-overhead') (decode "
+             "steps replay CUDA graphs); the prefill is compiled only with --compile_prefill "
+             "(gpt-fast line 300, torchao's benchmark_results.txt: 'compile_prefill: False'), "
+             "so it runs eagerly; decode_n_tokens keeps the sampled tokens on the device (no "
+             "host sync per token); the decode attention is SDPA's math backend, which "
+             "Inductor code-generates (gpt-fast line 61): the library's fused core; no FP4 "
+             "matmuls at these commits",
+             graphs=True, act=_PRE_FP4),
     # -- both -----------------------------------------------------------------------------
     Runtime("hf-eager", "Hugging Face transformers in eager PyTorch (generate(), Trainer with "
             "DDP)",
