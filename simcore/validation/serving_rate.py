@@ -16,10 +16,11 @@ request's TPOT is ``(latency - TTFT) / (output_len - 1)`` for output lengths abo
 percentiles are numpy's (linear interpolation), and a request the file lists with 0
 output tokens counts with TTFT 0 (as the benchmark recorded it) and no TPOT; it is
 served as a one-token request (its prompt still loads the server). The scheduler is
-simcore's (:class:`~simcore.studies.serving.simulate.Scheduler`) with the server's stated
-or default limits: ``max_num_seqs`` 256 (the repository's ``MAX_NUM_SEQ``), a token
+simcore's (:class:`~simcore.studies.serving.simulate.Scheduler`) with the server's
+launch flags (the repository's ``benchmark.py`` at 29dd18a: ``--max-num-seqs 1024``,
+``--gpu-memory-utilization 0.95``; neither binds with at most 160 requests), a token
 budget of ``max(max_model_len, 2048)`` = 2048 (vLLM's default ``max_num_batched_tokens``
-without chunked prefill), 0.9 of HBM (vLLM's default ``gpu_memory_utilization``), and
+without chunked prefill), and
 vLLM V0's prefill-first policy (:data:`SERVER_POLICY`: waiting prompts run whole in steps
 of their own, before any decode). Not modelled: the server's per-request API work
 (HTTP, tokenising, detokenising) and multi-step scheduling (``--num-scheduler-steps``),
@@ -88,8 +89,8 @@ def _predict(p: dict[str, Any]) -> dict[str, float]:
     from ..studies.serving.simulate import Scheduler, serve_agg
     from ..studies.serving.traffic import Traffic
 
-    sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=256,
-                      policy=SERVER_POLICY)
+    sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=1024,
+                      kv_usable_fraction=0.95, policy=SERVER_POLICY)
     isl = np.asarray(p["input_lens"], dtype=np.int64)
     out = np.asarray(p["output_lens"], dtype=np.int64)
     osl = np.maximum(out, 1)
