@@ -23,8 +23,8 @@ budget of ``max(max_model_len, 2048)`` = 2048 (vLLM's default ``max_num_batched_
 without chunked prefill), and
 vLLM V0's prefill-first policy (:data:`SERVER_POLICY`: waiting prompts run whole in steps
 of their own, before any decode). Not modelled: the server's per-request API work
-(HTTP, tokenising, detokenising) and multi-step scheduling (``--num-scheduler-steps``),
-which the files do not state.
+(HTTP, tokenising, detokenising) and its streaming cadence (the files' inter-token lists
+hold one entry per ~10 tokens: tokens reached the client in bursts).
 """
 
 from __future__ import annotations
