@@ -14,7 +14,7 @@ from simcore.kernels import requests_ref as twin
 
 #: each piece and its twin share a name
 PIECES = ("segment", "table_ns", "decode_part_ns", "prefill_part_ns", "step_ns", "blocks_for",
-          "simulate_instance", "simulate_round_robin", "kv_transfer_done")
+          "spec_emit", "simulate_instance", "simulate_round_robin", "kv_transfer_done")
 
 
 def _grid(draw, lo: float, n: int) -> np.ndarray:
