@@ -359,10 +359,9 @@ def run(args: argparse.Namespace) -> int:
         _save_plot("--plot", lambda path: plot_parity(rows, path), args.plot)
     if args.kind is None or "decode" in args.kind:
         _print_holdout(eff, notes, args.holdout_plot)
+        _print_weight_only(eff, notes)
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
-    if args.kind is None or "decode" in args.kind:
-        _print_weight_only(eff, notes)
     if args.kind is None:
         _print_serving(notes)
     if gaps and not machine:
