@@ -174,3 +174,17 @@ def test_plan__a_draft_model_on_a_budget_where_large_verifies_do_not_fit():
     plain = plan("Llama 3.1 70B", **kw)
     assert spec.best and "meta-llama/Llama-3.2-1B" in spec.notes[-1]
     assert int(spec.dataset.max_batch.max()) <= int(plain.dataset.max_batch.max())
+
+
+@given(traces(), st.integers(100, 10_000), st.integers(1, 4), st.floats(0.0, 0.95),
+       st.booleans())
+def test_simulate_instance__speculative_stretches_match_single_steps(case, extra, k, a, first):
+    """Long generations with a roomy cache: the kernel steps speculative decode-only
+    stretches in one go (spec_stretch); the twin steps one by one."""
+    case = dict(case, max_new=case["max_new"] * 10, n_blocks=case["n_blocks"] + extra)
+    gain = expected_tokens(k, a)
+    got = kernel.simulate_instance(**case, spec_k=k, spec_gain=gain, prefill_first=first)
+    want = twin.simulate_instance(**case, spec_k=k, spec_gain=gain, prefill_first=first)
+    for x, y in zip(got[:4], want[:4], strict=True):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert got[4] == want[4]

@@ -225,6 +225,61 @@ def step_stretch(k, tables, n_run, fast_ctx, running, computed, tokens, sampled,
 
 
 @jit()
+def spec_stretch(tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
+                 spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns, nxt,
+                 q_len, t, free):
+    """Speculative decode-only steps of the ``n_run`` running requests in one go, each
+    step exactly as :func:`schedule_running` would run it: stops before a step in which a
+    request would finish (it emits what it still needs) or the blocks its emitted tokens
+    need would exceed ``free`` (a preemption), and after a step at whose end a request has
+    arrived to an empty queue. ``emitted`` is scratch (zeros, left zeroed). The caller has
+    checked that every running request decodes, that their verifies fit the budget and
+    that the first waiting request cannot be admitted. Returns ``(t, steps, free)``."""
+    n = arrival_ns.shape[0]
+    ctx_sum = fast_ctx
+    done_steps = 0
+    while True:
+        grown = 0
+        new_blocks = 0
+        stop = False
+        for j in range(n_run):
+            r = running[j]
+            left = max_new[r] - sampled[r] - emitted[r]
+            e = spec_emit(spec_steps[r] + done_steps, spec_gain, left)
+            if e >= left:
+                stop = True  # it finishes in this step: the step-by-step path books it
+                break
+            new_blocks += blocks_for(computed[r] + emitted[r] + e, block_size) - held[r]
+            grown += e
+        if stop or new_blocks > free:
+            break
+        t += step_ns(tables, n_run, ctx_sum, 0, 0.0)
+        done_steps += 1
+        ctx_sum += grown
+        for j in range(n_run):
+            r = running[j]
+            emitted[r] += spec_emit(spec_steps[r] + done_steps - 1, spec_gain,
+                                    max_new[r] - sampled[r] - emitted[r])
+        if q_len == 0 and nxt < n and arrival_ns[nxt] <= t:
+            break  # an arrival: the next step may admit it
+    for j in range(n_run):
+        r = running[j]
+        m = emitted[r]
+        emitted[r] = 0
+        if done_steps == 0:
+            continue
+        computed[r] += m
+        tokens[r] += m
+        sampled[r] += m
+        spec_steps[r] += done_steps
+        last_ns[r] = t
+        need = blocks_for(computed[r], block_size) - held[r]
+        held[r] += need
+        free -= need
+    return t, done_steps, free
+
+
+@jit()
 def schedule_running(running, n_run, tokens, computed, held, sched, preemptions, queue, q_head,
                      q_len, free, budget, block_size, spec_k, spec_gain, sampled, max_new,
                      spec_steps):
@@ -373,8 +428,8 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     ``spec_k`` > 0: speculative decoding, each decode step verifying ``spec_k + 1``
     queries per sequence (``tables.dec_ns`` then prices a whole speculative step) and
     emitting ``spec_gain`` tokens per sequence on average (:func:`spec_emit`; ``spec_k``
-    at most ``token_budget - 1``, ``spec_gain`` at most ``spec_k + 1``); decode stretches
-    are then stepped one by one. ``prefill_first``: vLLM V0's default scheduling (no
+    at most ``token_budget - 1``, ``spec_gain`` at most ``spec_k + 1``); decode-only
+    stretches then go through :func:`spec_stretch`. ``prefill_first``: vLLM V0's default scheduling (no
     chunked prefill): a step first admits waiting prompts, whole, in the full budget, and
     runs them alone; only a step that admits none decodes the running requests.
 
@@ -397,6 +452,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     held = np.zeros(n, dtype=np.int64)
     sched = np.zeros(n, dtype=np.int64)
     spec_steps = np.zeros(n, dtype=np.int64)
+    emitted = np.zeros(n, dtype=np.int64)  # spec_stretch's scratch
     running = np.empty(max(n, 1), dtype=np.int64)
     queue = np.empty(max(n, 1), dtype=np.int64)  # ring buffer of waiting requests
     for i in range(n):
@@ -420,6 +476,20 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
                                             queue, q_head, q_len, nxt, done, t)
         if n_run == 0 and q_len == 0:
             continue
+        if fast_ok and spec_k > 0 and 0 < n_run and n_run * (spec_k + 1) <= token_budget:
+            room = token_budget if prefill_first else token_budget - n_run * (spec_k + 1)
+            if not (q_len > 0 and n_run < max_seqs and room > 0 and blocks_for(
+                    computed[queue[q_head]] + min(tokens[queue[q_head]]
+                                                  - computed[queue[q_head]], room),
+                    block_size) <= free):  # the first waiting request cannot be admitted
+                t, done_steps, free = spec_stretch(
+                    tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
+                    spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns,
+                    nxt, q_len, t, free)
+                steps += done_steps
+                fast_ok = False
+                if done_steps > 0:
+                    continue
         if fast_ok and spec_k == 0 and 0 < n_run <= token_budget:
             k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
                                token_budget, max_seqs, block_size, prefill_first)
