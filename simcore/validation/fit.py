@@ -105,7 +105,7 @@ def fast_predictor(points: Sequence[Measurement]) -> Callable[..., Any]:
     # one row per step of each point's run (run_steps); a point's latency is the
     # weighted sum of its rows. Rows are grouped by (training or not, hardware row), so
     # each group is one kernel call over its layouts on its one hardware point.
-    groups: dict[tuple[bool, bytes], list[tuple[int, float, np.ndarray, np.ndarray]]] = {}
+    groups: dict[tuple[bool, float, bytes], list[tuple[int, float, np.ndarray, np.ndarray]]] = {}
     for i, pt in enumerate(points):
         for wl, weight in run_steps(pt):
             p = prepare(pt.model, wl, space=pt.space_for(wl.mode), family=pt.family)
