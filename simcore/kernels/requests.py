@@ -199,6 +199,19 @@ def enqueue_arrivals(arrival_ns, prompt, max_new, n_blocks, block_size, queue, q
 
 
 @jit()
+def book_tokens(r, m, t, computed, tokens, sampled, last_ns, held, block_size, free):
+    """Book ``m`` decoded tokens of request ``r`` at the end of a stretch at ``t``: computed,
+    known and sampled, and the KV blocks they take. Returns the free blocks left."""
+    computed[r] += m
+    tokens[r] += m
+    sampled[r] += m
+    last_ns[r] = t
+    need = blocks_for(computed[r], block_size) - held[r]
+    held[r] += need
+    return free - need
+
+
+@jit()
 def step_stretch(k, tables, n_run, fast_ctx, running, computed, tokens, sampled, last_ns, held,
                  block_size, arrival_ns, nxt, q_len, t, free):
     """Run up to ``k`` decode-only steps of the ``n_run`` running requests in one go,
@@ -213,14 +226,8 @@ def step_stretch(k, tables, n_run, fast_ctx, running, computed, tokens, sampled,
         if q_len == 0 and nxt < n and arrival_ns[nxt] <= t:
             break  # an arrival: the next step may admit it
     for j in range(n_run):
-        r = running[j]
-        computed[r] += done_steps
-        tokens[r] += done_steps
-        sampled[r] += done_steps
-        last_ns[r] = t
-        need = blocks_for(computed[r], block_size) - held[r]
-        held[r] += need
-        free -= need
+        free = book_tokens(running[j], done_steps, t, computed, tokens, sampled, last_ns, held,
+                           block_size, free)
     return t, done_steps, free
 
 
@@ -268,14 +275,8 @@ def spec_stretch(tables, n_run, fast_ctx, running, computed, tokens, sampled, ma
         emitted[r] = 0
         if done_steps == 0:
             continue
-        computed[r] += m
-        tokens[r] += m
-        sampled[r] += m
         spec_steps[r] += done_steps
-        last_ns[r] = t
-        need = blocks_for(computed[r], block_size) - held[r]
-        held[r] += need
-        free -= need
+        free = book_tokens(r, m, t, computed, tokens, sampled, last_ns, held, block_size, free)
     return t, done_steps, free
 
 
