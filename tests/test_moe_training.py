@@ -119,7 +119,7 @@ def test_moe_training_fields__bad_values_are_one_clear_error(kw, match):
 def test_moe_training_points__error_no_worse_than_recorded():
     """Every MoE training point with expert parallelism (the fitted Megatron-Bridge and
     Automodel rows and the five of issue 33 item 3, source ``mbridge_perf_moe``): mean
-    |error| held at the figure of the fit that includes them (12.5% over 12 points,
+    |error| held at the figure of the fit that includes them (12.4% over 12 points,
     docs/validation.md); the new ones are transcribed and loaded."""
     from simcore.validation import validate
     from simcore.validation.data_train import TRAIN_MEASUREMENTS
@@ -129,5 +129,5 @@ def test_moe_training_points__error_no_worse_than_recorded():
     assert len(new) == 5 and new <= moe and len(moe) == 12
     rows = [r for r in validate() if r.id in moe]
     errs = [abs(r.error) for r in rows if r.error == r.error]
-    assert len(errs) == 12 and sum(errs) / len(errs) <= 0.13, sorted(
+    assert len(errs) == 12 and sum(errs) / len(errs) <= 0.125, sorted(
         (r.id, round(r.error, 3)) for r in rows)

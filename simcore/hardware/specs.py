@@ -251,19 +251,19 @@ class Efficiency:
     ``simcore/validation/fitted.py`` for how and the errors, and ``simcore validate``.
     """
 
-    compute: float = 0.705
+    compute: float = 0.719
     memory: float = 0.8416
-    network: float = 0.76
+    network: float = 0.694
     hbm_usable: float = 0.90
-    train_compute: float = 0.746
+    train_compute: float = 0.748
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.379
-    train_attention: float | None = 0.344
+    attention: float | None = 0.324
+    train_attention: float | None = 0.346
     #: fixed device-side cost of one kernel (launched from the host, each also pays the
     #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
     #: and the framework's floor per inference step (ns)
@@ -271,10 +271,10 @@ class Efficiency:
     step_overhead_ns: float = 0.0
     #: achievable fraction of the low-precision (FP8 / INT8 / FP4) matmul peak in inference;
     #: None = ``compute``. (Training FP8 GEMMs use ``train_compute``.)
-    lowp_compute: float | None = 0.599
+    lowp_compute: float | None = 0.612
     #: share of the shorter of an op's compute time and HBM time that hides under the
     #: longer one: 1 is the classic roofline ``max(compute, memory)``, 0 their sum
-    roofline_overlap: float = 0.301
+    roofline_overlap: float = 0.288
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps
@@ -284,7 +284,7 @@ class Efficiency:
     comm_contention: float = 0.15
     #: HBM factor of training steps (element-wise, optimizer and operand traffic);
     #: None = ``memory``
-    train_memory: float | None = 0.533
+    train_memory: float | None = 0.552
 
     def __post_init__(self) -> None:
         fraction = Range(1e-3, 1, "(fraction of peak)", integer=False)

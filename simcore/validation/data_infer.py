@@ -305,6 +305,16 @@ def served_steps(concurrency: int, isl: int, osl: int, dt: dict[str, Any]
                    "an admitted request")
 
 
+def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
+    """The point's KV-cache dtype: its own, else, on the TensorRT-LLM runtime, the one its
+    source states the runs used (``kv_dtype_trtllm``, cited in the source's
+    ``kv_dtype_trtllm_source``: aiconfigurator's generator wrote FP8), else the model's."""
+    stated = p["workload"].get("kv_dtype")
+    if not stated and (p.get("runtime") or source.get("runtime")) == "trtllm":
+        stated = source.get("kv_dtype_trtllm")
+    return _dtype(stated)
+
+
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if p.get("already_in_simcore"):
         return [], "already in simcore.validation.data"
@@ -328,7 +338,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
     dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
                               act_dtype=_dtype(w.get("act_dtype")),
-                              kv_dtype=_dtype(w.get("kv_dtype")),
+                              kv_dtype=_kv_dtype(p, sources[p["source"]]),
                               **_runtime(p, sources[p["source"]]))
     if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
         dt["act_dtype"] = dt["weight_dtype"]
@@ -370,6 +380,13 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if not out:
         return [], "no reproducible metric (queued TTFT, or throughput with a large prefill share)"
     return out, ""
+
+
+@lru_cache(maxsize=1)
+def json_sources() -> dict[str, Any]:
+    """The ``sources`` of ``inference_measurements.json`` (citations and stack settings)."""
+    with open(_PATH, encoding="utf-8") as fh:
+        return dict(json.load(fh)["sources"])
 
 
 @lru_cache(maxsize=1)

@@ -66,7 +66,15 @@ from typing import Any
 from ..errors import SpecError
 from ..model import presets
 from ..model.specs import Model, Workload
-from .data_infer import INFER_SOURCES, _dtype, _model, _runtime, _value, served_steps
+from .data_infer import (
+    INFER_SOURCES,
+    _dtype,
+    _kv_dtype,
+    _model,
+    _runtime,
+    _value,
+    served_steps,
+)
 from .points import Measurement
 
 __all__ = ["ARCH_FIELDS", "MOE_MEASUREMENTS", "MOE_SOURCES", "is_moe", "load_moe_measurements",
@@ -209,16 +217,6 @@ def _skip(p: dict[str, Any]) -> str:
     if not {m["metric"] for m in p["measured"]} & {"tpot_ms", "output_tokens_per_s"}:
         return "no TPOT or output throughput (prefill input tok/s per node only)"
     return ""
-
-
-def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
-    """The point's KV-cache dtype: its own, else, on the TensorRT-LLM runtime, the one its
-    source states the runs used (``kv_dtype_trtllm``, cited in the source's
-    ``kv_dtype_trtllm_source``: aiconfigurator's generator wrote FP8), else the model's."""
-    stated = p["workload"].get("kv_dtype")
-    if not stated and (p.get("runtime") or source.get("runtime")) == "trtllm":
-        stated = source.get("kv_dtype_trtllm")
-    return _dtype(stated)
 
 
 def _convert(p: dict[str, Any], sources: dict[str, Any]) -> tuple[list[Measurement], str]:

@@ -41,7 +41,7 @@ from typing import Any
 
 from ..model import presets
 from ..model.specs import Efficiency
-from .data_infer import served_steps
+from .data_infer import _kv_dtype, served_steps
 from .points import Measurement
 
 __all__ = ["SOURCE", "HoldoutRow", "holdout_rows", "holdout_summary", "load_holdout"]
@@ -98,6 +98,15 @@ class HoldoutRow:
 _RUNTIMES = {"trtllm": "trtllm", "vllm": "vllm", "sglang": "sglang"}
 
 
+@lru_cache(maxsize=1)
+def _aic_source() -> dict[str, Any]:
+    """The aiconfigurator source entry of ``inference_measurements.json`` (its stack
+    settings, e.g. ``kv_dtype_trtllm``, hold for the held-out rows of the same CSV)."""
+    from .data_infer import json_sources
+
+    return json_sources()["aiconfigurator_silicon"]
+
+
 def _convert(r: dict[str, str], fitted: frozenset[str]
              ) -> tuple[tuple[Measurement, HoldoutRow] | None, str]:
     if r["id"] in fitted:
@@ -120,6 +129,11 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
     # its benchmark rule captures every batch size, .claude/rules/generator/guard_rails.md,
     # at the CSV's commit) and vLLM and SGLang do by default
     dt["runtime"] = _RUNTIMES[r["backend"]]
+    # the KV-cache dtype the fitted rows of the same CSV use (data_infer._kv_dtype: on
+    # TensorRT-LLM the FP8 cache aiconfigurator's generator wrote, cited in the source)
+    kv = _kv_dtype({"workload": {}, "runtime": dt["runtime"]}, _aic_source())
+    if kv:
+        dt["kv_dtype"] = kv
     batch, isl, osl, tp = (int(r[k]) for k in ("batch_size", "isl", "osl", "tp_size"))
     model = presets.catalogue()[_MODELS[r["model_path"]]].model()
     family = presets.HARDWARE_FAMILIES[_SYSTEMS[r["system"]]]
