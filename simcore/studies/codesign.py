@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -461,8 +461,7 @@ def joint_explore(
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"cuda_graphs: only decode steps replay CUDA graphs; pass "
                                 f"cuda_graphs=False for mode={mode!r}")
-    wl = Workload(mode, batch, s_kv, s_q, cuda_graphs=cuda_graphs,  # type: ignore[arg-type]
-                  runtime=runtime)  # None: the runtime's (Workload resolves it)
+    wl = Workload(mode, batch, s_kv, s_q, cuda_graphs=cast(bool, cuda_graphs), runtime=runtime)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)
