@@ -1,11 +1,12 @@
 """Build hook: a wheel carries the numba machine code of the first-call kernels.
 
 ``build_py`` copies the package as usual, then runs ``python -m simcore._aot`` on the
-copy (see that module for when numba reads the files back). The wheel is tagged for
-the building platform (it carries machine code). Skipped for editable
-installs (their cache fills on first use, in the source tree), with
-``SIMCORE_AOT=0`` or ``SIMCORE_NUMBA_CACHE=0``, and when the build environment cannot
-import numba; a failure only warns: the kernels then compile on first use.
+copy (see that module for when numba reads the files back); an editable install runs it
+on the source tree, whose cache the installed package reads. The wheel is tagged for
+the building platform (it carries machine code). The build environment holds the runtime
+dependencies every command's first run imports (``[build-system] requires``). Skipped
+with ``SIMCORE_AOT=0`` or ``SIMCORE_NUMBA_CACHE=0``; a failure only warns: the kernels
+then compile on first use.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ def _off(name: str) -> bool:
 class BuildPyAOT(build_py):
     def run(self) -> None:
         super().run()
-        if getattr(self, "editable_mode", False) or _off("SIMCORE_AOT") or _off("SIMCORE_NUMBA_CACHE"):
+        if _off("SIMCORE_AOT") or _off("SIMCORE_NUMBA_CACHE"):
             return
-        lib = os.path.abspath(self.build_lib)
+        if getattr(self, "editable_mode", False):  # the package is the source tree
+            lib = os.path.dirname(os.path.abspath(__file__))
+        else:
+            lib = os.path.abspath(self.build_lib)
         env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBA_DISABLE_JIT")}
         # pip's isolated build environment reaches numba and numpy through PYTHONPATH
         env["PYTHONPATH"] = os.pathsep.join(p for p in (lib, env.get("PYTHONPATH")) if p)
