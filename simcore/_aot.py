@@ -43,8 +43,13 @@ def main() -> int:
                       "--osl", "50", "--rate", "2", "--duration-s", "20", "--max-ttft-ms",
                       "2000", "--max-tpot-ms", "50"]):
             if cli(argv) != 0:  # a command that failed compiled nothing: say which
-                sys.__stderr__.write(f"simcore._aot: 'simcore {' '.join(argv)}' failed\n")
-                return 1
+                failed = " ".join(argv)
+                break
+        else:
+            failed = ""
+    if failed:
+        print(f"simcore._aot: 'simcore {failed}' failed", file=sys.stderr)
+        return 1
     predict("Llama 3.1 8B", Workload("decode", s_kv=8192), {"tp": 2}, family="H100-SXM")
     kernels = {k for names in engine.FIRST_CALL_KERNELS.values() for k in names}
     return 0 if engine.kernels_cached(tuple(sorted(kernels))) else 1

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.specs import Efficiency
-from .points import Measurement
+from .points import Measurement, SignedError
 
 __all__ = ["FAMILIES", "RECIPES", "BlackwellRow", "blackwell_not_covered", "blackwell_rows",
            "blackwell_summary", "load_blackwell"]
@@ -105,7 +105,7 @@ _RACK_SHARE = 64
 
 
 @dataclass(frozen=True)
-class BlackwellRow:
+class BlackwellRow(SignedError):
     """One held-out Blackwell point: measured and predicted value in the point's unit and
     the signed relative error (``predicted / measured - 1``; for a step time, + means
     simcore predicts it slower)."""
@@ -119,10 +119,6 @@ class BlackwellRow:
     unit: str
     measured: float
     predicted: float = float("nan")
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
 
 
 def _kernels(pid: str) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "LAYOUT_DIMS",
     "METRICS",
     "Measurement",
+    "SignedError",
     "megatron_flops_per_step",
     "palm_flops_per_step",
     "predict",
@@ -337,6 +338,18 @@ class Measurement:
             return per_gpu / peak / METRICS[self.metric][self.unit]
         flops = megatron_flops_per_step(self.model, self.workload)
         return flops / (latency_ns * 1e-9) / self.n_devices / METRICS[self.metric][self.unit]
+
+
+class SignedError:
+    """A held-out row's signed relative error, ``predicted / measured - 1`` (mixed into the
+    row dataclasses of :mod:`.blackwell` and :mod:`.weight_only`)."""
+
+    measured: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1.0
 
 
 def run_steps(point: Measurement) -> tuple[tuple[Workload, float], ...]:

@@ -71,7 +71,7 @@ from typing import Any
 from ..model import presets
 from ..model.specs import Efficiency
 from .data_infer import _dtype, _model, _runtime, _value, _whole_run
-from .points import Measurement
+from .points import Measurement, SignedError
 
 __all__ = ["NEW_TOKENS", "PROMPT_TOKENS", "RUNTIME_BY_SOURCE", "SOURCES", "WeightOnlyRow",
            "load_weight_only", "weight_only_rows", "weight_only_skipped",
@@ -118,7 +118,7 @@ _GROUP = re.compile(r"group size (\d+)")
 
 
 @dataclass(frozen=True)
-class WeightOnlyRow:
+class WeightOnlyRow(SignedError):
     """One held-out point: measured and predicted value in the point's unit and the signed
     relative error (``predicted / measured - 1``; for tokens/s, + means simcore predicts
     it faster). ``dtype`` is the weights' (``int4``, ``int8``, ``bf16``)."""
@@ -133,10 +133,6 @@ class WeightOnlyRow:
     unit: str
     measured: float
     predicted: float = float("nan")
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
 
 
 def _quant_format(pid: str, weight_dtype: str) -> tuple[dict[str, Any], str]:
