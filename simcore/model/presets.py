@@ -47,6 +47,7 @@ from .transformer import Model
 
 __all__ = [
     "PRESETS",
+    "find_model",
     "HARDWARE_FAMILIES",
     "DEFAULT_MODEL",
     "TUNE_WORDS",
@@ -305,6 +306,12 @@ def _lookup(name: str) -> Model | None:
         why = "instruction and chat tunes share their base model's shape"
     kind = "preset" if preset is not None else "catalogue"
     return replace(_named(target), note=f"resolved {query!r} as {kind} {target!r}: {why}")
+
+
+def find_model(name: str) -> Model | None:
+    """:func:`get_model` for a name that may not be there: the preset or catalogue model, or
+    None (no did-you-mean work: for loaders that try several names in turn)."""
+    return _lookup(name)
 
 
 def _unknown(model: object, *, paths: bool = False) -> SpecError:

@@ -63,7 +63,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ..errors import SpecError
 from ..model import presets
 from ..model.specs import Model, Workload
 from .data_infer import (
@@ -157,13 +156,7 @@ def resolve_model(spec: dict[str, Any]) -> tuple[Model | None, str]:
     >>> resolve_model(spec)[1]
     "transcribed architecture differs from catalogue 'Qwen/Qwen3-235B-A22B': moe_intermediate_size 2048 (catalogue 1536)"
     """
-    model = None
-    for name in _candidates(spec):
-        try:
-            model = presets.get_model(name)
-            break
-        except SpecError:
-            continue
+    model = next((m for m in map(presets.find_model, _candidates(spec)) if m is not None), None)
     if model is None:
         return None, f"model {spec.get('hf_id') or spec.get('name')!r} is not in simcore's catalogue"
     stated = _stated_arch(spec.get("architecture") or {})
