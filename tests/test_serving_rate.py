@@ -371,9 +371,17 @@ def test_serving_rows__replay_and_report(capsys):
     s = serving_summary(rows)
     assert s["n"] == len(rows) and 0 <= s["p99_within_15"] <= s["n"]
     import sys
-    _print_serving(sys.stdout)
+    _print_serving(None, sys.stdout)
     out = capsys.readouterr().out
     assert "serving percentiles, never fitted" in out and rows[0].id in out
+    # the factors `simcore validate --efficiency` passes reach this section too
+    from dataclasses import replace
+
+    from simcore.validation import FITTED_EFFICIENCY
+
+    slow = serving_rows(replace(FITTED_EFFICIENCY, memory=FITTED_EFFICIENCY.memory / 2))
+    assert all(b.predicted["median_tpot_ms"] > a.predicted["median_tpot_ms"]
+               for a, b in zip(rows, slow, strict=True))
 
 
 def test_serving_crosscheck__like_for_like_on_aiconfigurators_own_deployments():

@@ -187,12 +187,12 @@ def _print_weight_only(eff: Efficiency, notes: Any) -> None:
           "simcore/validation/multinode_quant_measurements.json]", file=notes)
 
 
-def _print_serving(notes: Any) -> None:
+def _print_serving(eff: Any, notes: Any) -> None:
     """Published serving percentiles against the request simulator
     (:mod:`simcore.validation.serving_rate`), held out: per point and metric."""
     from ..validation.serving_rate import METRICS, serving_rows, serving_summary
 
-    rows = serving_rows()
+    rows = serving_rows(eff)
     s = serving_summary(rows)
     per = ", ".join(f"{label} {100 * s['per_metric'][k]:.1f}%" for k, label in METRICS)
     print(f"\nserving percentiles, never fitted: {s['n']} published vLLM benchmark runs "
@@ -363,7 +363,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
     if args.kind is None:
-        _print_serving(notes)
+        _print_serving(eff, notes)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")

@@ -74,18 +74,18 @@ class ServingRow:
         return {k: self.predicted[k] / self.measured[k] - 1.0 for k in self.measured}
 
 
-def _instance(model: str, family: str, max_len: int, sched: Any) -> Any:
+def _instance(model: str, family: str, max_len: int, sched: Any, efficiency: Any = None) -> Any:
     from ..model.presets import get_family, load_model
     from ..studies.serving.simulate import price_instances
 
     fam = get_family(family)
     insts = price_instances(load_model(model), family=fam, hardware=fam.hardware,
-                            efficiency=None, dtype="", max_devices=1, max_tokens=max_len,
+                            efficiency=efficiency, dtype="", max_devices=1, max_tokens=max_len,
                             scheduler=sched)
     return next(i for i in insts if i.label == "TP1")
 
 
-def _predict(p: dict[str, Any]) -> dict[str, float]:
+def _predict(p: dict[str, Any], efficiency: Any = None) -> dict[str, float]:
     from ..studies.serving.simulate import Scheduler, serve_agg
     from ..studies.serving.traffic import Traffic
 
@@ -96,7 +96,7 @@ def _predict(p: dict[str, Any]) -> dict[str, float]:
     osl = np.maximum(out, 1)
     traffic = Traffic(arrival_s=np.zeros(isl.size), isl=isl, osl=osl,
                       duration_s=float(p["duration_s"]), source=p["id"])
-    inst = _instance(p["model"], p["family"], int((isl + osl).max()) + 1, sched)
+    inst = _instance(p["model"], p["family"], int((isl + osl).max()) + 1, sched, efficiency)
     served = serve_agg(traffic, inst, 1, sched)
     ttft = np.where(out > 0, served.ttft_ns, 0.0) / 1e6  # the benchmark's 0 for no output
     tpot = served.tpot_ns[out > 1] / 1e6
@@ -106,14 +106,15 @@ def _predict(p: dict[str, Any]) -> dict[str, float]:
             "p99_tpot_ms": float(np.percentile(tpot, 99))}
 
 
-def serving_rows() -> list[ServingRow]:
-    """Every point of the file, simulated."""
+def serving_rows(efficiency: Any = None) -> list[ServingRow]:
+    """Every point of the file, simulated (``efficiency``: the factors; None = the fitted
+    defaults)."""
     rows = []
     for p in load_serving_points():
         src = p["source"]
         rows.append(ServingRow(
             id=p["id"], family=p["family"], n_requests=int(p["num_prompts"]),
-            measured={k: float(p[k]) for k, _ in METRICS}, predicted=_predict(p),
+            measured={k: float(p[k]) for k, _ in METRICS}, predicted=_predict(p, efficiency),
             source=f"{src['repo']} {src['path']} @ {src['commit'][:12]}"))
     return rows
 
