@@ -268,3 +268,19 @@ def test_inference_points_carry_no_cuda_graphs_switch_of_their_own():
 def test_workload_runtime_field_is_last_and_defaults_to_the_library():
     names = [f.name for f in fields(Workload)]
     assert names[-2:] == ["runtime", "_profiled"]
+
+
+def test_with_runtime__keeps_explicit_settings_even_equal_to_the_old_profiles():
+    """replace(w, runtime=..., field=v) cannot tell an explicit v equal to the old profile's
+    value from a carried-over one; with_runtime keeps every explicit setting and re-resolves
+    only what the old profile set."""
+    w = Workload("decode", runtime="vllm")  # graphs: the profile's
+    assert w.with_runtime("hf-eager").cuda_graphs is False  # re-resolved
+    assert w.with_runtime("hf-eager", cuda_graphs=True).cuda_graphs is True  # kept
+    assert replace(w, runtime="hf-eager", cuda_graphs=True).cuda_graphs is False  # the trap
+    t = Workload("train", runtime="torchtitan")  # FSDP, ZeRO-3 from the profile
+    assert t.with_runtime("deepspeed").zero_stage == 0
+    assert t.with_runtime("deepspeed", zero_stage=3).zero_stage == 3
+    e = Workload("decode", runtime="vllm", cuda_graphs=False)  # explicit before: kept
+    assert e.with_runtime("trtllm").cuda_graphs is False
+    assert e.with_runtime("trtllm").runtime == "trtllm"

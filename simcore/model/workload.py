@@ -5,7 +5,7 @@ step or a training step, its batch, context, precisions and parallel-runtime opt
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import SpecError
@@ -249,8 +249,10 @@ class Workload:
         ``act_dtype`` / ``weight_dtype``). A field passed explicitly overrides the
         profile (``None``, the default of those fields, means "the runtime's";
         ``overlap_grad_reduce=None`` under a runtime that sets none is the framework's
-        default). :func:`dataclasses.replace` re-resolves the values the profile set, so
-        ``replace(w, runtime="vllm")`` switches stacks and keeps explicit settings. A
+        default). :meth:`with_runtime` switches stacks and keeps explicit settings, also
+        those passed with it; :func:`dataclasses.replace` re-resolves the values the
+        profile set too, but cannot tell an explicit value equal to the old profile's
+        from a carried-over one (it re-resolves it). A
         mode or precision the stack does not run is refused. ``""`` (default) is
         simcore's library default, today's values of those fields (eager decode, fused
         kernels, DeepSpeed's formulas), on which the validation and golden numbers are
@@ -461,6 +463,24 @@ class Workload:
         model's own precision)."""
         v = getattr(self, field_name)
         return DTYPE_BYTES[v] if v else 0.0
+
+    def with_runtime(self, runtime: str, **explicit: Any) -> Workload:
+        """This workload under another runtime profile: what the old profile set is
+        resolved again from the new one; the settings given explicitly, before or in
+        ``explicit``, are kept (even where they equal the old profile's value).
+
+        Examples
+        --------
+        >>> w = Workload("decode", runtime="vllm")
+        >>> w.with_runtime("hf-eager").cuda_graphs, w.with_runtime("hf-eager",
+        ...                                                       cuda_graphs=True).cuda_graphs
+        (False, True)
+        """
+        kw = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_profiled"}
+        for name, _ in self._profiled:  # back to "the runtime's"
+            kw[name] = "" if name in ("weight_dtype", "act_dtype") else None
+        kw.update(explicit, runtime=runtime)
+        return type(self)(**kw)
 
     @classmethod
     def served(cls, *, concurrency: int, isl: int, osl: int, **kw: Any) -> Workload:
