@@ -78,33 +78,6 @@ def gradient_group(lay: Layout, strides, tier_dp: int, tier_cp: int, cube: int):
     return lay.dp * lay.cp, k, max(tier_dp, tier_cp) if lay.cp > 1 else tier_dp
 
 
-def ep_groups(ep: int, tp: int, cp: int, dp: int, strides, cube: int):
-    """(ok, EP span, EP members per cube, EDP span, EDP members per cube): the EP group
-    takes the first ep of the stage's TP x CP x DP devices, innermost dim first; the EDP
-    group (same experts) is the rest. Not ok (the rest None) when ep does not split them
-    evenly."""
-    dims = sorted(((n, st) for n, st in ((tp, strides[0]), (cp, strides[1]), (dp, strides[3]))
-                   if n > 1), key=lambda x: x[1])
-    left, ep_parts, edp_parts = ep, [], []
-    for n, st in dims:
-        take = n if left >= n else left
-        if (left % n if left >= n else n % left):
-            return False, None, None, None, None
-        left //= take
-        if take > 1:
-            ep_parts.append((take, st))
-        if n // take > 1:
-            edp_parts.append((n // take, take * st))
-    if left != 1:
-        return False, None, None, None, None
-
-    def shape(parts):
-        span = max((n * st for n, st in parts), default=1)
-        return span, min(math.prod(_per_cube(n, st, cube) for n, st in parts), cube)
-
-    return (True, *shape(ep_parts), *shape(edp_parts))
-
-
 def ep_dispatch_copies(n_experts: int, top_k: int, ep: int, k_ep: int,
                        round_robin: bool) -> tuple[float, float]:
     """Mean (ranks, nodes) one token's routed experts live on: experts contiguous over the
@@ -166,16 +139,11 @@ def expert_groups(lay: Layout, model, workload, strides, topology):
     cube = topology.pes_per_cube
     etp = workload.expert_tp
     devs = lay.tp * lay.cp * lay.dp
-    if etp == 1:
-        ok, ep_span, k_ep, edp_span, k_edp = ep_groups(lay.ep, lay.tp, lay.cp, lay.dp,
-                                                        strides, cube)
-        etp_span, k_etp = 1, 1
-    else:
-        groups = [expert_subgroup(skip, n, lay.tp, lay.cp, lay.dp, strides, cube)
-                  for skip, n in ((1, etp), (etp, lay.ep),
-                                  (etp * lay.ep, max(devs // (etp * lay.ep), 1)))]
-        ok = devs % (etp * lay.ep) == 0 and all(g[0] for g in groups)
-        (_, etp_span, k_etp), (_, ep_span, k_ep), (_, edp_span, k_edp) = groups
+    groups = [expert_subgroup(skip, n, lay.tp, lay.cp, lay.dp, strides, cube)
+              for skip, n in ((1, etp), (etp, lay.ep),
+                              (etp * lay.ep, max(devs // (etp * lay.ep), 1)))]
+    ok = devs % (etp * lay.ep) == 0 and all(g[0] for g in groups)
+    (_, etp_span, k_etp), (_, ep_span, k_ep), (_, edp_span, k_edp) = groups
     valid = (ok and model.n_experts > 1 and model.n_experts % lay.ep == 0
              and not (lay.ffn_shard_scope == "TP+CP" and lay.cp > 1)
              and (workload.sequence_parallel or lay.tp == 1))
