@@ -676,3 +676,23 @@ def test_validate_cli__writes_both_plots(tmp_path, capsys):
     assert [t.get_text() for t in right.get_xticklabels()] == ["TP1", "TP2", "TP4", "TP8"]
     empty = plot_holdout([])
     assert "no held-out rows" in empty.axes[0].texts[0].get_text()
+
+
+def test_served_steps__whole_prompts_in_a_share_of_the_steps():
+    """Workload.served_steps: the steps' shares sum to 1 and carry the arriving prompt
+    tokens (c·isl/osl per step) whole; past one chunk per step, the single step of
+    Workload.served; a token budget chunks the prompts; a bad budget is one clear line."""
+    from simcore.errors import SpecError
+
+    steps = Workload.served_steps(concurrency=32, isl=1024, osl=1024)
+    assert sum(f for _, f in steps) == pytest.approx(1.0)
+    assert sum(w.prefill_tokens * f for w, f in steps) == pytest.approx(32 * 1024 / 1024)
+    assert [w.prefill_tokens for w, _ in steps] == [0, 1024]
+    one = Workload.served_steps(concurrency=64, isl=100, osl=10)
+    assert len(one) == 1 and one[0][0] == Workload.served(concurrency=64, isl=100, osl=10)
+    chunked = Workload.served_steps(concurrency=4, isl=8192, osl=1024, chunk_tokens=2048)
+    assert chunked[1][0].prefill_tokens == 2048
+    assert chunked[1][1] == pytest.approx(4 * 8192 / 1024 / 2048)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(SpecError, match="chunk_tokens must be an integer >= 0"):
+            Workload.served_steps(concurrency=4, isl=8192, osl=1024, chunk_tokens=bad)
