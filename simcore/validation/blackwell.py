@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.specs import Efficiency
-from .points import Measurement, SignedError
+from .points import Measurement, SignedError, error_stats
 
 __all__ = ["FAMILIES", "RECIPES", "BlackwellRow", "blackwell_not_covered", "blackwell_rows",
            "blackwell_summary", "load_blackwell"]
@@ -247,16 +247,12 @@ def blackwell_summary(rows: Sequence[BlackwellRow]) -> dict[str, Any]:
     if not rows:
         raise ValueError("blackwell_summary needs rows; pass blackwell_rows()")
 
-    def stats(errors: list[float]) -> tuple[float, float, int]:
-        return (sum(abs(e) for e in errors) / len(errors), sum(errors) / len(errors),
-                len(errors))
-
     by_kind: dict[str, list[float]] = {}
     by_family: dict[str, list[float]] = {}
     for r in rows:
         by_kind.setdefault(r.kind, []).append(r.error)
         by_family.setdefault(r.hardware, []).append(r.error)
-    mean_abs, mean, n = stats([r.error for r in rows])
+    mean_abs, mean, n = error_stats([r.error for r in rows])
     return {"n": n, "mean_abs_error": mean_abs, "mean_error": mean,
-            "kinds": {k: stats(v) for k, v in by_kind.items()},
-            "families": {f: stats(by_family[f]) for f in FAMILIES if f in by_family}}
+            "kinds": {k: error_stats(v) for k, v in by_kind.items()},
+            "families": {f: error_stats(by_family[f]) for f in FAMILIES if f in by_family}}

@@ -22,6 +22,7 @@ __all__ = [
     "METRICS",
     "Measurement",
     "SignedError",
+    "error_stats",
     "megatron_flops_per_step",
     "palm_flops_per_step",
     "predict",
@@ -350,6 +351,12 @@ class SignedError:
     @property
     def error(self) -> float:
         return self.predicted / self.measured - 1.0
+
+
+def error_stats(errors: list[float]) -> tuple[float, float, int]:
+    """(mean |error|, mean signed error, count) of a held-out group's relative errors."""
+    return (sum(abs(e) for e in errors) / len(errors), sum(errors) / len(errors),
+            len(errors))
 
 
 def run_steps(point: Measurement) -> tuple[tuple[Workload, float], ...]:

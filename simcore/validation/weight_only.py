@@ -71,7 +71,7 @@ from typing import Any
 from ..model import presets
 from ..model.specs import Efficiency
 from .data_infer import _dtype, _model, _runtime, _value, _whole_run
-from .points import Measurement, SignedError
+from .points import Measurement, SignedError, error_stats
 
 __all__ = ["NEW_TOKENS", "PROMPT_TOKENS", "RUNTIME_BY_SOURCE", "SOURCES", "WeightOnlyRow",
            "load_weight_only", "weight_only_rows", "weight_only_skipped",
@@ -261,15 +261,11 @@ def weight_only_summary(rows: Sequence[WeightOnlyRow]) -> dict[str, Any]:
     if not rows:
         raise ValueError("weight_only_summary needs rows; pass weight_only_rows()")
 
-    def stats(errors: list[float]) -> tuple[float, float, int]:
-        return (sum(abs(e) for e in errors) / len(errors), sum(errors) / len(errors),
-                len(errors))
-
     by_dtype: dict[str, list[float]] = {}
     for r in rows:
         by_dtype.setdefault(r.dtype, []).append(r.error)
-    mean_abs, mean, n = stats([r.error for r in rows])
+    mean_abs, mean, n = error_stats([r.error for r in rows])
     return {"n": n, "mean_abs_error": mean_abs, "mean_error": mean,
-            "dtypes": {d: stats(by_dtype[d]) for d in ("int4", "int8", "bf16")
+            "dtypes": {d: error_stats(by_dtype[d]) for d in ("int4", "int8", "bf16")
                        if d in by_dtype},
             "multi_node": sum(r.nodes > 1 for r in rows)}
