@@ -383,17 +383,21 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
 
 
 @lru_cache(maxsize=1)
+def json_data() -> dict[str, Any]:
+    """``inference_measurements.json`` as read (once per process; do not modify it)."""
+    with open(_PATH, encoding="utf-8") as fh:
+        return dict(json.load(fh))
+
+
 def json_sources() -> dict[str, Any]:
     """The ``sources`` of ``inference_measurements.json`` (citations and stack settings)."""
-    with open(_PATH, encoding="utf-8") as fh:
-        return dict(json.load(fh)["sources"])
+    return dict(json_data()["sources"])
 
 
 @lru_cache(maxsize=1)
 def load_infer_measurements() -> tuple[tuple[Measurement, ...], tuple[tuple[str, str], ...]]:
     """(measurements, skipped (json id, reason)) from ``inference_measurements.json``."""
-    with open(_PATH, encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = json_data()
     pts: list[Measurement] = []
     skipped: list[tuple[str, str]] = []
     for p in data["points"]:

@@ -72,6 +72,7 @@ from .data_infer import (
     _model,
     _runtime,
     _value,
+    json_data,
     served_steps,
 )
 from .points import Measurement
@@ -81,7 +82,6 @@ __all__ = ["ARCH_FIELDS", "MOE_MEASUREMENTS", "MOE_SOURCES", "is_moe", "load_moe
 
 _DIR = os.path.dirname(__file__)
 _PATH = os.path.join(_DIR, "moe_measurements.json")
-_INFER_PATH = os.path.join(_DIR, "inference_measurements.json")
 
 #: Short labels per source id (tables and leave-one-source-out group by these; the
 #: aiconfigurator rows join that source's existing points).
@@ -267,9 +267,8 @@ def _points() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     model data_infer does not describe (MLA / shared experts), with both files' sources."""
     with open(_PATH, encoding="utf-8") as fh:
         moe = json.load(fh)
-    with open(_INFER_PATH, encoding="utf-8") as fh:
-        infer = json.load(fh)
-    extra = [dict(p, source_file="inference") for p in infer["points"]
+    infer = json_data()
+    extra = [dict(p) for p in infer["points"]
              if not p.get("already_in_simcore") and _model(p["model"]) is None]
     sources = {**{f"inference:{k}": v for k, v in infer["sources"].items()}, **moe["sources"]}
     for p in extra:
