@@ -305,14 +305,18 @@ def served_steps(concurrency: int, isl: int, osl: int, dt: dict[str, Any]
                    "an admitted request")
 
 
-def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
-    """The point's KV-cache dtype: its own, else, on the TensorRT-LLM runtime, the one its
-    source states the runs used (``kv_dtype_trtllm``, cited in the source's
+def kv_dtype_for(stated: str | None, runtime: str | None, source: dict[str, Any]) -> str:
+    """A run's KV-cache dtype: the one ``stated``, else, on the TensorRT-LLM runtime, the one
+    its source states the runs used (``kv_dtype_trtllm``, cited in the source's
     ``kv_dtype_trtllm_source``: aiconfigurator's generator wrote FP8), else the model's."""
-    stated = p["workload"].get("kv_dtype")
-    if not stated and (p.get("runtime") or source.get("runtime")) == "trtllm":
+    if not stated and (runtime or source.get("runtime")) == "trtllm":
         stated = source.get("kv_dtype_trtllm")
     return _dtype(stated)
+
+
+def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
+    """A JSON point's KV-cache dtype (:func:`kv_dtype_for` of its workload and runtime)."""
+    return kv_dtype_for(p["workload"].get("kv_dtype"), p.get("runtime"), source)
 
 
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:

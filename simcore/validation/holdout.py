@@ -41,7 +41,7 @@ from typing import Any
 
 from ..model import presets
 from ..model.specs import Efficiency
-from .data_infer import _kv_dtype, served_steps
+from .data_infer import json_sources, kv_dtype_for, served_steps
 from .points import Measurement
 
 __all__ = ["SOURCE", "HoldoutRow", "holdout_rows", "holdout_summary", "load_holdout"]
@@ -98,15 +98,6 @@ class HoldoutRow:
 _RUNTIMES = {"trtllm": "trtllm", "vllm": "vllm", "sglang": "sglang"}
 
 
-@lru_cache(maxsize=1)
-def _aic_source() -> dict[str, Any]:
-    """The aiconfigurator source entry of ``inference_measurements.json`` (its stack
-    settings, e.g. ``kv_dtype_trtllm``, hold for the held-out rows of the same CSV)."""
-    from .data_infer import json_sources
-
-    return json_sources()["aiconfigurator_silicon"]
-
-
 def _convert(r: dict[str, str], fitted: frozenset[str]
              ) -> tuple[tuple[Measurement, HoldoutRow] | None, str]:
     if r["id"] in fitted:
@@ -131,7 +122,7 @@ def _convert(r: dict[str, str], fitted: frozenset[str]
     dt["runtime"] = _RUNTIMES[r["backend"]]
     # the KV-cache dtype the fitted rows of the same CSV use (data_infer._kv_dtype: on
     # TensorRT-LLM the FP8 cache aiconfigurator's generator wrote, cited in the source)
-    kv = _kv_dtype({"workload": {}, "runtime": dt["runtime"]}, _aic_source())
+    kv = kv_dtype_for(None, dt["runtime"], json_sources()["aiconfigurator_silicon"])
     if kv:
         dt["kv_dtype"] = kv
     batch, isl, osl, tp = (int(r[k]) for k in ("batch_size", "isl", "osl", "tp_size"))
