@@ -319,6 +319,18 @@ def _kv_dtype(p: dict[str, Any], source: dict[str, Any]) -> str:
     return kv_dtype_for(p["workload"].get("kv_dtype"), p.get("runtime"), source)
 
 
+def step_settings(p: dict[str, Any], source: dict[str, Any]) -> dict[str, Any]:
+    """A JSON point's Workload keywords for its steps: weight / activation / KV dtypes (FP8
+    or INT8 weights with no activation dtype stated run FP8 / INT8 GEMMs) and its runtime."""
+    w = p["workload"]
+    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
+                              act_dtype=_dtype(w.get("act_dtype")), kv_dtype=_kv_dtype(p, source),
+                              **_runtime(p, source))
+    if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
+        dt["act_dtype"] = dt["weight_dtype"]
+    return dt
+
+
 def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     if p.get("already_in_simcore"):
         return [], "already in simcore.validation.data"
@@ -340,12 +352,7 @@ def _convert(p: dict, sources: dict) -> tuple[list[Measurement], str]:
     layout = (("tp", tp), ("pp", pp), ("dp", dp), ("ep", ep))
     family = presets.HARDWARE_FAMILIES[p["hardware"]]
     batch, isl, osl = int(w["batch"]), int(w.get("isl") or 1), w.get("osl")
-    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
-                              act_dtype=_dtype(w.get("act_dtype")),
-                              kv_dtype=_kv_dtype(p, sources[p["source"]]),
-                              **_runtime(p, sources[p["source"]]))
-    if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
-        dt["act_dtype"] = dt["weight_dtype"]
+    dt = step_settings(p, sources[p["source"]])
     src = sources[p["source"]]["citation"]
     ref = INFER_SOURCES[p["source"]]
     base = f"{p['where']} [json id {p['id']}]"

@@ -67,13 +67,11 @@ from ..model import presets
 from ..model.specs import Model, Workload
 from .data_infer import (
     INFER_SOURCES,
-    _dtype,
-    _kv_dtype,
     _model,
-    _runtime,
     _value,
     json_data,
     served_steps,
+    step_settings,
 )
 from .points import Measurement
 
@@ -232,12 +230,7 @@ def _convert(p: dict[str, Any], sources: dict[str, Any]) -> tuple[list[Measureme
         return [], f"batch {batch} is not {per_rank} per attention-DP rank x DP{sizes['dp']}"
     if model.n_experts % sizes["ep"]:
         return [], f"EP{sizes['ep']} does not divide the {model.n_experts} experts"
-    dt: dict[str, Any] = dict(weight_dtype=_dtype(w.get("weight_dtype")),
-                              act_dtype=_dtype(w.get("act_dtype")),
-                              kv_dtype=_kv_dtype(p, sources[p["source"]]),
-                              **_runtime(p, sources[p["source"]]))
-    if dt["act_dtype"] == "" and dt["weight_dtype"] in ("fp8", "int8"):
-        dt["act_dtype"] = dt["weight_dtype"]
+    dt = step_settings(p, sources[p["source"]])
     disagg = bool(p["layout"].get("disaggregated"))
     steps: tuple[tuple[Workload, float], ...] = ()
     if disagg:  # a decode worker: its prompts ran on the prefill workers
