@@ -107,4 +107,5 @@ def test_cli_validate__prints_the_moe_line(capsys):
     text = out.out + out.err
     n = len(moe_rows(validate(kinds=["decode"])))
     assert "MoE points: mean |error| " in text and f"over {n} in sample (decode" in text
-    assert "skipped 4 x GPU model not stated: lmdeploy-dsv3-2node-tp16-2048x2048" in text
+    assert " 4 x GPU model not stated: lmdeploy-dsv3-2node-tp16-2048x2048" in text
+    assert "  skipped:" in text

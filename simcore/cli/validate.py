@@ -243,11 +243,7 @@ def _print_moe(rows: list[Any], notes: Any, loso: Any = None) -> None:
     print(f"MoE points: mean |error| {100 * mean:.1f}% over {len(moe)} in sample ({parts}; "
           "every mixture-of-experts point, the EP / attention-DP serving set from "
           "simcore.validation.data_moe)", file=notes)
-    gaps: dict[str, list[str]] = {}
-    for pid, why in load_moe_measurements()[1]:
-        gaps.setdefault(why, []).append(pid)
-    for why, ids in gaps.items():
-        print(f"  skipped {len(ids)} x {why}: {', '.join(ids)}", file=notes)
+    _print_by_reason("skipped", load_moe_measurements()[1], notes)
 
 
 def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
