@@ -484,7 +484,8 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
     each Dataset's attrs."""
     mean_ctx, end_ctx = contexts(req.isl, req.osl)
     out = []
-    for what, space, batches, p_batches in req.spaces:
+    spaces = req.spaces  # a property that builds the spaces: once
+    for what, space, batches, p_batches in spaces:
         common: dict[str, Any] = dict(gpus=req.gpus, space=space, hardware=req.hardware,
                                       family=req.family, efficiency=req.efficiency,
                                       dtype=req.dtype)
@@ -506,7 +507,7 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
             max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
             exact_gpus=int(req.exact_gpus),
             **{k: v for k, v in dec.attrs.items() if k.startswith("efficiency_")})
-        if len(req.spaces) > 1 or req.eps != (1,):
+        if len(spaces) > 1 or req.eps != (1,):
             costs.dataset.attrs["layouts"] = what
         out.append(costs)
     if not out:
