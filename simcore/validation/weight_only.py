@@ -79,7 +79,8 @@ __all__ = ["NEW_TOKENS", "PROMPT_TOKENS", "RUNTIME_BY_SOURCE", "SOURCES", "Weigh
 
 _JSON = Path(__file__).with_name("multinode_quant_measurements.json")
 
-#: The sources reproduced, by the JSON's source id: (short label, runtime profile).
+#: The sources reproduced, by the JSON's source id: their short label (the runtime each ran:
+#: :data:`RUNTIME_BY_SOURCE`).
 SOURCES: dict[str, str] = {"gptfast_readme": "gpt-fast README",
                            "torchao_quant_readme": "torchao quantization README"}
 #: The runtime profile (:data:`simcore.model.runtime.RUNTIMES`) each source ran.
