@@ -188,3 +188,14 @@ def test_simulate_instance__speculative_stretches_match_single_steps(case, extra
     for x, y in zip(got[:4], want[:4], strict=True):
         assert np.array_equal(np.asarray(x), np.asarray(y))
     assert got[4] == want[4]
+
+
+def test_scheduler__refuses_a_budget_below_one_verify_and_an_unknown_policy():
+    from simcore.studies.serving.model import ServingError
+    from simcore.studies.serving.simulate import Scheduler
+    from simcore.studies.serving.speculative import Speculative
+
+    with pytest.raises(ServingError, match="cannot hold one verify of 5 tokens"):
+        Scheduler(token_budget=4, speculative=Speculative(4, 0.7))
+    with pytest.raises(ServingError, match=r"policy \(--schedule\) must be one of"):
+        Scheduler(policy="fifo")

@@ -109,3 +109,14 @@ def test_cli_validate__prints_the_moe_line(capsys):
     assert "MoE points: mean |error| " in text and f"over {n} in sample (decode" in text
     assert " 4 x GPU model not stated: lmdeploy-dsv3-2node-tp16-2048x2048" in text
     assert "  skipped:" in text
+
+
+@pytest.mark.parametrize("layout, n_gpus, why", [
+    ({"tp": None}, 8, "attention TP / DP sizes not stated"),
+    ({"tp": 4, "dp": 1}, 8, "TP4 x DP1 is not the instance's 8 GPUs"),
+    ({"tp": 8, "dp": 1, "ep": 4, "moe_tp": 4}, 8, "EP4 x expert-TP4 is not the TP8 x DP1 ranks"),
+])
+def test_moe_layout__refused_with_its_reason(layout, n_gpus, why):
+    from simcore.validation.data_moe import _layout
+
+    assert _layout({"layout": layout, "n_gpus": n_gpus}) == (None, why)
