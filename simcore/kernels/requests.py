@@ -14,8 +14,9 @@ whose computed tokens reach its known tokens samples its next token at the step'
 
 Pieces, each with a twin of the same name in ``requests_ref``: :func:`segment`,
 :func:`table_ns`, :func:`decode_part_ns`, :func:`prefill_part_ns`, :func:`step_ns`,
-:func:`blocks_for`, :func:`spec_emit`, :func:`decode_stretch`; drivers: :func:`simulate_instance`,
-:func:`simulate_round_robin`, :func:`kv_transfer_done`.
+:func:`blocks_for`, :func:`spec_emit`; :func:`decode_stretch` and :func:`head_admissible` (which
+it and the speculative stretches share) are checked through the drivers:
+:func:`simulate_instance`, :func:`simulate_round_robin`, :func:`kv_transfer_done`.
 Times are float64 ns, token and block counts int64. Requests are given sorted by arrival.
 """
 
@@ -129,6 +130,18 @@ def blocks_for(tokens, block_size):
 
 
 @jit()
+def head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed, tokens, free,
+                    block_size):
+    """Whether the first waiting request could be admitted now: a sequence slot, ``room``
+    tokens of the step's budget, and the free blocks for what it would compute."""
+    if q_len == 0 or n_run >= max_seqs or room <= 0:
+        return False
+    head = queue[q_head]
+    want = min(tokens[head] - computed[head], room)
+    return blocks_for(computed[head] + want, block_size) <= free
+
+
+@jit()
 def spec_emit(done_steps, gain, left):
     """Tokens a speculative decode step emits for a sequence that has run ``done_steps``
     of them: ``floor(gain·(d+1)) - floor(gain·d)``, so that after ``d`` steps it has
@@ -174,11 +187,9 @@ def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, to
     if by_blocks < k:
         k = by_blocks
     room = token_budget if prefill_first else token_budget - n_run
-    if k > 0 and q_len > 0 and n_run < max_seqs and room > 0:
-        head = queue[q_head]
-        want = min(tokens[head] - computed[head], room)
-        if blocks_for(computed[head] + want, block_size) <= free:
-            return 0  # it could be admitted at the next step
+    if k > 0 and head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed, tokens,
+                                 free, block_size):
+        return 0  # it could be admitted at the next step
     return k
 
 
@@ -479,10 +490,8 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
             continue
         if fast_ok and spec_k > 0 and 0 < n_run and n_run * (spec_k + 1) <= token_budget:
             room = token_budget if prefill_first else token_budget - n_run * (spec_k + 1)
-            if not (q_len > 0 and n_run < max_seqs and room > 0 and blocks_for(
-                    computed[queue[q_head]] + min(tokens[queue[q_head]]
-                                                  - computed[queue[q_head]], room),
-                    block_size) <= free):  # the first waiting request cannot be admitted
+            if not head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed,
+                                   tokens, free, block_size):
                 t, done_steps, free = spec_stretch(
                     tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
                     spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns,
