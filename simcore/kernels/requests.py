@@ -292,6 +292,23 @@ def spec_stretch(tables, n_run, fast_ctx, running, computed, tokens, sampled, ma
 
 
 @jit()
+def count_scheduled(r, m, dec, computed, spec_k, spec_steps, n_dec, ctx_sum, pre_tokens,
+                    pairs):
+    """Add request ``r``'s ``m`` scheduled tokens to the step's totals: a decode (its
+    context; a speculative verify counted in ``spec_steps``) or ``m`` prompt tokens (their
+    causal attention pairs). Returns ``(n_dec, ctx_sum, pre_tokens, pairs)``."""
+    if dec:
+        n_dec += 1
+        ctx_sum += computed[r] + 1
+        if spec_k > 0:
+            spec_steps[r] += 1
+    else:
+        pre_tokens += m
+        pairs += m * computed[r] + m * (m + 1) / 2.0
+    return n_dec, ctx_sum, pre_tokens, pairs
+
+
+@jit()
 def schedule_running(running, n_run, tokens, computed, held, sched, preemptions, queue, q_head,
                      q_len, free, budget, block_size, spec_k, spec_gain, sampled, max_new,
                      spec_steps):
@@ -334,14 +351,8 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
         free -= need
         sched[r] = m
         budget -= cost
-        if dec:
-            n_dec += 1
-            ctx_sum += computed[r] + 1
-            if spec_k > 0:
-                spec_steps[r] += 1
-        else:
-            pre_tokens += m
-            pairs += m * computed[r] + m * (m + 1) / 2.0
+        n_dec, ctx_sum, pre_tokens, pairs = count_scheduled(
+            r, m, dec, computed, spec_k, spec_steps, n_dec, ctx_sum, pre_tokens, pairs)
         k += 1
     return n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs, preempted
 
@@ -374,14 +385,8 @@ def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, com
         budget -= cost
         if start_ns[r] < 0.0:
             start_ns[r] = t
-        if dec:
-            n_dec += 1
-            ctx_sum += computed[r] + 1
-            if spec_k > 0:
-                spec_steps[r] += 1
-        else:
-            pre_tokens += m
-            pairs += m * computed[r] + m * (m + 1) / 2.0
+        n_dec, ctx_sum, pre_tokens, pairs = count_scheduled(
+            r, m, dec, computed, spec_k, spec_steps, n_dec, ctx_sum, pre_tokens, pairs)
     return q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens, pairs
 
 
