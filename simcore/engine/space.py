@@ -569,9 +569,10 @@ WORKLOAD_DIMS: dict[str, dict[str, str]] = {
     "recompute": {"units": "1", "long_name": "activation recomputation"},
 }
 
-#: Units and long names of the layout dims, for the per-hardware winners of a reduction
-#: (``best_<dim>`` of :func:`simcore.engine.chunks.reduce_best`, what ``joint_explore``
-#: returns); the categorical dims are dimensionless ("1").
+#: Units and long names of the layout dims: of the layout coordinates of ``evaluate``'s
+#: tensor (:func:`simcore.engine.labels.layout_attrs`) and of the per-hardware winners of
+#: a reduction (``best_<dim>`` of :func:`simcore.engine.chunks.reduce_best`, what
+#: ``joint_explore`` returns); the categorical dims are dimensionless ("1").
 LAYOUT_DIM_ATTRS: dict[str, dict[str, str]] = {
     "cp": {"units": "devices", "long_name": "context-parallel degree"},
     "tp": {"units": "devices", "long_name": "tensor-parallel degree"},
