@@ -474,7 +474,7 @@ def expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weigh
     k = mp.top_k
     ranks_per_expert = ftp * dp / fep
     flops = 2.0 * tokens_local * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / mm_rate
-    local = (E / fep) * (1.0 - (1.0 - k / E) ** (tokens_local * dp))  # the replicas' tokens meet
+    local = experts_touched(E, k, tokens_local * dp) / fep  # the replicas' tokens meet
     read = local * mp.expert_params / ranks_per_expert + mp.router_params / ftp
     return flops, read * bytes_per_weight + ffn_tokens * mp.d_model * bytes_per_act * 2.0
 
@@ -493,7 +493,7 @@ def expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp, ep):
     E = mp.n_experts
     if ep > 1:
         r = float(tp) * dp / float(ep)
-        local = (E / float(ep)) * (1.0 - (1.0 - mp.top_k / E) ** (tokens[4] * dp))
+        local = experts_touched(E, mp.top_k, tokens[4] * dp) / float(ep)
     else:
         r = ffn_ranks
         local = experts_touched(E, mp.top_k, ffn_tokens)

@@ -316,7 +316,7 @@ def expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_we
     tokens at the capacity factor, the weights of its experts the DP replicas' tokens touch."""
     E, k, t = model.n_experts, model.top_k, tokens[4]
     router = _router_params(model)
-    mine = E / ep * (1 - (1 - k / E) ** (t * dp))
+    mine = experts_touched(E, k, t * dp) / ep
     flops = 2 * t * (k * model.expert_params * _EP_CAPACITY + router) / tp / mm_rate
     read = mine * model.expert_params / (tp * dp / ep) + router / tp
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
@@ -334,7 +334,7 @@ def expert_slice_ns(model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep) 
         return 0.0
     E, k = model.n_experts, model.top_k
     if ep > 1:
-        r, local = tp * dp / ep, E / ep * (1 - (1 - k / E) ** (tokens[4] * dp))
+        r, local = tp * dp / ep, experts_touched(E, k, tokens[4] * dp) / ep
     else:
         r, local = ffn_ranks, experts_touched(E, k, ffn_tokens)
     return _EXPERT_SLICE_NS * local * (1 - 1 / r) ** 2 * model.n_moe_layers / model.n_layers
