@@ -116,3 +116,12 @@ def moe_permute_bytes(k, d, nbytes, rows):
     permute (read d, write k copies), unpermute + combine (read k copies, write d), and
     the experts' GEMM operands at k copies where the FFN op counts one: 4·k·d elements."""
     return 4.0 * k * d * nbytes * rows
+
+
+@jit()
+def attention_kernel_rate(wp, topo):
+    """The attention core's rate relative to the family's native fused kernel
+    (FlashAttention-3 / TensorRT-LLM / FlashInfer class on Hopper): ``Topology.fa2_ratio``
+    for a FlashAttention-2-class kernel (``Workload.attention="flash2"``, vLLM 0.x's
+    flash-attn 2), else 1. The core's FLOPs are divided by it (native-rate FLOPs)."""
+    return topo.fa2_ratio if wp.attention == 2.0 else 1.0

@@ -109,3 +109,9 @@ def window_keys(n: int, w: int) -> float:
     """Keys the first ``n`` queries of a sequence attend to under a ``w``-token sliding
     window."""
     return keys_in_window(1, n, w)
+
+
+def attention_kernel_rate(workload, topology) -> float:
+    """The attention core's rate over the native fused kernel's: ``fa2_ratio`` for a
+    FlashAttention-2-class kernel (``attention="flash2"``), else 1."""
+    return topology.fa2_ratio if workload.attention == "flash2" else 1.0

@@ -54,6 +54,7 @@ from .common import (
     OPS_LAYER,
     OPS_MOE,
     add_comm,
+    attention_kernel_rate,
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
@@ -151,15 +152,6 @@ def weight_only(wp, topo):
     scale_bytes = (2.0 + zero) / wp.quant_group if wp.quant_group > 0.0 else 0.0
     stream = topo.wo_int4_bw_ratio if int4 else topo.wo_int8_bw_ratio
     return scale_bytes, stream, topo.wo_mm_ratio
-
-
-@jit()
-def attention_kernel_rate(wp, topo):
-    """The attention core's rate relative to the family's native fused kernel
-    (FlashAttention-3 / TensorRT-LLM / FlashInfer class on Hopper): ``Topology.fa2_ratio``
-    for a FlashAttention-2-class kernel (``Workload.attention="flash2"``, vLLM 0.x's
-    flash-attn 2), else 1. The core's FLOPs are divided by it (native-rate FLOPs)."""
-    return topo.fa2_ratio if wp.attention == 2.0 else 1.0
 
 
 @jit()

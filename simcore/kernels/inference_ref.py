@@ -18,6 +18,7 @@ import math
 from . import collectives_ref as coll
 from .common_ref import (
     Layout,
+    attention_kernel_rate,
     keys_in_window,
     moe_permute_bytes,
     moe_permute_elems,
@@ -113,12 +114,6 @@ def weight_only(workload, topology) -> tuple:
     stream = (topology.wo_int4_bw_ratio if workload.weight_dtype == "int4"
               else topology.wo_int8_bw_ratio)
     return scale, stream, topology.wo_mm_ratio
-
-
-def attention_kernel_rate(workload, topology) -> float:
-    """The attention core's rate over the native fused kernel's: ``fa2_ratio`` for a
-    FlashAttention-2-class kernel (``attention="flash2"``), else 1."""
-    return topology.fa2_ratio if workload.attention == "flash2" else 1.0
 
 
 def layout_valid(lay: Layout, model, workload, topology) -> bool:

@@ -60,6 +60,7 @@ from .common import (
     OPS_LAYER,
     OPS_MOE,
     add_comm,
+    attention_kernel_rate,
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
@@ -896,7 +897,7 @@ def matmul_rates(wp, topo):
     if wp.attention == 1.0:
         core = slow / topo.mm_ratio
     else:
-        core = slow / topo.fa2_ratio if wp.attention == 2.0 else slow
+        core = slow / attention_kernel_rate(wp, topo)
     return mm, core, slow / topo.mm_ratio
 
 

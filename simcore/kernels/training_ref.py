@@ -17,6 +17,7 @@ import math
 from . import collectives_ref as coll
 from .common_ref import (
     Layout,
+    attention_kernel_rate,
     keys_in_window,
     moe_permute_elems,
     op_time,
@@ -607,7 +608,7 @@ def matmul_rates(workload, topology):
     if workload.attention == "unfused":
         core = slow / topology.mm_ratio
     else:
-        core = slow / topology.fa2_ratio if workload.attention == "flash2" else slow
+        core = slow / attention_kernel_rate(workload, topology)
     return gemm / topology.mm_ratio, core, slow / topology.mm_ratio
 
 
