@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..cli.options import add_runtime_option
 from ..engine.metrics import get_metric
 from ..model.presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
 from ..model.specs import Model
@@ -46,7 +47,14 @@ from .config import (
 )
 from .results import NoResultError, TuneResult
 from .runners import CommandRunner, MalformedExperimentWarning, SimulatorRunner
-from .training import DEFAULT_PRECISION, PRECISIONS, TUNE_DEFAULTS, settle_precision
+from .training import (
+    DEFAULT_PRECISION,
+    PRECISIONS,
+    TUNE_DEFAULTS,
+    settle_precision,
+    tune_runtime,
+    tune_runtimes,
+)
 from .tuner import Autotuner, rank
 
 __all__ = ["add_tune_parsers", "main", "rank_command", "tune_command"]
@@ -171,6 +179,7 @@ def add_tune_parsers(subparsers: Any) -> None:
                         f"{TUNE_DEFAULTS.seq_len}; --seq-len is the old spelling)")
     t.add_argument("--activation-checkpointing", action="store_true",
                    help="simulate: the model recomputes activations (full recomputation)")
+    add_runtime_option(t, train=True, names=tune_runtimes(), default=TUNE_DEFAULTS.runtime)
     t.add_argument("--precision", metavar="|".join(PRECISIONS),
                    help=f"training precision (default: the config's, else {DEFAULT_PRECISION})")
     t.add_argument("--tuner", metavar="gridsearch|random|model_based",
@@ -288,6 +297,10 @@ def _tune_setup(args: argparse.Namespace) -> tuple[Autotuner, str | None, str]:
         raise _BadOption("no DeepSpeed config in the training script's arguments; pass "
                          "--deepspeed_config ds.json (or --deepspeed ds.json for Hugging Face "
                          "scripts) after the script")
+    if not simulate and args.runtime is not None:
+        raise _BadOption(f"--runtime {args.runtime}: the stack prices simulated experiments "
+                         "(--model); real launches run what the training script runs: drop "
+                         "--runtime or pass --model")
     if not simulate and script is None:
         raise _BadOption(f"pass --model (a preset: {', '.join(PRESETS)}, or a HuggingFace "
                          "config.json) to simulate, or a training script with its "
@@ -342,9 +355,15 @@ def _simulator(args: argparse.Namespace, resources: ds.Resources | None) -> Simu
         family = get_family(args.family)
     except ValueError as exc:
         raise _BadOption(f"--family: {exc}") from None
+    try:  # an unknown name or a stack the tuner cannot price: one line
+        runtime = tune_runtime(args.runtime if args.runtime is not None
+                               else TUNE_DEFAULTS.runtime, args.precision)
+    except ValueError as exc:
+        raise _BadOption(f"--runtime: {exc}") from None
     try:
         return SimulatorRunner(model, family=family, n_gpus=gpus, gpu_mem_gb=mem, seq_len=seq,
-                               activation_checkpointing=args.activation_checkpointing)
+                               activation_checkpointing=args.activation_checkpointing,
+                               runtime=runtime)
     except ValueError as exc:
         raise _BadOption(str(exc)) from None
 

@@ -50,6 +50,7 @@ from .training import (
     TrainingEstimate,
     TrainingRun,
     precision_of,
+    tune_runtime,
     with_memory,
 )
 
@@ -139,6 +140,12 @@ class SimulatorRunner:
     precision : {"fp16", "bf16", "fp32"}, optional
         Default: from each experiment's DeepSpeed config (``fp16``/``bf16`` sections).
     efficiency : Efficiency, optional
+    runtime : str
+        The software stack (:data:`simcore.model.runtime.RUNTIMES`) whose profile sets
+        what a DeepSpeed config does not (element-wise kernels, the loss, attention,
+        gradient-reduction overlap): one that trains with DeepSpeed's model states
+        (:func:`~simcore.autotune.training.tune_runtime`; default ``"deepspeed"``, e.g.
+        ``"hf-eager"`` for the Hugging Face Trainer's eager kernels).
 
     Examples
     --------
@@ -161,6 +168,7 @@ class SimulatorRunner:
         activation_checkpointing: bool = False,
         precision: str | None = None,
         efficiency: Efficiency | None = None,
+        runtime: str = TUNE_DEFAULTS.runtime,
     ) -> None:
         self.model = get_model(model)
         fam = get_family(family)
@@ -170,6 +178,7 @@ class SimulatorRunner:
             raise ValueError(f"seq_len must be a positive integer, got {seq_len!r}")
         if precision is not None and precision not in PRECISIONS:
             raise ValueError(f"precision={precision!r} is unknown; pass one of {list(PRECISIONS)}")
+        self.runtime = tune_runtime(runtime, precision)
         self.family = fam
         self.hardware = with_memory(fam.hardware, gpu_mem_gb=gpu_mem_gb)
         self.topology = fam.topology
@@ -192,7 +201,7 @@ class SimulatorRunner:
         (``ValueError`` if it has none)."""
         return TrainingRun.from_experiment(
             experiment, n_gpus=self.n_gpus, seq_len=self.seq_len, precision=self.precision,
-            activation_checkpointing=self.activation_checkpointing)
+            activation_checkpointing=self.activation_checkpointing, runtime=self.runtime)
 
     def _simulate(self, runs: Sequence[TrainingRun]) -> list[TrainingEstimate]:
         todo = list(dict.fromkeys(r for r in runs if r not in self._done))

@@ -62,6 +62,8 @@ __all__ = [
     "precision_of",
     "settle_precision",
     "simulate_runs",
+    "tune_runtime",
+    "tune_runtimes",
     "with_memory",
 ]
 
@@ -75,11 +77,58 @@ class TuneDefaults(NamedTuple):
     family: str
     n_gpus: int
     seq_len: int
+    #: the software stack (:data:`simcore.model.runtime.RUNTIMES`): DeepSpeed's own profile
+    runtime: str = "deepspeed"
 
 
 #: The simulated job's defaults, declared once for :class:`~simcore.autotune.SimulatorRunner`,
 #: ``simcore tune --model`` and the app's Autotune page (with :data:`DEFAULT_PRECISION`).
 TUNE_DEFAULTS = TuneDefaults(model="Llama 2 7B", family="A100-80G", n_gpus=8, seq_len=2048)
+
+
+def tune_runtimes() -> list[str]:
+    """The runtimes a simulated DeepSpeed job can name: the training stacks with
+    DeepSpeed's model states, :data:`TUNE_DEFAULTS`'s first.
+
+    Examples
+    --------
+    >>> tune_runtimes()
+    ['deepspeed', 'hf-eager', 'megatron-deepspeed', 'llama3-meta']
+    """
+    from ..model.runtime import RUNTIMES, runtime_names
+
+    ok = [n for n in runtime_names(mode="train") if RUNTIMES[n].framework == "deepspeed"]
+    return sorted(ok, key=lambda n: n != TUNE_DEFAULTS.runtime)
+
+
+def tune_runtime(name: str, precision: str | None = None) -> str:
+    """``name`` checked as the stack of a simulated DeepSpeed job: a known runtime
+    (:data:`simcore.model.runtime.RUNTIMES`) that trains with DeepSpeed's model states
+    (the ZeRO stages the tuner searches) and, where given, in ``precision``; a
+    ``ValueError`` of one line naming the ones that do otherwise.
+
+    Examples
+    --------
+    >>> tune_runtime("hf-eager")
+    'hf-eager'
+    >>> tune_runtime("vllm")
+    Traceback (most recent call last):
+    ...
+    ValueError: runtime 'vllm' is vLLM (V1 engine), which runs inference only; the tuner simulates DeepSpeed training: pass one of deepspeed, hf-eager, megatron-deepspeed, llama3-meta
+    """
+    from ..model.runtime import get_runtime
+
+    rt = get_runtime(name)  # an unknown name: SpecError (a ValueError) naming the known ones
+    ok = tune_runtimes()
+    if rt.name and rt.name not in ok:
+        runs = ("inference only" if not rt.trains else
+                f"{rt.framework} model states, not DeepSpeed's ZeRO stages")
+        raise ValueError(f"runtime {rt.name!r} is {rt.stack}, which runs {runs}; the tuner "
+                         f"simulates DeepSpeed training: pass one of {', '.join(ok)}")
+    if precision is not None and rt.name and precision not in rt.precisions:
+        raise ValueError(f"runtime {rt.name!r} ({rt.stack}) does not train in {precision}; "
+                         f"pass precision {' / '.join(rt.precisions)} or another runtime")
+    return rt.name
 
 #: The training precision of a DeepSpeed config that enables neither ``fp16`` nor
 #: ``bf16`` (DeepSpeed itself would train it in fp32), for ``simcore tune`` and the app
@@ -168,6 +217,10 @@ class TrainingRun:
     grad_bytes : int, optional
         Bytes per gradient element in the data-parallel reduction; 0 (default): 4 for
         fp32, else 2.
+    runtime : str
+        The software stack (:func:`tune_runtime`), whose profile sets what the experiment
+        does not (kernels, attention, gradient-reduction overlap); ``""``: the library's
+        default stack (the same numbers as ``"deepspeed"``).
 
     Examples
     --------
@@ -185,6 +238,7 @@ class TrainingRun:
     precision: str = "fp16"
     activation_checkpointing: bool = False
     grad_bytes: int = 0
+    runtime: str = ""
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -209,6 +263,7 @@ class TrainingRun:
         seq_len: int = 2048,
         precision: str | None = None,
         activation_checkpointing: bool = False,
+        runtime: str = "",
     ) -> TrainingRun:
         """The run of an :class:`~simcore.autotune.results.Experiment`.
 
@@ -237,7 +292,7 @@ class TrainingRun:
             n_gpus=experiment.n_gpus if n_gpus is None else n_gpus, mp=experiment.mp,
             seq_len=seq_len, precision=prec,
             activation_checkpointing=bool(activation_checkpointing),
-            grad_bytes=_COMM_BYTES[comm] if comm is not None else 0,
+            grad_bytes=_COMM_BYTES[comm] if comm is not None else 0, runtime=runtime,
         )
 
     @property
@@ -255,7 +310,7 @@ class TrainingRun:
             "train", batch=self.global_batch, s_kv=self.seq_len, micro_batch=self.micro_batch,
             recompute="full" if self.activation_checkpointing else "none",
             sequence_parallel=False, zero_stage=self.stage, grad_bytes=self.grad_bytes,
-            precision=self.precision,
+            precision=self.precision, runtime=self.runtime,
         )
 
     def space(self) -> dict[str, tuple[Any, ...]]:
@@ -444,6 +499,7 @@ def estimate_training(
     precision: str = "fp16",
     activation_checkpointing: bool = False,
     efficiency: Efficiency | None = None,
+    runtime: str = "",
 ) -> TrainingEstimate:
     """Memory and step time of one ZeRO training configuration, from the engine.
 
@@ -454,7 +510,7 @@ def estimate_training(
         Topology (and default hardware), e.g. ``"A100-80G"``.
     hardware : Hardware, optional
         Overrides the family's hardware point.
-    n_gpus, stage, micro_batch, grad_accum, seq_len, mp, precision, activation_checkpointing
+    n_gpus, stage, micro_batch, grad_accum, seq_len, mp, precision, activation_checkpointing, runtime
         See :class:`TrainingRun`.
     efficiency : Efficiency, optional
 
@@ -467,7 +523,8 @@ def estimate_training(
     """
     run = TrainingRun(stage=stage, micro_batch=micro_batch, grad_accum=grad_accum,
                       n_gpus=n_gpus, mp=mp, seq_len=seq_len, precision=precision,
-                      activation_checkpointing=activation_checkpointing)
+                      activation_checkpointing=activation_checkpointing,
+                      runtime=tune_runtime(runtime))
     return simulate_runs(model, [run], family=family, hardware=hardware,
                          efficiency=efficiency)[0]
 

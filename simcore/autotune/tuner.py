@@ -246,17 +246,21 @@ class Autotuner:
 
     def describe(self, precision: str | None = None) -> str:
         """One line saying what is tuned: the job (model, GPUs, family and HBM, sequence
-        length, activation checkpointing when simulated; the script and hosts when
+        length, activation checkpointing and the runtime when simulated; the script and hosts when
         launched), the precision, the tuner, the stages and the metric. ``precision`` is
         :func:`~simcore.autotune.training.settle_precision`'s note (which and why); by
         default the config's precision. The header of ``simcore tune`` and of the app's
         Autotune page."""
+        from ..model.specs import Workload
+        from ..studies.assumptions import runtime_text
+
         c, r = self.config, self.runner
         if isinstance(r, SimulatorRunner):
             what = (f"{r.model.name} ({r.model.n_params / 1e9:.2f}B params) on {r.n_gpus}x "
                     f"{r.family.name} ({r.hardware.pe_hbm_gb:g} GB), seq {r.seq_len}, "
                     "activation checkpointing "
-                    f"{'on' if r.activation_checkpointing else 'off'}")
+                    f"{'on' if r.activation_checkpointing else 'off'}, runtime: "
+                    + runtime_text(Workload("train", runtime=r.runtime)))
         else:
             launch = self.launch
             job = shlex.join([str(launch.user_script), *launch.user_args]) if launch else ""

@@ -44,7 +44,7 @@ __all__ = [
     "TRAIN_DEFAULTS", "TRAIN_OPTIONS", "micro_batch_arg", "recompute_arg", "zero_stage_arg",
     "OptionError", "Parser", "ParserExit", "UsageError",
     "add_budget_options", "add_cuda_graphs_option", "add_dtype_options", "add_hardware_overrides",
-    "add_metric_options", "add_model_options", "add_output_options",
+    "add_metric_options", "add_model_options", "add_output_options", "add_runtime_option",
     "add_space_option", "add_workload_options",
     "assignment", "budget_error", "budget_kwargs", "cuda_graphs_flag", "gpus_budget", "fraction", "int_or_list", "make_workload", "output_file",
     "parse_assignment", "plot_file", "positive_float", "positive_floats", "positive_int",
@@ -320,11 +320,14 @@ def add_workload_options(p: argparse.ArgumentParser, *, train: bool = False,
         p.add_argument("--zero-stage", type=zero_stage_arg if sweep else _zero_stage_one,
                        default=None, metavar="STAGE[,STAGE...]|all" if sweep else "STAGE",
                        help="train: ZeRO stage 0-3 for model-state memory and data-parallel "
-                            "communication" + search + " (default: 0)")
+                            "communication" + search + " (default: the --runtime's, else 0)")
 
 
 #: ``--micro-batch`` / ``--zero-stage`` / ``--recompute`` when not given (``Workload``'s).
-TRAIN_DEFAULTS: dict[str, Any] = {"micro_batch": 1, "zero_stage": 0, "recompute": "selective"}
+#: ``zero_stage`` None: the runtime's (``--runtime``; FSDP stacks shard fully, ZeRO-3),
+#: 0 without one.
+TRAIN_DEFAULTS: dict[str, Any] = {"micro_batch": 1, "zero_stage": None,
+                                  "recompute": "selective"}
 
 #: The training options, by Workload field.
 TRAIN_OPTIONS: dict[str, str] = {"micro_batch": "--micro-batch", "zero_stage": "--zero-stage",
@@ -426,18 +429,35 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
     add_cuda_graphs_option(p, train=train)
 
 
-def runtime_help(*, train: bool = False) -> str:
-    """``--runtime``'s help: every named runtime the command's modes run, and what it is
-    (the serving stacks; with ``train``, the training stacks too)."""
+def runtime_help(*, train: bool = False, names: list[str] | None = None,
+                 default: str | None = None, flags: bool = True) -> str:
+    """``--runtime``'s help: every named runtime the command runs (``names``; by default
+    the serving stacks and, with ``train``, the training stacks too), what it is, and what
+    the command assumes without it (``default``: a runtime's name); ``flags``: the command
+    also has ``--eager`` / ``--cuda-graphs``."""
     from ..model.runtime import RUNTIMES, runtime_names
 
-    names = runtime_names() if train else runtime_names(mode="decode")
+    if names is None:
+        names = runtime_names() if train else runtime_names(mode="decode")
+    unset = (f"{default} ({RUNTIMES[default].stack})" if default else
+             "simcore's own stack: decode replays CUDA graphs"
+             + (" unless --eager" if flags else ""))
     return ("the software stack the run uses, whose settings (CUDA graphs in decode, fused "
             "or eager kernels, attention kernel class"
             + (", model-state formula, overlap" if train else "")
-            + ") apply unless --eager / --cuda-graphs say otherwise: "
+            + ") apply" + (" unless --eager / --cuda-graphs say otherwise" if flags else "")
+            + ": "
             + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in names)
-            + " (default: simcore's own stack: decode replays CUDA graphs unless --eager)")
+            + f" (default: {unset})")
+
+
+def add_runtime_option(p: Any, *, train: bool = False, names: list[str] | None = None,
+                       default: str | None = None, flags: bool = False) -> None:
+    """``--runtime NAME`` (a software stack's profile, :mod:`simcore.model.runtime`), value
+    None when not given; its help lists ``names`` (:func:`runtime_help`). Read it with
+    :func:`resolve_runtime`."""
+    p.add_argument("--runtime", default=None, metavar="NAME",
+                   help=runtime_help(train=train, names=names, default=default, flags=flags))
 
 
 def add_cuda_graphs_option(p: argparse.ArgumentParser, *, train: bool = False) -> None:
@@ -445,7 +465,7 @@ def add_cuda_graphs_option(p: argparse.ArgumentParser, *, train: bool = False) -
     ``--eager`` (decode launches every kernel from the host) and ``--cuda-graphs`` (the
     default, kept so scripts that pass it still run); one or the other. Read them with
     :func:`runtime_kwargs` (or :func:`cuda_graphs_flag`)."""
-    p.add_argument("--runtime", default=None, metavar="NAME", help=runtime_help(train=train))
+    add_runtime_option(p, train=train, flags=True)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--eager", action="store_true",
                    help="decode: launch every kernel from the host (5 us of host time each) "
@@ -869,8 +889,6 @@ def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
         kw.update({field: v if (v := getattr(args, field, None)) is not None
                    and not isinstance(v, list) and v != "all" else default
                    for field, default in TRAIN_DEFAULTS.items()})
-        if getattr(args, "runtime", None) and getattr(args, "zero_stage", None) is None:
-            del kw["zero_stage"]  # the runtime's (FSDP stacks shard fully, ZeRO-3)
     elif given:
         raise SimcoreInputError(f"{', '.join(given)}: training options; pass --mode train or "
                                 f"drop {'them' if len(given) > 1 else 'it'} (--mode {args.mode})")

@@ -22,12 +22,14 @@ from ..model.presets import HARDWARE_FAMILIES, PRESETS
 from .options import (
     FORMATS,
     OptionError,
+    add_runtime_option,
     ep_values,
     fraction,
     output_file,
     plot_file,
     positive_float,
     positive_int,
+    resolve_runtime,
 )
 from .output import refuse_shared_paths
 
@@ -107,6 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "fp4 (NVFP4, Blackwell) run the matmuls at the family's FP8 / "
                              "INT8 / FP4 rate (default: the model's own, 16-bit for the "
                              "presets)")
+    add_runtime_option(parser)
     parser.add_argument("--isl", type=positive_int, default=4000,
                         help="input tokens per request (default 4000)")
     parser.add_argument("--osl", type=positive_int, default=1000,
@@ -209,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     from ..studies import serving
 
     refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
+    args.runtime = resolve_runtime(args)  # an unknown name: one line, before any work
     if args.rate is not None or args.trace is not None:
         return _run_at_rate(args)
     if args.gpus == "auto":
@@ -266,7 +270,7 @@ def _run_at_rate(args: argparse.Namespace) -> int:
                               osl=args.osl, max_ttft_ms=args.max_ttft_ms,
                               max_tpot_ms=args.max_tpot_ms, dtype=args.dtype, scheduler=sched,
                               modes=modes, exact_gpus=args.exact_gpus, top=args.top,
-                              seed=args.seed)
+                              seed=args.seed, runtime=args.runtime)
     except serving.InfeasibleError as exc:  # a result, not bad input
         print(f"simcore serving: {exc}", file=sys.stderr)
         return 1
@@ -315,7 +319,8 @@ def _plan(args: argparse.Namespace) -> Any:
                         batch=flat(args.batch) or serving.DEFAULT_BATCHES,
                         prefill_batch=flat(args.prefill_batch) or serving.DEFAULT_PREFILL_BATCHES,
                         exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype,
-                        attn_dp=args.attn_dp, ep=args.ep, speculative=_speculative(args))
+                        attn_dp=args.attn_dp, ep=args.ep, speculative=_speculative(args),
+                        runtime=args.runtime)
 
 
 def _save_files(args: argparse.Namespace, result: Any, text: str) -> None:

@@ -155,12 +155,37 @@ def _dtype(dtype: Any, fam: HardwareFamily) -> str:
     return str(dtype)
 
 
-def _workload(mode: str, dtype: str = "", **fields: int) -> Workload:
+def _workload(mode: str, dtype: str = "", runtime: str = "", **fields: int) -> Workload:
     """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes.
-    Decode steps replay CUDA graphs, as vLLM, SGLang and TensorRT-LLM serve by default."""
+    ``runtime`` (:data:`simcore.model.runtime.RUNTIMES`) decides CUDA graphs and the
+    host time per step; without one, decode steps replay CUDA graphs, as vLLM, SGLang and
+    TensorRT-LLM serve by default."""
     prec = {f: dtype for f in ("weight_dtype", "act_dtype", "kv_dtype")} if dtype else {}
-    graphs = {"cuda_graphs": True} if mode == "decode" else {}
-    return Workload(mode, **fields, **prec, **graphs)  # type: ignore[arg-type]
+    graphs = {"cuda_graphs": True} if mode == "decode" and not runtime else {}
+    return Workload(mode, **fields, **prec, **graphs, runtime=runtime)  # type: ignore[arg-type]
+
+
+def _runtime(runtime: Any, dtype: str) -> str:
+    """``runtime`` checked (before any work): a known serving stack (``None``: ``""``,
+    simcore's default stack) that runs ``dtype``'s matmuls; one line otherwise."""
+    from ...model.runtime import get_runtime, runtime_names
+
+    if runtime is None:
+        return ""
+    try:
+        rt = get_runtime(runtime)
+    except ValueError as exc:
+        raise ServingError(f"runtime (--runtime): {exc}") from None
+    if not rt.serves:
+        raise ServingError(f"runtime {rt.name!r} (--runtime) is {rt.stack}, a training stack "
+                           f"(it runs {rt.modes()} only); pass a serving runtime: "
+                           f"{', '.join(runtime_names(mode='decode'))}")
+    try:
+        _workload("decode", dtype, rt.name)
+    except ValueError as exc:  # a precision the stack does not run
+        raise ServingError(f"runtime {rt.name!r} (--runtime) with dtype {dtype!r} (--dtype): "
+                           f"{exc}") from None
+    return rt.name
 
 
 def _one_hardware(hardware: Hardware | Mapping[str, Any] | None, fam: HardwareFamily) -> Hardware:
@@ -315,6 +340,7 @@ def sweep(
     family: str | HardwareFamily | None = None,
     efficiency: Efficiency | None = None,
     dtype: str = "",
+    runtime: str = "",
 ) -> xr.Dataset:
     """:func:`simcore.evaluate` with ``s_kv`` and ``batch`` as dimensions and a device budget.
 
@@ -322,7 +348,9 @@ def sweep(
     s_kv``), the values sorted, plus a ``within_budget`` variable marking layouts using
     at most ``gpus`` devices (exactly ``gpus`` with ``exact_gpus``); the engine masks the
     others (``fits`` and ``valid`` False, NaN outputs; never dropped). ``dtype`` (one of
-    :data:`DTYPES` or ``""``) sets the weight, activation and KV-cache dtypes. A budget
+    :data:`DTYPES` or ``""``) sets the weight, activation and KV-cache dtypes, ``runtime``
+    the serving stack (:data:`simcore.model.runtime.RUNTIMES`; ``""``: CUDA graphs in
+    decode, no host time per step). A budget
     on which nothing fits raises :class:`~simcore.errors.DeviceBudgetError`.
 
     Examples
@@ -336,7 +364,8 @@ def sweep(
         raise ServingError(f"sweep mode must be 'prefill' or 'decode', got {mode!r}")
     batches = _int_list("batch", batch, "requests per step")
     contexts = _int_list("s_kv", s_kv, "context tokens")
-    ds = evaluate(model, _workload(mode, dtype), batch=list(batches), s_kv=list(contexts),
+    ds = evaluate(model, _workload(mode, dtype, runtime), batch=list(batches),
+                  s_kv=list(contexts),
                   gpus=gpus, exact_gpus=exact_gpus, space=space, hardware=hardware,
                   family=family, efficiency=efficiency)
     within = budget_mask(ds.n_devices, gpus, exact=exact_gpus)
@@ -348,7 +377,7 @@ def sweep(
     for k in ("batch", "s_kv", "s_q"):
         ds.attrs.pop(k, None)
     ds.attrs.update(gpus=gpus if gpus is not None else "", exact_gpus=int(exact_gpus),
-                    dtype=dtype)
+                    dtype=dtype, runtime=runtime)
     return ds
 
 

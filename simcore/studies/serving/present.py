@@ -128,7 +128,8 @@ def _ep_searched(result: ServingPlan) -> str:
 def assumptions_line(result: ServingPlan) -> str:
     """The ``assumed:`` line every command's header carries
     (:func:`~simcore.studies.assumptions.assumed_line`): the device budget, the precision
-    and the runtime (decode steps replay CUDA graphs, prefills launch from the host)."""
+    and the runtime (``result.runtime``'s; by default decode steps replay CUDA graphs,
+    prefills launch from the host)."""
     from ...model.presets import get_family
     from ..assumptions import Budget, assumed_line, dtypes_text, runtime_text
     from .model import _workload
@@ -138,7 +139,8 @@ def assumptions_line(result: ServingPlan) -> str:
     prec = (dtypes_text(result.dtype, result.dtype, result.dtype) if result.dtype else
             "weights, activations and KV cache the model's own (16-bit for the presets)")
     return assumed_line(budget.describe(), prec,
-                        runtime_text(_workload("decode"), _workload("prefill")))
+                        runtime_text(_workload("decode", runtime=result.runtime),
+                                     _workload("prefill", runtime=result.runtime)))
 
 
 def rate_summary_lines(result: RatePlan) -> list[str]:
@@ -156,8 +158,8 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
         f"{result.model}{prec} on {budget} x {result.family}; {result.traffic.describe()}; "
         f"limits {lim}",
         f"assumed: {sched.describe()}; FCFS admission, recompute preemption of the newest "
-        "request; requests dealt round-robin to replicas and workers; decode-only steps "
-        "replay CUDA graphs, prefill and mixed steps launch every kernel; disaggregated KV "
+        "request; requests dealt round-robin to replicas and workers; "
+        f"{_steps_text(result.runtime)}; disaggregated KV "
         f"sent {kv} (NVLink inside a node, RDMA across), the first token arriving with it",
         f"searched: {result.n_layouts} layouts, {len(result.candidates)} deployments "
         f"simulated in {result.elapsed_s:.1f} s",
@@ -173,6 +175,17 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
                          f"{b.ttft_p99_ms:.0f} ms{tpot}{kvt}, goodput {b.goodput_rps:.3g} of "
                          f"{b.rate_rps:.3g} req/s")
     return lines
+
+
+def _steps_text(runtime: str) -> str:
+    """How a rate plan's steps run: simcore's default stack, or ``runtime``'s profile."""
+    if not runtime:
+        return "decode-only steps replay CUDA graphs, prefill and mixed steps launch every kernel"
+    from ...model.runtime import get_runtime
+
+    rt = get_runtime(runtime)
+    return (f"runtime --runtime {rt.name} ({rt.stack}): {rt.describe()} (decode-only "
+            "steps), prefill and mixed steps launch every kernel")
 
 
 # --- files ------------------------------------------------------------------------------------

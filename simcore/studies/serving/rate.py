@@ -35,6 +35,7 @@ from .model import (
     _limit,
     _one_hardware,
     _positive_int,
+    _runtime,
 )
 from .simulate import (
     Instance,
@@ -133,6 +134,8 @@ class RatePlan(PlanRows):
     elapsed_s: float
     dtype: str = ""
     notes: tuple[str, ...] = ()
+    #: the serving stack (``plan_at_rate(runtime=)``; ``""``: simcore's default)
+    runtime: str = ""
 
 
 
@@ -158,6 +161,7 @@ def plan_at_rate(
     top: int = 5,
     seed: int = 0,
     speculative: Speculative | None = None,
+    runtime: str | None = None,
 ) -> RatePlan:
     """The smallest deployments of ``model`` that serve the traffic within p99 limits.
 
@@ -190,6 +194,9 @@ def plan_at_rate(
     speculative : Speculative, optional
         Speculative decoding (draft length, acceptance rate, proposer); replaces the
         scheduler's ``speculative``.
+    runtime : str, optional
+        The serving stack (:data:`simcore.model.runtime.RUNTIMES`), as
+        :func:`~.search.plan`'s ``runtime``.
 
     Raises
     ------
@@ -210,7 +217,8 @@ def plan_at_rate(
                         traffic=traffic, duration_s=duration_s, isl=isl, osl=osl,
                         max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, hardware=hardware,
                         efficiency=efficiency, dtype=dtype, scheduler=scheduler, modes=modes,
-                        exact_gpus=exact_gpus, top=top, seed=seed, speculative=speculative)
+                        exact_gpus=exact_gpus, top=top, seed=seed, speculative=speculative,
+                        runtime=runtime)
     insts = _instances(req)
     short = _shortlist(req, insts)
     cands: list[RateConfig] = []
@@ -224,7 +232,8 @@ def plan_at_rate(
                     traffic=req.traffic, max_ttft_ms=req.max_ttft_ms,
                     max_tpot_ms=req.max_tpot_ms, scheduler=req.sched, best=tuple(best),
                     candidates=tuple(_order(cands)), n_layouts=len(insts),
-                    elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=req.notes)
+                    elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=req.notes,
+                    runtime=req.runtime)
 
 
 # --- step 1: the request --------------------------------------------------------------------
@@ -246,6 +255,7 @@ class _RateRequest:
     top: int
     dtype: str
     notes: tuple[str, ...]
+    runtime: str = ""
 
     @property
     def rate(self) -> float:
@@ -285,7 +295,8 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
                   max_ttft_ms: Any, max_tpot_ms: Any, hardware: Any, efficiency: Any,
                   dtype: Any, scheduler: Scheduler | None, modes: Sequence[str],
                   exact_gpus: bool, top: Any, seed: Any,
-                  speculative: Speculative | None = None) -> _RateRequest:
+                  speculative: Speculative | None = None,
+                  runtime: str | None = None) -> _RateRequest:
     """Step 1: every argument checked (cheap ones first), the model, family and traffic
     loaded; nothing simulated."""
     ttft_lim = _limit("max_ttft_ms", max_ttft_ms)
@@ -312,6 +323,7 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
         raise ServingError("--exact-gpus needs a number of GPUs, not --gpus auto")
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
+    stack = _runtime(runtime, prec)
     if traffic is None:
         if trace is not None:
             traffic = read_trace(trace, rate_rps=rate_rps, seed=int(seed))
@@ -333,7 +345,7 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
     return _RateRequest(model=mdl, family=fam, hardware=hw, efficiency=efficiency, gpus=budget,
                         auto=auto, exact_gpus=bool(exact_gpus), traffic=traffic,
                         max_ttft_ms=ttft_lim, max_tpot_ms=tpot_lim, sched=sched, modes=modes,
-                        top=top, dtype=prec, notes=tuple(notes))
+                        top=top, dtype=prec, notes=tuple(notes), runtime=stack)
 
 
 # --- step 2: layouts as instances, a shortlist ---------------------------------------------
@@ -347,7 +359,7 @@ def _instances(req: _RateRequest) -> list[Instance]:
         insts = price_instances(
             req.model, family=req.family, hardware=req.hardware, efficiency=req.efficiency,
             dtype=req.dtype, max_devices=size, max_tokens=req.longest + 1, scheduler=req.sched,
-            tokens=[isl_m], contexts=[isl_m + osl_m // 2])
+            tokens=[isl_m], contexts=[isl_m + osl_m // 2], runtime=req.runtime)
         fitting = [i for i in insts if i.holds(req.longest)]
         if fitting or size >= req.gpus:
             break

@@ -38,6 +38,7 @@ from .model import (
     _limit,
     _one_hardware,
     _positive_int,
+    _runtime,
     _workload,
     contexts,
     disagg_metrics,
@@ -230,6 +231,8 @@ class ServingPlan(PlanRows):
     #: attention-DP and EP degrees searched (``(1,)`` for a dense model)
     attn_dps: tuple[int, ...] = (1,)
     eps: tuple[int, ...] = (1,)
+    #: the serving stack (``plan(runtime=)``; ``""``: simcore's default)
+    runtime: str = ""
 
     ROW_SETS = ("best", "frontier", "candidates")  # rows(which) / best_of: PlanRows
 
@@ -256,6 +259,7 @@ def plan(
     attn_dp: int | Sequence[int] | str = "all",
     ep: int | Sequence[int] | str = "all",
     speculative: Any = None,
+    runtime: str | None = None,
 ) -> ServingPlan:
     """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
 
@@ -302,6 +306,11 @@ def plan(
         Speculative decoding (:mod:`.speculative`): each decode step drafts and verifies,
         TPOT is its time over the expected tokens per step; the proposer's weights, KV
         and prefill are counted.
+    runtime : str, optional
+        The serving stack (:data:`simcore.model.runtime.RUNTIMES`: ``"vllm"``,
+        ``"sglang"``, ``"trtllm"``, ...), whose profile decides CUDA graphs in decode and
+        the host time per step. Default ``""``: simcore's default stack (decode steps
+        replay CUDA graphs, no host time per step).
 
     Returns
     -------
@@ -311,7 +320,8 @@ def plan(
     ------
     ServingError
         Bad input (non-positive ``gpus``/``isl``/``osl``/limits, unknown mode, a
-        ``dtype`` the family has no matmul rate for, ``gpus`` beyond the family's system,
+        ``dtype`` the family has no matmul rate for (or the ``runtime`` does not run), a
+        training ``runtime``, ``gpus`` beyond the family's system,
         ``osl`` 1 with a TPOT limit or with ``modes=("disagg",)``, ``attn_dp`` / ``ep``
         the model cannot take), before any work.
     InfeasibleError
@@ -322,7 +332,8 @@ def plan(
     req = _request(model, family=family, gpus=gpus, isl=isl, osl=osl, max_ttft_ms=max_ttft_ms,
                    max_tpot_ms=max_tpot_ms, hardware=hardware, efficiency=efficiency,
                    batch=batch, prefill_batch=prefill_batch, exact_gpus=exact_gpus,
-                   modes=modes, top=top, dtype=dtype, attn_dp=attn_dp, ep=ep)
+                   modes=modes, top=top, dtype=dtype, attn_dp=attn_dp, ep=ep,
+                   runtime=runtime)
     costs = _price_layouts(req, speculative)
     lay = _Layouts.of(costs, req.batches, req.prefill_batches)
     candidates: list[ServingConfig] = []
@@ -337,7 +348,7 @@ def plan(
                        max_tpot_ms=req.max_tpot_ms, exact_gpus=req.exact_gpus,
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
                        dataset=costs[0].dataset, elapsed_s=time.perf_counter() - t0,
-                       dtype=req.dtype,
+                       dtype=req.dtype, runtime=req.runtime,
                        notes=req.notes + ((speculative.describe(),) if speculative else ()),
                        sweeps=tuple(c.dataset for c in costs), attn_dps=req.attn_dps,
                        eps=req.eps)
@@ -365,6 +376,7 @@ class _Request:
     top: int
     dtype: str
     notes: tuple[str, ...]
+    runtime: str = ""
     attn_dps: tuple[int, ...] = (1,)
     eps: tuple[int, ...] = (1,)
     #: the decode and prefill batches of the layouts without expert parallelism
@@ -406,7 +418,8 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
              osl: Any, max_ttft_ms: Any, max_tpot_ms: Any,
              hardware: Hardware | Mapping[str, Any] | None, efficiency: Efficiency | None,
              batch: Any, prefill_batch: Any, exact_gpus: bool, modes: Sequence[str], top: Any,
-             dtype: str | None, attn_dp: Any = "all", ep: Any = "all") -> _Request:
+             dtype: str | None, attn_dp: Any = "all", ep: Any = "all",
+             runtime: str | None = None) -> _Request:
     """Step 1 of :func:`plan`: every argument checked (cheap checks first, the budget
     against the family before any work), the model and family loaded."""
     gpus = _positive_int("gpus", gpus, "the device budget")
@@ -430,6 +443,7 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
     _check_budget_size(gpus, fam)
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
+    stack = _runtime(runtime, prec)
     dps, eps = moe_choices(int(mdl.n_experts), gpus, attn_dp, ep)
     base_batches, base_p_batches = batches, p_batches
     if any(e > 1 for e in eps):  # an aggregated ADP instance prefills one request per rank
@@ -439,7 +453,8 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
     return _Request(model=mdl, family=fam, hardware=hw, efficiency=efficiency, gpus=gpus,
                     exact_gpus=bool(exact_gpus), isl=isl, osl=osl, max_ttft_ms=ttft_lim,
                     max_tpot_ms=tpot_lim, batches=batches, prefill_batches=p_batches,
-                    modes=modes, top=top, dtype=prec, notes=notes, attn_dps=dps, eps=eps,
+                    modes=modes, top=top, dtype=prec, notes=notes, runtime=stack,
+                    attn_dps=dps, eps=eps,
                     base_batches=base_batches, base_prefill_batches=base_p_batches)
 
 
@@ -488,7 +503,7 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
     for what, space, batches, p_batches in spaces:
         common: dict[str, Any] = dict(gpus=req.gpus, space=space, hardware=req.hardware,
                                       family=req.family, efficiency=req.efficiency,
-                                      dtype=req.dtype)
+                                      dtype=req.dtype, runtime=req.runtime)
         try:
             pre = sweep(req.model, "prefill", batch=p_batches, s_kv=req.isl, **common)
             dec = sweep(req.model, "decode", batch=batches, s_kv=[mean_ctx, end_ctx],
@@ -502,7 +517,7 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
         costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
         costs.dataset.attrs.update(
             model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl,
-            osl=req.osl, dtype=req.dtype, mean_context=mean_ctx, end_context=end_ctx,
+            osl=req.osl, dtype=req.dtype, runtime=req.runtime, mean_context=mean_ctx, end_context=end_ctx,
             max_ttft_ms=req.max_ttft_ms if req.max_ttft_ms is not None else "",
             max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
             exact_gpus=int(req.exact_gpus),
@@ -886,9 +901,10 @@ def _smallest_fitting(req: _Request) -> tuple[int, str] | None:
     space = full_space().with_(dp=(1,))
     common: dict[str, Any] = dict(space=space, hardware=req.hardware, family=req.family,
                                   efficiency=req.efficiency)
-    dec = evaluate(req.model, _workload("decode", req.dtype, batch=1, s_kv=req.isl + req.osl),
-                   **common)
-    pre = evaluate(req.model, _workload("prefill", req.dtype, batch=1, s_kv=req.isl), **common)
+    dec = evaluate(req.model, _workload("decode", req.dtype, req.runtime, batch=1,
+                                        s_kv=req.isl + req.osl), **common)
+    pre = evaluate(req.model, _workload("prefill", req.dtype, req.runtime, batch=1,
+                                        s_kv=req.isl), **common)
     ok = (dec.fits & pre.fits).squeeze(list(HW_KNOBS))
     if not bool(ok.any()):
         return None

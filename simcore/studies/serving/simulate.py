@@ -198,9 +198,10 @@ def _per_layout(da: Any, lead: Sequence[str]) -> np.ndarray:
 def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
                     efficiency: Efficiency | None, dtype: str, max_devices: int,
                     max_tokens: int, scheduler: Scheduler,
-                    tokens: Sequence[int] = (), contexts: Sequence[int] = ()) -> list[Instance]:
+                    tokens: Sequence[int] = (), contexts: Sequence[int] = (),
+                    runtime: str = "") -> list[Instance]:
     """Every layout of up to ``max_devices`` devices that can serve: its step tables and
-    KV cache (at least one block).
+    KV cache (at least one block); ``dtype`` and ``runtime`` as :func:`~.model.sweep`'s.
 
     Prefill: :func:`~.model.sweep` over :data:`PREFILL_BATCHES` x tokens (16, 32, ...
     doubling past ``max_tokens`` and the token budget, plus ``tokens``); decode: over
@@ -215,7 +216,7 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
     ctx_grid = _grid(max_tokens, contexts)
     common: dict[str, Any] = dict(gpus=max_devices, space=serving_space(max_devices),
                                   hardware=hardware, family=family, efficiency=efficiency,
-                                  dtype=dtype)
+                                  dtype=dtype, runtime=runtime)
     pre = sweep(model, "prefill", batch=list(PREFILL_BATCHES), s_kv=tok_grid, **common)
     dec = sweep(model, "decode", batch=list(DECODE_BATCHES), s_kv=ctx_grid, **common)
     mix_base = None

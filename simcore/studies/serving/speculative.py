@@ -48,7 +48,9 @@ left out (NaN) when speculating.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -133,8 +135,15 @@ def draft_model(target: Model | None, spec: Speculative) -> tuple[Model, Model |
                     n_local_layers=0, sliding_window=0))
 
 
+def _stack(common: dict[str, Any], dtype: str) -> tuple[dict[str, Any], Callable[..., Any]]:
+    """``common`` less the serving stack (``dtype``, ``runtime``): the keyword arguments
+    of :func:`simcore.evaluate`; and the workload builder of that stack."""
+    ekw = {k: v for k, v in common.items() if k not in ("dtype", "runtime")}
+    return ekw, partial(_workload, dtype=dtype, runtime=common.get("runtime", ""))
+
+
 def _head_extra_ns(model: Model, k: int, batch: int, ctx: int, common: dict[str, Any],
-                   dtype: str) -> xr.DataArray:
+                   wl: Callable[..., Any]) -> xr.DataArray:
     """The LM head over the ``k`` drafted positions of each of ``batch`` sequences, which
     the engine's mixed tokens skip (it runs the head for the last position only): the
     compute-alone time of a decode of ``batch·(k+1)`` sequences less the verify's (the
@@ -142,19 +151,18 @@ def _head_extra_ns(model: Model, k: int, batch: int, ctx: int, common: dict[str,
     in full, not hidden under the step's memory time (an upper bound, small: ``2·d·V``
     FLOPs a position)."""
     free = {**common, "gpus": None, "exact_gpus": False}  # FLOPs only: no memory budget
-    wide = evaluate(model, _workload("decode", dtype, batch=batch * (k + 1), s_kv=ctx), **free)
-    verify = evaluate(model, _workload("decode", dtype, batch=batch, s_kv=ctx,
-                                       prefill_tokens=batch * k, prefill_context=ctx), **free)
+    wide = evaluate(model, wl("decode", batch=batch * (k + 1), s_kv=ctx), **free)
+    verify = evaluate(model, wl("decode", batch=batch, s_kv=ctx, prefill_tokens=batch * k,
+                                prefill_context=ctx), **free)
     return (wide.compute_alone_ns - verify.compute_alone_ns).clip(min=0.0)
 
 
 def _verify(model: Model, k: int, batch: int, ctx: int, common: dict[str, Any],
-            dtype: str) -> xr.Dataset | None:
+            wl: Callable[..., Any]) -> xr.Dataset | None:
     """The verify step's evaluation (None when no layout in the budget holds it)."""
     try:
-        return evaluate(model, _workload("decode", dtype, batch=batch, s_kv=ctx,
-                                         prefill_tokens=batch * k, prefill_context=ctx),
-                        **common)
+        return evaluate(model, wl("decode", batch=batch, s_kv=ctx, prefill_tokens=batch * k,
+                                  prefill_context=ctx), **common)
     except DeviceBudgetError:
         return None
 
@@ -169,21 +177,22 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
     per output token), ``throughput_tok_s``, ``mem_bytes`` / ``mem_weights_bytes`` /
     ``mem_kv_bytes`` (target and proposer), ``mem_act_bytes``, ``fits``, ``valid``,
     ``n_devices`` and ``within_budget`` (from ``plain``). ``common``: the keyword arguments
-    of :func:`simcore.evaluate` (budget, space, hardware, family, efficiency).
+    of :func:`simcore.evaluate` (budget, space, hardware, family, efficiency), and the
+    ``runtime`` of :func:`~.model.sweep` where given.
     """
     K, E = int(spec.draft_len), spec.tokens_per_step
     drafter, twin = draft_model(model, spec)
     p = plain
     batches = [int(b) for b in p.batch.values]
     ctxs = [int(c) for c in p.s_kv.values]
-    ekw = {k: v for k, v in common.items() if k != "dtype"}
+    ekw, wl = _stack(common, dtype)
     rows = []
     for b in batches:
-        head = _head_extra_ns(model, K, b, min(ctxs), ekw, dtype)
+        head = _head_extra_ns(model, K, b, min(ctxs), ekw, wl)
         cols = []
         for c in ctxs:
             here = p.sel(batch=b, s_kv=c, drop=True)
-            v = _verify(model, K, b, c, ekw, dtype)
+            v = _verify(model, K, b, c, ekw, wl)
             if v is None:  # nothing in the budget holds this batch's verify
                 cols.append(here.latency_ns * np.nan)
                 continue
@@ -194,14 +203,14 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
         rows.append(xr.concat(cols, dim="s_kv"))
     verify = xr.concat(rows, dim="batch").assign_coords(batch=p.batch, s_kv=p.s_kv)
     try:
-        dr = evaluate(drafter, _workload("decode", dtype), batch=batches, s_kv=ctxs, **ekw)
+        dr = evaluate(drafter, wl("decode"), batch=batches, s_kv=ctxs, **ekw)
     except ValueError as exc:
         raise ServingError(f"spec_draft (--spec-draft) {spec.draft!r} cannot run on these "
                            f"layouts: {exc}") from None
     step = verify + K * dr.latency_ns
     w_extra, kv_extra = dr.mem_weights_bytes, dr.mem_kv_bytes
     if twin is not None:  # MTP: one layer's weights (the embedding and head are shared)
-        w2 = evaluate(twin, _workload("decode", dtype, batch=1, s_kv=ctxs[0]), **ekw)
+        w2 = evaluate(twin, wl("decode", batch=1, s_kv=ctxs[0]), **ekw)
         w_extra = (w2.mem_weights_bytes - dr.mem_weights_bytes.isel(batch=0, s_kv=0,
                                                                     drop=True))
     fam = get_family(common.get("family"))
@@ -234,10 +243,10 @@ def spec_prefill(model: Model, spec: Speculative, pre: xr.Dataset, *, common: di
     of the prompt added to ``latency_ns`` (a draft model or the MTP layer builds its KV
     cache of the prompt too; it runs after the target's, on the same devices)."""
     drafter, _ = draft_model(model, spec)
-    ekw = {k: v for k, v in common.items() if k != "dtype"}
+    ekw, wl = _stack(common, dtype)
     batch, s_kv = ([int(v) for v in pre[d].values] for d in ("batch", "s_kv"))
     try:
-        dr = evaluate(drafter, _workload("prefill", dtype), batch=batch, s_kv=s_kv, **ekw)
+        dr = evaluate(drafter, wl("prefill"), batch=batch, s_kv=s_kv, **ekw)
     except ValueError as exc:
         raise ServingError(f"spec_draft (--spec-draft) {spec.draft!r} cannot run on these "
                            f"layouts: {exc}") from None
