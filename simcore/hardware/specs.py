@@ -253,16 +253,16 @@ class Efficiency:
 
     compute: float = 0.719
     memory: float = 0.8416
-    network: float = 0.694
+    network: float = 0.65
     hbm_usable: float = 0.90
-    train_compute: float = 0.748
+    train_compute: float = 0.75
     #: scale-out (inter-cube) and inter-SiP link factors; None = ``network`` for the
     #: first and ``network_inter`` for the second
     network_inter: float | None = 0.95
     network_sip: float | None = None
     #: attention-core matmul factors (inference, training); None = ``compute`` /
     #: ``train_compute``
-    attention: float | None = 0.324
+    attention: float | None = 0.326
     train_attention: float | None = 0.346
     #: fixed device-side cost of one kernel (launched from the host, each also pays the
     #: host's launch time, kernels.inference.LAUNCH_NS, unless replayed from a CUDA graph),
@@ -278,13 +278,13 @@ class Efficiency:
     #: the framework's host cost per sequence it schedules in an inference step (ns):
     #: batch bookkeeping, sampling, KV block tables, overlapped with the device's step
     #: (the step takes the longer); not paid by training steps
-    seq_overhead_ns: float = 38904.0
+    seq_overhead_ns: float = 39512.0
     #: share of compute throughput an overlapped collective takes while it runs (0 = free);
     #: held at Calculon's value for NVLink (see simcore/validation/fitted.py)
     comm_contention: float = 0.15
     #: HBM factor of training steps (element-wise, optimizer and operand traffic);
     #: None = ``memory``
-    train_memory: float | None = 0.552
+    train_memory: float | None = 0.559
 
     def __post_init__(self) -> None:
         fraction = Range(1e-3, 1, "(fraction of peak)", integer=False)

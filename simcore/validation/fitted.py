@@ -168,8 +168,8 @@ HELD: dict[str, tuple[str, str]] = {
 }
 
 #: One set of factors for all measurements (see the module docstring).
-FITTED_EFFICIENCY = Efficiency(compute=0.719, memory=0.8416, network=0.694, hbm_usable=0.90,
-                               train_compute=0.748, network_inter=0.95, network_sip=None,
-                               attention=0.324, train_attention=0.346, op_latency_ns=3923.0,
+FITTED_EFFICIENCY = Efficiency(compute=0.719, memory=0.8416, network=0.65, hbm_usable=0.90,
+                               train_compute=0.75, network_inter=0.95, network_sip=None,
+                               attention=0.326, train_attention=0.346, op_latency_ns=3923.0,
                                step_overhead_ns=0.0, lowp_compute=0.612, roofline_overlap=0.288,
-                               seq_overhead_ns=38904.0, comm_contention=0.15, train_memory=0.552)
+                               seq_overhead_ns=39512.0, comm_contention=0.15, train_memory=0.559)
