@@ -31,9 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..cli.options import add_runtime_option
 from ..engine.metrics import get_metric
 from ..model.presets import HARDWARE_FAMILIES, PRESETS, get_family, load_model
+from ..model.runtime import runtime_help
 from ..model.specs import Model
 from . import deepspeed as ds
 from .config import (
@@ -179,7 +179,9 @@ def add_tune_parsers(subparsers: Any) -> None:
                         f"{TUNE_DEFAULTS.seq_len}; --seq-len is the old spelling)")
     t.add_argument("--activation-checkpointing", action="store_true",
                    help="simulate: the model recomputes activations (full recomputation)")
-    add_runtime_option(t, train=True, names=tune_runtimes(), default=TUNE_DEFAULTS.runtime)
+    t.add_argument("--runtime", default=None, metavar="NAME",
+                   help=runtime_help(train=True, names=tune_runtimes(),
+                                     default=TUNE_DEFAULTS.runtime, flags=False))
     t.add_argument("--precision", metavar="|".join(PRECISIONS),
                    help=f"training precision (default: the config's, else {DEFAULT_PRECISION})")
     t.add_argument("--tuner", metavar="gridsearch|random|model_based",

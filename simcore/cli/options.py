@@ -37,6 +37,7 @@ from typing import Any, NoReturn
 
 from ..errors import SimcoreInputError
 from ..model.presets import DEFAULT_FAMILY, DEFAULT_MODEL, HARDWARE_FAMILIES, PRESETS
+from ..model.runtime import runtime_help
 from ..model.specs import DTYPE_BYTES
 
 __all__ = [
@@ -427,28 +428,6 @@ def add_dtype_options(p: argparse.ArgumentParser, *, train: bool = False) -> Non
                         "fp4 (NVFP4: 4 bits and one FP8 scale per 16 values) or mxfp4 "
                         "(default: the model's own; --dtype leaves it as it is)")
     add_cuda_graphs_option(p, train=train)
-
-
-def runtime_help(*, train: bool = False, names: list[str] | None = None,
-                 default: str | None = None, flags: bool = True) -> str:
-    """``--runtime``'s help: every named runtime the command runs (``names``; by default
-    the serving stacks and, with ``train``, the training stacks too), what it is, and what
-    the command assumes without it (``default``: a runtime's name); ``flags``: the command
-    also has ``--eager`` / ``--cuda-graphs``."""
-    from ..model.runtime import RUNTIMES, runtime_names
-
-    if names is None:
-        names = runtime_names() if train else runtime_names(mode="decode")
-    unset = (f"{default} ({RUNTIMES[default].stack})" if default else
-             "simcore's own stack: decode replays CUDA graphs"
-             + (" unless --eager" if flags else ""))
-    return ("the software stack the run uses, whose settings (CUDA graphs in decode, fused "
-            "or eager kernels, attention kernel class"
-            + (", model-state formula, overlap" if train else "")
-            + ") apply" + (" unless --eager / --cuda-graphs say otherwise" if flags else "")
-            + ": "
-            + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in names)
-            + f" (default: {unset})")
 
 
 def add_runtime_option(p: Any, *, train: bool = False, names: list[str] | None = None,

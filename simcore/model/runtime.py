@@ -42,7 +42,7 @@ from ..errors import SpecError
 from .checks import did_you_mean
 
 __all__ = ["DEFAULT_RUNTIME", "PROFILE_FIELDS", "RUNTIMES", "Runtime", "check_family",
-           "get_runtime", "resolve", "runtime_names", "unknown_runtime"]
+           "get_runtime", "resolve", "runtime_help", "runtime_names", "unknown_runtime"]
 
 #: The library's default runtime: today's Workload defaults (the validation's and the
 #: golden numbers' reference).
@@ -451,3 +451,23 @@ def check_family(workload: Any, family: Any) -> None:
                     f"hardware's {need.upper()} rate and {family.name} has none "
                     f"(Topology.{rate} = 0), so {rt.stack} cannot run them there; pass "
                     "a 16-bit precision or a family with that rate")
+
+
+def runtime_help(*, train: bool = False, names: list[str] | None = None,
+                 default: str | None = None, flags: bool = True) -> str:
+    """``--runtime``'s help: every named runtime the command runs (``names``; by default
+    the serving stacks and, with ``train``, the training stacks too), what it is, and what
+    the command assumes without it (``default``: a runtime's name); ``flags``: the command
+    also has ``--eager`` / ``--cuda-graphs``."""
+    if names is None:
+        names = runtime_names() if train else runtime_names(mode="decode")
+    unset = (f"{default} ({RUNTIMES[default].stack})" if default else
+             "simcore's own stack: decode replays CUDA graphs"
+             + (" unless --eager" if flags else ""))
+    return ("the software stack the run uses, whose settings (CUDA graphs in decode, fused "
+            "or eager kernels, attention kernel class"
+            + (", model-state formula, overlap" if train else "")
+            + ") apply" + (" unless --eager / --cuda-graphs say otherwise" if flags else "")
+            + ": "
+            + "; ".join(f"{n} ({RUNTIMES[n].stack})" for n in names)
+            + f" (default: {unset})")
