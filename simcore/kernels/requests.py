@@ -15,7 +15,8 @@ whose computed tokens reach its known tokens samples its next token at the step'
 Pieces, each with a twin of the same name in ``requests_ref``: :func:`segment`,
 :func:`table_ns`, :func:`decode_part_ns`, :func:`prefill_part_ns`, :func:`step_ns`,
 :func:`blocks_for`, :func:`spec_emit`; :func:`decode_stretch` and :func:`head_admissible` (which
-it and the speculative stretches share) are checked through the drivers:
+it and the speculative stretches share), and the multi-step / async-output pieces
+(:func:`block_ready`, :func:`block_kv`, :func:`release_pending`) are checked through the drivers:
 :func:`simulate_instance`, :func:`simulate_round_robin`, :func:`kv_transfer_done`.
 Times are float64 ns, token and block counts int64. Requests are given sorted by arrival.
 """
@@ -434,8 +435,124 @@ def finish_step(running, n_run, sched, computed, tokens, sampled, max_new, first
 
 
 @jit()
+def block_ready(running, n_run, sched, tokens, computed):
+    """Whether every request the step scheduled is a decode (one token left to compute):
+    the step can run as a multi-step block."""
+    for k in range(n_run):
+        r = running[k]
+        if sched[r] > 0 and tokens[r] - computed[r] != 1:
+            return False
+    return True
+
+
+@jit()
+def block_kv(multi_step, running, n_run, sched, computed, sampled, max_new, held, free,
+             block_size):
+    """The KV blocks of a multi-step block's later sub-steps, in admission order: each
+    scheduled decode samples ``min(multi_step, tokens it still needs)`` tokens in the
+    block (``sched`` becomes that), fewer when the free blocks cannot hold them (vLLM
+    would preempt; not modelled). Returns the free blocks left."""
+    for k in range(n_run):
+        r = running[k]
+        if sched[r] == 0:
+            continue
+        m = min(multi_step, max_new[r] - sampled[r])
+        while m > 1 and blocks_for(computed[r] + m, block_size) - held[r] > free:
+            m -= 1
+        need = blocks_for(computed[r] + m, block_size) - held[r]
+        held[r] += need
+        free -= need
+        sched[r] = m
+    return free
+
+
+@jit()
+def release_pending(pend, pend_first, n_pend, rel, first_ns, last_ns):
+    """Asynchronous output processing: the ``n_pend`` requests in ``pend`` that sampled in
+    the last step (``pend_first``: their first token) see those tokens at ``rel`` (the next
+    step's end). Returns 0 (none pending)."""
+    for i in range(n_pend):
+        r = pend[i]
+        if pend_first[i]:
+            first_ns[r] = rel
+        last_ns[r] = rel
+    return 0
+
+
+@jit()
+def stretch(tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fast_left,
+            fast_ctx, n_run, running, queue, q_head, q_len, computed, tokens, sampled, max_new,
+            spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free):
+    """The decode-only stretch the state allows, stepped at once: speculative steps
+    (:func:`spec_stretch`) while the head of the queue cannot be admitted, or ``k``
+    plain decode steps (:func:`decode_stretch`, :func:`step_stretch`). Returns ``(t,
+    steps, free, ran)``; ``ran``: the caller goes on to the next pass."""
+    if spec_k > 0:
+        if 0 < n_run and n_run * (spec_k + 1) <= token_budget:
+            room = token_budget if prefill_first else token_budget - n_run * (spec_k + 1)
+            if not head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed,
+                                   tokens, free, block_size):
+                t, done_steps, free = spec_stretch(
+                    tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
+                    spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns,
+                    nxt, q_len, t, free)
+                return t, done_steps, free, done_steps > 0
+        return t, 0, free, False
+    if 0 < n_run <= token_budget:
+        k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
+                           token_budget, max_seqs, block_size, prefill_first)
+        if k > 0:
+            t, done_steps, free = step_stretch(k, tables, n_run, fast_ctx, running, computed,
+                                               tokens, sampled, last_ns, held, block_size,
+                                               arrival_ns, nxt, q_len, t, free)
+            return t, done_steps, free, True
+    return t, 0, free, False
+
+
+@jit()
+def run_step(tables, m, n_dec, ctx_sum, pre_tokens, pairs, collect, running, n_run, sched,
+             computed, tokens, sampled, max_new, first_ns, last_ns, held, free, done, t, pend,
+             pend_first, n_pend):
+    """Run one scheduled step (``m`` = 1) or a multi-step block of ``m`` decode sub-steps of
+    the same batch, contexts growing; release the pending (async) tokens at the end of the
+    step or of the block's first sub-step; book the step (a block as one step of ``m``
+    tokens each, every token it sampled seen at its end, :func:`finish_step`); with
+    ``collect`` (async output, single steps) queue the requests that sampled, to be seen
+    at the next step's end. Returns ``(t, n_pend, n_run, free, done, fast_ok, fast_left,
+    fast_ctx)``."""
+    rel = t
+    for j in range(m):
+        if m == 1:
+            t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
+        else:
+            t += step_ns(tables, n_dec, ctx_sum, 0, 0.0)
+            ctx_sum += n_dec
+        if j == 0:
+            rel = t
+    if n_pend > 0:
+        n_pend = release_pending(pend, pend_first, n_pend, rel, first_ns, last_ns)
+    n_cand = 0
+    if collect:  # this step's samplers, before finish_step retires any
+        for k in range(n_run):
+            if sched[running[k]] > 0:
+                pend[n_cand] = running[k]
+                pend_first[n_cand] = first_ns[running[k]] < 0.0
+                n_cand += 1
+    n_run, free, done, fast_ok, fast_left, fast_ctx = finish_step(
+        running, n_run, sched, computed, tokens, sampled, max_new, first_ns, last_ns, held,
+        free, done, t)
+    for i in range(n_cand):
+        if last_ns[pend[i]] == t:  # it sampled: seen at the next step's end
+            pend[n_pend] = pend[i]
+            pend_first[n_pend] = pend_first[i]
+            n_pend += 1
+    return t, n_pend, n_run, free, done, fast_ok, fast_left, fast_ctx
+
+
+@jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
-                      n_blocks, block_size, spec_k=0, spec_gain=1.0, prefill_first=False):
+                      n_blocks, block_size, spec_k=0, spec_gain=1.0, prefill_first=False,
+                      multi_step=1, async_output=False):
     """Step one instance's scheduler until every request finished or was dropped.
 
     Per request (sorted by ``arrival_ns``): ``prompt`` tokens known at arrival, of which
@@ -449,6 +566,11 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     stretches then go through :func:`spec_stretch`. ``prefill_first``: vLLM V0's default scheduling (no
     chunked prefill): a step first admits waiting prompts, whole, in the full budget, and
     runs them alone; only a step that admits none decodes the running requests.
+    ``multi_step`` > 1 (vLLM's ``--num-scheduler-steps``; 1 with speculation): a
+    decode-only step runs as a block of that many sub-steps of the same sequences, the
+    scheduler and the client seeing only its end (:func:`run_step`); ``async_output``: a
+    single step's tokens reach the client at the next step's end (or at once when idle).
+    Either turns the decode stretches off.
 
     Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
     that sampled its first and its last token, the start of the first step that scheduled
@@ -459,6 +581,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
         spec_k = token_budget - 1
     if spec_gain > spec_k + 1.0:
         spec_gain = spec_k + 1.0
+    if spec_k > 0 or multi_step < 1:  # no multi-step blocks with speculation
+        multi_step = 1
+    plain = multi_step == 1 and not async_output  # the decode stretches hold
     first_ns = np.full(n, -1.0)
     last_ns = np.full(n, -1.0)
     start_ns = np.full(n, -1.0)
@@ -472,6 +597,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     emitted = np.zeros(n, dtype=np.int64)  # spec_stretch's scratch
     running = np.empty(max(n, 1), dtype=np.int64)
     queue = np.empty(max(n, 1), dtype=np.int64)  # ring buffer of waiting requests
+    pend = np.empty(max(n, 1), dtype=np.int64)  # tokens not yet processed (async_output)
+    pend_first = np.zeros(max(n, 1), dtype=np.bool_)  # ... among them its first
+    n_pend = 0
     for i in range(n):
         computed[i] = cached[i]
         tokens[i] = prompt[i]
@@ -487,32 +615,21 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     done = 0
     steps = 0
     while done < n:
-        if n_run == 0 and q_len == 0 and arrival_ns[nxt] > t:
-            t = arrival_ns[nxt]
+        if n_run == 0 and q_len == 0:
+            n_pend = 0  # idle: the last step's output is processed at once
+            if arrival_ns[nxt] > t:
+                t = arrival_ns[nxt]
         q_len, nxt, done = enqueue_arrivals(arrival_ns, prompt, max_new, n_blocks, block_size,
                                             queue, q_head, q_len, nxt, done, t)
         if n_run == 0 and q_len == 0:
             continue
-        if fast_ok and spec_k > 0 and 0 < n_run and n_run * (spec_k + 1) <= token_budget:
-            room = token_budget if prefill_first else token_budget - n_run * (spec_k + 1)
-            if not head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed,
-                                   tokens, free, block_size):
-                t, done_steps, free = spec_stretch(
-                    tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
-                    spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns,
-                    nxt, q_len, t, free)
-                steps += done_steps
-                fast_ok = False
-                if done_steps > 0:
-                    continue
-        if fast_ok and spec_k == 0 and 0 < n_run <= token_budget:
-            k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
-                               token_budget, max_seqs, block_size, prefill_first)
-            if k > 0:  # k decode-only steps with nothing to decide but time: step them
-                t, done_steps, free = step_stretch(k, tables, n_run, fast_ctx, running,
-                                                   computed, tokens, sampled, last_ns, held,
-                                                   block_size, arrival_ns, nxt, q_len, t, free)
-                steps += done_steps
+        if plain and fast_ok:  # decode-only stretches with nothing to decide but time
+            t, done_steps, free, ran = stretch(
+                tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fast_left,
+                fast_ctx, n_run, running, queue, q_head, q_len, computed, tokens, sampled,
+                max_new, spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free)
+            steps += done_steps
+            if ran:
                 fast_ok = False
                 continue
         fast_ok = False
@@ -539,18 +656,24 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
                                            spec_steps)
         if n_dec == 0 and pre_tokens == 0:
             continue  # everything running was preempted: admit again next pass
-        t += step_ns(tables, n_dec, ctx_sum, pre_tokens, pairs)
-        steps += 1
-        n_run, free, done, fast_ok, fast_left, fast_ctx = finish_step(
-            running, n_run, sched, computed, tokens, sampled, max_new, first_ns, last_ns, held,
-            free, done, t)
+        m = 1
+        if multi_step > 1 and pre_tokens == 0 and block_ready(running, n_run, sched, tokens,
+                                                              computed):
+            m = multi_step
+            free = block_kv(m, running, n_run, sched, computed, sampled, max_new, held, free,
+                            block_size)
+        t, n_pend, n_run, free, done, fast_ok, fast_left, fast_ctx = run_step(
+            tables, m, n_dec, ctx_sum, pre_tokens, pairs, async_output and m == 1, running,
+            n_run, sched, computed, tokens, sampled, max_new, first_ns, last_ns, held, free,
+            done, t, pend, pend_first, n_pend)
+        steps += m
     return first_ns, last_ns, start_ns, preemptions, steps
 
 
 @jit()
 def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
                          n_blocks, block_size, instances, spec_k=0, spec_gain=1.0,
-                         prefill_first=False):
+                         prefill_first=False, multi_step=1, async_output=False):
     """:func:`simulate_instance` on ``instances`` alike instances, request ``i`` (sorted by
     arrival) dealt to instance ``i % instances``; per-request results in the input order,
     preemptions and steps summed over the instances."""
@@ -567,7 +690,7 @@ def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budg
         f, la, s0, p, st = simulate_instance(arrival_ns[idx], prompt[idx], cached[idx],
                                              max_new[idx], tables, token_budget, max_seqs,
                                              n_blocks, block_size, spec_k, spec_gain,
-                                             prefill_first)
+                                             prefill_first, multi_step, async_output)
         first_ns[idx] = f
         last_ns[idx] = la
         start_ns[idx] = s0

@@ -155,14 +155,29 @@ class _Step:
         return budget, free
 
 
+def _release(pend: list[tuple[_Request, bool]], rel: float) -> list[tuple[_Request, bool]]:
+    """Asynchronous output processing: what the last step sampled (each request, and
+    whether its first token) reaches the client at ``rel``; nothing pending after."""
+    for r, first in pend:
+        if first:
+            r.first = rel
+        r.last = rel
+    return []
+
+
 def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached: Sequence[int],
                       max_new: Sequence[int], tables: Any, token_budget: int, max_seqs: int,
                       n_blocks: int, block_size: int, spec_k: int = 0,
                       spec_gain: float = 1.0,
-                      prefill_first: bool = False) -> tuple[list[float], list[float],
-                                                            list[float], list[int], int]:
+                      prefill_first: bool = False, multi_step: int = 1,
+                      async_output: bool = False) -> tuple[list[float], list[float],
+                                                           list[float], list[int], int]:
     spec_k = min(spec_k, token_budget - 1)  # a verify never outgrows the step's budget
     spec_gain = min(spec_gain, spec_k + 1.0)
+    if spec_k > 0 or multi_step < 1:  # no multi-step blocks with speculation
+        multi_step = 1
+    # sampled in the last single step, not yet seen (async_output), and whether first
+    pend: list[tuple[_Request, bool]] = []
     reqs = [_Request(i, float(a), int(p), int(c), int(m))
             for i, (a, p, c, m) in enumerate(zip(arrival_ns, prompt, cached, max_new,
                                                   strict=True))]
@@ -173,8 +188,10 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
     step = _Step(running, waiting, spec_k, spec_gain, block_size, max_seqs)
 
     while left:
-        if not running and not waiting and pending[0].arrival > t:
-            t = pending[0].arrival  # idle: jump to the next arrival
+        if not running and not waiting:
+            pend = []  # idle: the last step's output is processed at once
+            if pending[0].arrival > t:
+                t = pending[0].arrival  # idle: jump to the next arrival
         while pending and pending[0].arrival <= t:
             r = pending.popleft()
             if blocks_for(r.prompt + r.max_new - 1, block_size) > n_blocks:
@@ -194,8 +211,32 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
                 budget, free = step.admit(budget, free, scheduled, acc, t, whole=False)
         if not scheduled:
             continue
-        t += step_ns(tables, acc[0], acc[1], acc[2], acc[3])
-        steps += 1
+        block = multi_step > 1 and acc[2] == 0 and all(
+            r.tokens - r.computed == 1 for r in running if r.index in scheduled)
+        if block:
+            # a block of multi_step decode steps of the same batch, seen at its end
+            for r in running:
+                if r.index not in scheduled:
+                    continue
+                m = min(multi_step, r.max_new - r.sampled)
+                while m > 1 and blocks_for(r.computed + m, block_size) - r.held > free:
+                    m -= 1
+                need = blocks_for(r.computed + m, block_size) - r.held
+                r.held += need
+                free -= need
+                scheduled[r.index] = m
+            rel, ctx = t, acc[1]
+            for j in range(multi_step):
+                t += step_ns(tables, acc[0], ctx, 0, 0.0)
+                ctx += acc[0]
+                if j == 0:
+                    rel = t
+            steps += multi_step
+        else:
+            t += step_ns(tables, acc[0], acc[1], acc[2], acc[3])
+            steps += 1
+            rel = t
+        pend = _release(pend, rel)
         still = []
         for r in running:
             m = scheduled.get(r.index, 0)
@@ -205,6 +246,8 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
                     new = r.computed - r.tokens + 1
                     r.sampled += new
                     r.tokens += new
+                    if async_output and not block:  # a block's tokens are seen at its end
+                        pend.append((r, r.first < 0.0))
                     if r.first < 0.0:
                         r.first = t
                     r.last = t
@@ -223,8 +266,9 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
                          cached: Sequence[int], max_new: Sequence[int], tables: Any,
                          token_budget: int, max_seqs: int, n_blocks: int, block_size: int,
                          instances: int, spec_k: int = 0, spec_gain: float = 1.0,
-                         prefill_first: bool = False) -> tuple[list[float], list[float],
-                                                               list[float], list[int], int]:
+                         prefill_first: bool = False, multi_step: int = 1,
+                         async_output: bool = False) -> tuple[list[float], list[float],
+                                                              list[float], list[int], int]:
     n = len(arrival_ns)
     first, last, start, pre, steps = [-1.0] * n, [-1.0] * n, [-1.0] * n, [0] * n, 0
     for w in range(instances):
@@ -234,7 +278,8 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
         f, la, s0, p, st = simulate_instance([arrival_ns[i] for i in idx], [prompt[i] for i in idx],
                                              [cached[i] for i in idx], [max_new[i] for i in idx],
                                              tables, token_budget, max_seqs, n_blocks, block_size,
-                                             spec_k, spec_gain, prefill_first)
+                                             spec_k, spec_gain, prefill_first, multi_step,
+                                             async_output)
         for k, i in enumerate(idx):
             first[i], last[i], start[i], pre[i] = f[k], la[k], s0[k], p[k]
         steps += st

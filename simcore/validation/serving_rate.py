@@ -11,6 +11,21 @@ request's input and output length, so the simulation replays exactly those reque
 and TPOT beside the measured ones. ``simcore validate`` prints them as their own held-out
 section; nothing here is fitted.
 
+The server was vLLM v0.6.0 with multi-step scheduling, ``--num-scheduler-steps 10`` (not
+v0.5.4, as this module first read it): the files themselves show it. Every request's first
+streamed chunk holds one token and every later one ten (``1 + 10·(len(itls) - 1) <
+output_len <= 1 + 10·len(itls)`` for every request; the H100 N=10 file's output 120 has
+12 gaps of ~73 ms, ten decode steps of ~7.3 ms each); the runs are dated 2024-09-07/08,
+two days after v0.6.0's release; the repository's later README sets ``vLLM_BUILD="v0.6.0"``
+with ``NUM_SCHEDULER_STEPS=10`` and its benchmark_v0.md credits "the multi-step
+scheduling feature (num-scheduler-steps=10)" and notes that ITL is "inflated by the
+num-scheduler-steps". So the replay prices the steps with the ``vllm-0.6`` runtime
+(:data:`SERVER_RUNTIME`) and schedules as v0.6.0's engine (vllm @32e7db25, the v0.6.0
+tag) does: decodes in blocks of :data:`SERVER_MULTI_STEP` steps, the scheduler (admission,
+retirement) running only at a block's end and the block's tokens streamed then; prompts
+in single steps; asynchronous output processing (its default), so a prompt step's first
+tokens reach the client when the next step ends.
+
 Like for like with the measurement (vLLM's ``benchmark_serving.py`` of that time): a
 request's TPOT is ``(latency - TTFT) / (output_len - 1)`` for output lengths above 1, the
 percentiles are numpy's (linear interpolation), and a request the file lists with 0
@@ -20,11 +35,10 @@ simcore's (:class:`~simcore.studies.serving.simulate.Scheduler`) with the server
 launch flags (the repository's ``benchmark.py`` at 29dd18a: ``--max-num-seqs 1024``,
 ``--gpu-memory-utilization 0.95``; neither binds with at most 160 requests), a token
 budget of ``max(max_model_len, 2048)`` = 2048 (vLLM's default ``max_num_batched_tokens``
-without chunked prefill), and
-vLLM V0's prefill-first policy (:data:`SERVER_POLICY`: waiting prompts run whole in steps
-of their own, before any decode). Not modelled: the server's per-request API work
-(HTTP, tokenising, detokenising) and its streaming cadence (the files' inter-token lists
-hold one entry per ~10 tokens: tokens reached the client in bursts).
+without chunked prefill), vLLM V0's prefill-first policy (:data:`SERVER_POLICY`:
+waiting prompts run whole in steps of their own, before any decode) and the multi-step
+blocks and output processing above. Not modelled: the server's per-request API work
+(HTTP, tokenising, detokenising) and the host time of a scheduler call.
 """
 
 from __future__ import annotations
@@ -44,6 +58,10 @@ _JSON = Path(__file__).with_name("serving_percentiles.json")
 #: scheduler without chunked prefill (its default below 32K contexts) runs waiting prompts
 #: whole in steps of their own before any decode
 SERVER_POLICY = "prefill_first"
+#: the servers' stack: vLLM v0.6.0 (:mod:`simcore.model.runtime`'s ``vllm-0.6``)
+SERVER_RUNTIME = "vllm-0.6"
+#: ``--num-scheduler-steps 10``: decodes in blocks of 10 steps, streamed at each block's end
+SERVER_MULTI_STEP = 10
 #: the metrics compared, (key in the file, label)
 METRICS: tuple[tuple[str, str], ...] = (("median_ttft_ms", "p50 TTFT"),
                                         ("p99_ttft_ms", "p99 TTFT"),
@@ -81,7 +99,7 @@ def _instance(model: str, family: str, max_len: int, sched: Any, efficiency: Any
     fam = get_family(family)
     insts = price_instances(load_model(model), family=fam, hardware=fam.hardware,
                             efficiency=efficiency, dtype="", max_devices=1, max_tokens=max_len,
-                            scheduler=sched)
+                            scheduler=sched, runtime=SERVER_RUNTIME)
     return next(i for i in insts if i.label == "TP1")
 
 
@@ -90,7 +108,8 @@ def _predict(p: dict[str, Any], efficiency: Any = None) -> dict[str, float]:
     from ..studies.serving.traffic import Traffic
 
     sched = Scheduler(token_budget=max(int(p["max_model_len"]), 2048), max_seqs=1024,
-                      kv_usable_fraction=0.95, policy=SERVER_POLICY)
+                      kv_usable_fraction=0.95, policy=SERVER_POLICY,
+                      multi_step=SERVER_MULTI_STEP, async_output=True)
     isl = np.asarray(p["input_lens"], dtype=np.int64)
     out = np.asarray(p["output_lens"], dtype=np.int64)
     osl = np.maximum(out, 1)

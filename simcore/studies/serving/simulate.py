@@ -78,7 +78,13 @@ class Scheduler:
     emits the expected tokens per sequence and keeps their KV; ``policy``: ``"mixed"``
     (vLLM V1, SGLang, TensorRT-LLM: decodes first, prompts chunked into the rest of the
     budget) or ``"prefill_first"`` (vLLM V0 without chunked prefill, its default below 32K
-    contexts: a step admits waiting prompts whole and runs them alone, decodes wait).
+    contexts: a step admits waiting prompts whole and runs them alone, decodes wait);
+    ``multi_step``: vLLM's ``--num-scheduler-steps`` (>= 1; above 1 not with
+    ``speculative``): a decode-only step runs as a block of that many decode steps of the
+    same batch, the scheduler (admission, retirement) running again only at its end and
+    the block's tokens reaching the client at its end, prompt steps running singly;
+    ``async_output``: vLLM's asynchronous output processing, a single step's tokens
+    reaching the client when the next step ends (vLLM 0.6's default; off: at once).
     """
 
     token_budget: int = 8192
@@ -89,6 +95,8 @@ class Scheduler:
     prefix_hit_rate: float = 0.0
     speculative: Speculative | None = None
     policy: str = "mixed"
+    multi_step: int = 1
+    async_output: bool = False
 
     def __post_init__(self) -> None:
         for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
@@ -116,6 +124,16 @@ class Scheduler:
         if self.policy not in POLICIES:
             raise ServingError(f"policy (--schedule) must be one of {POLICIES}, got "
                                f"{self.policy!r}")
+        ms = self.multi_step
+        if isinstance(ms, bool) or not isinstance(ms, int | np.integer) or not 1 <= ms <= 1 << 10:
+            raise ServingError(f"multi_step (vLLM's --num-scheduler-steps) must be an integer "
+                               f"in [1, {1 << 10}], got {ms!r}")
+        if ms > 1 and self.speculative is not None:
+            raise ServingError("multi_step (--num-scheduler-steps) above 1 cannot be combined "
+                               "with speculative decoding (vLLM refuses it too)")
+        if not isinstance(self.async_output, bool | np.bool_):
+            raise ServingError(f"async_output must be True or False, got "
+                               f"{self.async_output!r}")
         if self.kv_overlap not in KV_OVERLAPS:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
@@ -126,6 +144,10 @@ class Scheduler:
         spec = f"; {self.speculative.describe()}" if self.speculative is not None else ""
         how = ("chunked prefill, mixed batches" if self.policy == "mixed" else
                "prefill-first: waiting prompts whole, in steps of their own")
+        if self.multi_step > 1:
+            how += f", decodes in blocks of {self.multi_step} steps"
+        if self.async_output:
+            how += ", asynchronous output processing"
         return (f"token budget {self.token_budget} per step ({how}), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
                 f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}{spec}")
@@ -282,15 +304,18 @@ def _deal(arrival_ns: np.ndarray, prompt: np.ndarray, cached: np.ndarray,
           instances: int, decode: bool = True) -> tuple[Any, ...]:
     """Requests (sorted by arrival) dealt round-robin to ``instances`` instances of
     ``inst``, all simulated in one kernel call (``decode``: speculating when the
-    scheduler does; a prefill worker never decodes)."""
+    scheduler does; a prefill worker never decodes, its KV ready at its step's end: no
+    multi-step blocks, no output delay)."""
     spec_k, gain = sched.spec_args if decode else (0, 1.0)
+    steps = int(sched.multi_step) if decode else 1
     return request_kernels().simulate_round_robin(
         np.ascontiguousarray(arrival_ns, dtype=np.float64),
         np.ascontiguousarray(prompt, dtype=np.int64),
         np.ascontiguousarray(cached, dtype=np.int64),
         np.ascontiguousarray(max_new, dtype=np.int64), inst.tables,
         int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
-        int(sched.block_size), int(instances), spec_k, gain, sched.policy == "prefill_first")
+        int(sched.block_size), int(instances), spec_k, gain, sched.policy == "prefill_first",
+        steps, bool(sched.async_output) and decode)
 
 
 def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
