@@ -45,6 +45,9 @@ SCALAR_ARGS = {
     "moe_permute_bytes": st.tuples(st.integers(1, 8).map(float), st.integers(1, 16384).map(float),
                                    st.sampled_from([0.5, 1.0, 2.0]), st.floats(0.0, 1e7)),
     "experts_touched": _experts(),
+    "busiest_rank_experts": _experts().flatmap(lambda e: st.sampled_from(
+        [d for d in (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0) if d <= e[0] and e[0] % d == 0]
+    ).map(lambda ep: (*e, ep))),
 }
 
 

@@ -297,6 +297,19 @@ def experts_touched(n_experts, top_k, n_tokens) -> float:
     return n_experts * (1 - p_idle ** n_tokens)
 
 
+def busiest_rank_experts(n_experts, top_k, n_tokens, ep) -> float:
+    """Expected distinct local experts on the busiest of ``ep`` EP ranks (uniform routing,
+    independent Binomial(E/ep, p) counts): the expectation of their maximum, summed over
+    its distribution (``P(max > j) = 1 - F(j)^ep``)."""
+    m = round(n_experts / ep)
+    p = 1 - (1 - top_k / n_experts) ** n_tokens
+    if ep <= 1 or p <= 0 or p >= 1:
+        return n_experts / ep * min(max(p, 0.0), 1.0)
+    pmf = [math.comb(m, j) * p ** j * (1 - p) ** (m - j) for j in range(m + 1)]
+    cdf = [sum(pmf[:j + 1]) for j in range(m)]
+    return sum(1 - min(c, 1.0) ** ep for c in cdf)
+
+
 def ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per_act):
     """(FLOPs, bytes) of the dense FFN or the experts sharded like it."""
     flops = 2 * ffn_tokens * model.ffn_active_params_per_layer / ffn_ranks / mm_rate
@@ -311,7 +324,7 @@ def expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_we
     tokens at the capacity factor, the weights of its experts the DP replicas' tokens touch."""
     E, k, t = model.n_experts, model.top_k, tokens[4]
     router = _router_params(model)
-    mine = experts_touched(E, k, t * dp) / ep
+    mine = busiest_rank_experts(E, k, t * dp, ep)
     flops = 2 * t * (k * model.expert_params * _EP_CAPACITY + router) / tp / mm_rate
     read = mine * model.expert_params / (tp * dp / ep) + router / tp
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
@@ -329,7 +342,7 @@ def expert_slice_ns(model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep) 
         return 0.0
     E, k = model.n_experts, model.top_k
     if ep > 1:
-        r, local = tp * dp / ep, experts_touched(E, k, tokens[4] * dp) / ep
+        r, local = tp * dp / ep, busiest_rank_experts(E, k, tokens[4] * dp, ep)
     else:
         r, local = ffn_ranks, experts_touched(E, k, ffn_tokens)
     return _EXPERT_SLICE_NS * local * (1 - 1 / r) ** 2 * model.n_moe_layers / model.n_layers

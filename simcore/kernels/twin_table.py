@@ -74,6 +74,7 @@ TWINS: tuple[Twin, ...] = (
     Twin("splitk_combine", "inference", "inference_ref"),
     Twin("ffn_shard", "inference", "inference_ref"),
     Twin("experts_touched", "inference", "inference_ref"),
+    Twin("busiest_rank_experts", "inference", "inference_ref"),
     Twin("ffn_gemms", "inference", "inference_ref"),
     Twin("expert_gemms_ep", "inference", "inference_ref"),
     Twin("expert_slice_ns", "inference", "inference_ref"),
