@@ -16,7 +16,7 @@ import numpy as np
 from ._numba import jit
 from .collectives import group_span, tier_of
 
-__all__ = ["OPS_LAYER", "OPS_MOE", "add_comm", "moe_permute_bytes", "placement",
+__all__ = ["OPS_LAYER", "OPS_MLA", "OPS_MOE", "add_comm", "moe_permute_bytes", "placement",
            "tier_alpha_ns", "tier_base_ns", "window_keys"]
 
 #: kernel launches of one decoder layer with two norms: input norm, QKV GEMM, RoPE + KV
@@ -26,6 +26,16 @@ __all__ = ["OPS_LAYER", "OPS_MOE", "add_comm", "moe_permute_bytes", "placement",
 OPS_LAYER = 10.0
 #: extra launches of an MoE layer: router GEMM, top-k, token permute, un-permute + combine
 OPS_MOE = 4.0
+#: extra launches on the critical path of an MLA attention block (DeepSeek-V2/V3): the
+#: q_a RMSNorm, the q up-projection GEMM and the absorbed-V batched matmul after the
+#: attention kernel; the fused q_a/kv_a down-projection, the absorbed-K batched matmul
+#: (beside RoPE + the latent cache write on a second stream), the attention kernel and
+#: o_proj take the QKV GEMM's, RoPE's, attention's and O's places, and the kv_a norm runs
+#: beside the q path (ai-dynamo/aiconfigurator aic-core/src/aiconfigurator_core/sdk/models/
+#: deepseek.py @095f58a51c4ca8e61b66ec108d86f223f8d559ce, generation_ops: TensorRT-LLM's
+#: MLA decode as downscale GEMM, q_a_layernorm, q_b GEMM, bmm_pre || rope_kvcache,
+#: attention, bmm_post, o_proj)
+OPS_MLA = 3.0
 
 # placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first; PP outside
 # DP as Megatron-LM ("tp-cp-ep-dp-pp"), torchtitan and DeepSpeed place them

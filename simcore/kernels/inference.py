@@ -52,6 +52,7 @@ from .collectives import (
 )
 from .common import (
     OPS_LAYER,
+    OPS_MLA,
     OPS_MOE,
     add_comm,
     attention_kernel_rate,
@@ -680,8 +681,10 @@ def model_flops(mp, wp, causal, pair_frac, ctx_mix):
 @jit()
 def layer_launches(mp):
     """Kernel launches of one decoder layer before its collectives: ``OPS_LAYER`` with two
-    norms, one more or fewer per norm, ``OPS_MOE`` more for an MoE layer."""
-    return OPS_LAYER + (mp.norms - 2.0) + (OPS_MOE if mp.n_experts > 1.0 else 0.0)
+    norms, one more or fewer per norm, ``OPS_MOE`` more for an MoE layer, ``OPS_MLA`` more
+    for MLA attention."""
+    return (OPS_LAYER + (mp.norms - 2.0) + (OPS_MOE if mp.n_experts > 1.0 else 0.0)
+            + (OPS_MLA if mp.mla == 1.0 else 0.0))
 
 
 @jit()

@@ -453,8 +453,10 @@ def model_flops(model, workload, pair_frac, ctx_mix) -> float:
 
 
 def layer_launches(model) -> float:
-    """A layer's kernels: 10 with two norms, one more or fewer per norm, 4 more for MoE."""
-    return 10 + (model.n_norms_per_layer - 2) + (4 if model.n_experts > 1 else 0)
+    """A layer's kernels: 10 with two norms, one more or fewer per norm, 4 more for MoE,
+    3 more for MLA attention (q_a norm, q up-projection, absorbed-V matmul)."""
+    return (10 + (model.n_norms_per_layer - 2) + (4 if model.n_experts > 1 else 0)
+            + (3 if model.is_mla else 0))
 
 
 def step_overheads(workload, pp, layer_mult, n_ops) -> tuple:
