@@ -284,3 +284,26 @@ def test_with_runtime__keeps_explicit_settings_even_equal_to_the_old_profiles():
     e = Workload("decode", runtime="vllm", cuda_graphs=False)  # explicit before: kept
     assert e.with_runtime("trtllm").cuda_graphs is False
     assert e.with_runtime("trtllm").runtime == "trtllm"
+
+
+def test_profile__trtllm_mla_decode_floor_prices_mla_decode_layers_only():
+    from simcore import get_model
+    from simcore.engine.single import predict
+
+    rt = RUNTIMES["trtllm"]
+    assert rt.setting("mla_decode_ns", "decode", 1024) == 18_400.0
+    assert rt.setting("mla_decode_ns", "prefill", 1024) == 0.0
+    assert RUNTIMES["sglang"].setting("mla_decode_ns", "decode", 1024) == 0.0
+    ds = get_model("deepseek-ai/DeepSeek-V3")
+    lay = {"tp": 8, "ep": 8}
+    wl = Workload("decode", batch=4, s_kv=1536, runtime="trtllm")
+    with_floor = predict(ds, wl, lay, family="H200").latency_ns
+    without = predict(ds, replace(wl, mla_decode_ns=0.0), lay, family="H200").latency_ns
+    assert with_floor - without == pytest.approx(ds.n_layers * 18_400.0, rel=1e-9)
+    # a GQA model and a prefill step do not move
+    llama = get_model("Llama 3.1 70B")
+    gqa = Workload("decode", batch=4, s_kv=1536, runtime="trtllm")
+    assert predict(llama, gqa, {"tp": 8}, family="H200").latency_ns == pytest.approx(
+        predict(llama, replace(gqa, mla_decode_ns=0.0), {"tp": 8}, family="H200").latency_ns)
+    pre = Workload("prefill", batch=1, s_kv=1024, runtime="trtllm")
+    assert pre.mla_decode_ns == 0.0

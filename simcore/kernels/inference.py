@@ -525,6 +525,17 @@ def expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp, ep):
 
 
 @jit()
+def mla_decode_floor(mp, wp):
+    """Device time per layer (ns) a decode step's MLA attention op takes beyond a GQA
+    decode attention op at small batch (``Workload.mla_decode_ns``, the runtime's
+    measured value: TensorRT-LLM's MLA generation op against its GQA one); 0 without
+    MLA or outside decode."""
+    if mp.mla == 1.0 and wp.mode == 1.0:
+        return wp.mla_decode_ns
+    return 0.0
+
+
+@jit()
 def elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act):
     """HBM bytes per layer outside the GEMMs: residual adds and norms read and write the
     hidden state twice; an MoE layer permutes its tokens (with EP, each TP rank its 1/tp
@@ -808,8 +819,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.model_flops = model_flops(mp, wp, causal, pair_frac, ctx_mix)
     out.n_ops = n_ops
     out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops)
-    out.launch_ns += layer_mult * expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp,
-                                                  ep)
+    out.launch_ns += layer_mult * (expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp,
+                                                   ep) + mla_decode_floor(mp, wp))
     out.step_seqs = seqs_replica  # the replica's sequences (decode with PP: every micro-batch's)
     out.lowp_mm = out.lowp_head = 1.0 if wp.act_code != 0.0 else 0.0
     _no_training_terms(out)

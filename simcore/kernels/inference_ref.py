@@ -348,6 +348,13 @@ def expert_slice_ns(model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep) 
     return _EXPERT_SLICE_NS * local * (1 - 1 / r) ** 2 * model.n_moe_layers / model.n_layers
 
 
+def mla_decode_floor(model, workload) -> float:
+    """An MLA decode attention op's extra device time per layer (the runtime's)."""
+    if model.is_mla and workload.mode == "decode":
+        return float(workload.mla_decode_ns)
+    return 0.0
+
+
 def elementwise_bytes(model, tokens, ffn_tokens, tp, ep, bytes_per_act) -> float:
     """Residual adds and norms (hidden state read and written twice), MoE token permutes."""
     nbytes = 4 * tokens[4] * model.d_model * bytes_per_act
@@ -570,8 +577,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     t_head, head_kind = roofline(*head_fb)
     step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches)
     overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
-                + floor * efficiency.step_overhead_ns + path_layers * expert_slice_ns(
-                    model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep))
+                + floor * efficiency.step_overhead_ns + path_layers * (expert_slice_ns(
+                    model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep)
+                    + mla_decode_floor(model, workload)))
     layer_time = sum(t for t, _ in times.values()) + exposed + comm
     latency = path_layers * (layer_time + t_elem) + t_head + t_pp + overhead
     # the scheduler's cost per sequence of the replica runs on the host one step ahead

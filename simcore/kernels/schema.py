@@ -96,7 +96,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("launch_ns", "ns", "host time per step to launch the kernels that are not replayed "
           "from a CUDA graph (inference.LAUNCH_NS each), and the serving loop's host time "
-          "per step (Workload.host_step_ns)"),
+          "per step (Workload.host_step_ns); decode of an MLA model: the stack's MLA attention "
+          "op's extra device time per layer (Workload.mla_decode_ns), and FP8 expert slices"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
     Field("core_gemm", "1", "share of the attention core's FLOPs that run at the matmul rate "
@@ -266,6 +267,7 @@ class WorkloadParams(NamedTuple):
     quant_group: float = 128.0  #: inference, weight-only: weights per scale group (0: per channel)
     quant_zeros: float = 0.0  #: inference, weight-only: :data:`QUANT_ZERO_CODES`
     host_step_ns: float = 0.0  #: inference: the serving loop's host time per step (ns)
+    mla_decode_ns: float = 0.0  #: decode: an MLA attention op's extra device time per layer (ns)
 
 
 #: ``Workload.quant_zeros`` → code in :attr:`WorkloadParams.quant_zeros`
@@ -417,6 +419,7 @@ def pack_workload(workload) -> WorkloadParams:
         quant_group=float(workload.quant_group),
         quant_zeros=float(QUANT_ZERO_CODES[workload.quant_zeros]),
         host_step_ns=0.0 if train else float(workload.host_step_ns),
+        mla_decode_ns=float(workload.mla_decode_ns) if workload.mode == "decode" else 0.0,
     )
 
 

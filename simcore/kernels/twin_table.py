@@ -78,6 +78,7 @@ TWINS: tuple[Twin, ...] = (
     Twin("ffn_gemms", "inference", "inference_ref"),
     Twin("expert_gemms_ep", "inference", "inference_ref"),
     Twin("expert_slice_ns", "inference", "inference_ref"),
+    Twin("mla_decode_floor", "inference", "inference_ref"),
     Twin("elementwise_bytes", "inference", "inference_ref"),
     Twin("lm_head", "inference", "inference_ref"),
     Twin("tp_allreduce", "inference", "inference_ref"),

@@ -50,6 +50,7 @@ _WORKLOAD_RANGES: dict[str, Range] = {
     "moe_load_imbalance": Range(1, 1024, "(busiest EP rank's routed tokens / the mean)",
                                 integer=False),
     "host_step_ns": Range(0, 1e10, "ns (serving loop's host time per step)", integer=False),
+    "mla_decode_ns": Range(0, 1e7, "ns (MLA decode attention's extra time per layer)", integer=False),
     "quant_group": Range(0, 1e6, "(weights per scale group; 0 = one per output channel)"),
 }
 #: Zero points of a weight-only INT4 / INT8 format, per scale group: ``Workload.quant_zeros``
@@ -266,6 +267,12 @@ class Workload:
         A runtime profile sets it (None, the default: the runtime's, 0 for the library
         default): ``runtime="vllm-0.5"`` adds the 4 ms per decode step that
         vllm-project/vllm issue #6854 measures in vLLM 0.5.
+    mla_decode_ns : float
+        Decode of an MLA model: device time per layer the stack's MLA attention op takes
+        beyond a GQA decode attention op (``kernels.inference.mla_decode_floor``). A
+        runtime profile sets it (None, the default: the runtime's; ``runtime="trtllm"``:
+        18.4 us, measured; 0 for the library default and the stacks whose MLA kernels no
+        cited measurement covers).
     quant_group : int
         Inference, ``weight_dtype`` ``"int4"`` / ``"int8"`` with 16-bit activations
         (weight-only, W4A16 / W8A16): weights per scale group along the input dimension;
@@ -317,6 +324,7 @@ class Workload:
     eager_elementwise: bool = None  # type: ignore[assignment]
     eager_loss: bool = None  # type: ignore[assignment]
     host_step_ns: float = None  # type: ignore[assignment]  # None: the runtime's
+    mla_decode_ns: float = None  # type: ignore[assignment]  # None: the runtime's
     quant_group: int = 128
     quant_zeros: str = "none"
     runtime: str = DEFAULT_RUNTIME

@@ -18,7 +18,7 @@ Examples
 >>> len(rows) == len(MEASUREMENTS)
 True
 >>> round(100 * mean_abs_error(rows), 1)  # in sample, every point fitted
-7.9
+7.7
 """
 
 from __future__ import annotations
