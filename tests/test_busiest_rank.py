@@ -10,12 +10,12 @@ from simcore.kernels.inference import busiest_rank_experts, experts_touched
 
 
 @pytest.mark.parametrize("n_experts, top_k, ep", [(256, 8, 8), (128, 8, 8), (64, 6, 4)])
-@pytest.mark.parametrize("tokens", [1, 4, 16, 64])
+@pytest.mark.parametrize("tokens", [1, 4, 24])
 def test_busiest_rank_experts__matches_uniform_routing_sampled(n_experts, top_k, ep, tokens):
     rng = np.random.default_rng(7)
     m = n_experts // ep
     busiest = []
-    for _ in range(3000):
+    for _ in range(1000):
         hit = np.zeros(n_experts, dtype=bool)
         for _t in range(tokens):
             hit[rng.choice(n_experts, top_k, replace=False)] = True

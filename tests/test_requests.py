@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcore.kernels import requests as kernel
@@ -82,6 +82,7 @@ def test_simulate_instance__kernel_matches_discrete_event_twin(case):
     assert got[4] == want[4]
 
 
+@settings(max_examples=40)
 @given(traces(), st.integers(1, 12), st.booleans(), st.booleans(), st.integers(100, 10_000))
 def test_simulate_instance__multi_step_and_async_output_kernel_matches_twin(case, multi_step,
                                                                             async_output, first,

@@ -115,11 +115,10 @@ def _best(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[float, s
 
 
 def test_tune_runtime__changes_the_result_and_the_header_names_it(capsys):
-    default, head_d = _best(TUNE, capsys)
-    deepspeed, head_s = _best([*TUNE, "--runtime", "deepspeed"], capsys)
+    default, head_d = _best(TUNE, capsys)  # the default is the deepspeed profile
     hf, head_h = _best([*TUNE, "--runtime", "hf-eager"], capsys)
-    assert TUNE_DEFAULTS.runtime == "deepspeed" and default == deepspeed
-    assert "(--runtime deepspeed: DeepSpeed ZeRO" in head_d and head_d == head_s
+    assert TUNE_DEFAULTS.runtime == "deepspeed"
+    assert "(--runtime deepspeed: DeepSpeed ZeRO" in head_d
     # the Hugging Face Trainer's eager element-wise kernels and fp32 loss: fewer samples/s
     assert hf < 0.95 * default
     assert "eager element-wise kernels" in head_h and "(--runtime hf-eager:" in head_h
