@@ -514,11 +514,12 @@ def expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp, ep):
     if mp.n_experts <= 1.0 or wp.act_code != 1.0:
         return 0.0
     E = mp.n_experts
+    r = float(tp) * dp / float(ep) if ep > 1 else ffn_ranks
+    if r <= 1.0:  # whole experts: no slices (and no busiest-rank count to work out)
+        return 0.0
     if ep > 1:
-        r = float(tp) * dp / float(ep)
         local = busiest_rank_experts(E, mp.top_k, tokens[4] * dp, float(ep))
     else:
-        r = ffn_ranks
         local = experts_touched(E, mp.top_k, ffn_tokens)
     thin = 1.0 - 1.0 / r
     return EXPERT_SLICE_NS * local * thin * thin * mp.moe_layers / mp.n_layers
