@@ -69,7 +69,8 @@ def workloads(draw):
     return Workload(mode, batch=draw(st.integers(1, 64)), s_kv=s_kv, s_q=s_q,
                     weight_dtype=draw(dtypes), act_dtype=draw(act), kv_dtype=draw(dtypes),
                     cuda_graphs=draw(st.booleans()), prefill_tokens=mixed,
-                    prefill_context=draw(st.integers(0, 100_000)) if mixed else 0)
+                    prefill_context=draw(st.integers(0, 100_000)) if mixed else 0,
+                    moe_load_imbalance=draw(st.sampled_from([1.0, 1.0, 1.109, 2.564])))
 
 
 knob = st.floats(0.5, 1e5, allow_nan=False, allow_infinity=False)

@@ -19,7 +19,7 @@ from simcore.validation.data_moe import (
 
 #: In-sample mean |error| of the data_moe points with the factors fitted with them (the
 #: target of issue 33 is 0.15; docs/validation.md, MoE serving points, says what is missing).
-MOE_CEILING = 0.163
+MOE_CEILING = 0.165
 
 
 @pytest.fixture(scope="module")

@@ -225,9 +225,10 @@ def _budget(family: Any, gpus: int | None) -> Any:
 def assumptions(workload: Any, budget: str, model: Any = None) -> str:
     """The ``assumed:`` line of the CLI's headers for a page: ``budget`` in words, the
     workload's precision and runtime."""
-    from ..studies.assumptions import assumed_line, precision_text, runtime_text
+    from ..studies.assumptions import assumed_line, precision_text, routing_text, runtime_text
 
-    return assumed_line(budget, precision_text(workload, model), runtime_text(workload))
+    return assumed_line(budget, precision_text(workload, model), runtime_text(workload),
+                        routing_text(workload, model))
 
 
 def explore_assumptions(result: Any, *, family: str | None, gpus: int | None = None,

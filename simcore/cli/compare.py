@@ -92,15 +92,26 @@ def add_parser(sub: Any, name: str, help: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import SimcoreInputError
     from ..model.specs import Workload
-    from ..studies.assumptions import assumed_line, budgets_text, precision_text, runtime_text
+    from ..studies.assumptions import (
+        assumed_line,
+        budgets_text,
+        precision_text,
+        routing_text,
+        runtime_text,
+    )
     from ..studies.compare import compare, parse_design
 
     refuse_shared_paths(out=args.out, plot=args.plot)  # before any work
     graphs = cuda_graphs_flag(args)
     stack = runtime_kwargs(args)
     model = resolve_model(args)
-    if stack.get("runtime"):
-        workload: Any = Workload(args.mode, batch=1, s_kv=8192, **stack)
+    skew = ({"moe_load_imbalance": args.moe_imbalance}
+            if getattr(args, "moe_imbalance", None) is not None else {})
+    if stack.get("runtime") or skew:
+        kw = {**stack, **skew}
+        if graphs and args.mode == "decode":
+            kw.setdefault("cuda_graphs", True)
+        workload: Any = Workload(args.mode, batch=1, s_kv=8192, **kw)
     else:
         workload = Workload("decode", cuda_graphs=True) if graphs else args.mode
     budgets = [resolve_budget(args, parse_design(d)[1]) for d in args.designs]
@@ -113,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
               f"{r.dataset.sizes['batch'] * r.dataset.sizes['s_kv']} points, every design fits "
               f"at {len(r.shared)}; speed-up = latency of {r.designs[0]} / latency",
               assumed_line(budgets_text(r.designs, budgets),
-                           precision_text(r.workload, model), runtime_text(r.workload))]
+                           precision_text(r.workload, model), runtime_text(r.workload),
+                           routing_text(r.workload, model))]
     rows = r.rows()
     if args.plot is not None:
         from ..studies.plot import plot_compare

@@ -222,7 +222,7 @@ def _print_header(args: argparse.Namespace, model: Any, wl: Any, fam: Any, budge
                   n_fit: int, n_points: int, n_skipped: int, notes: Any) -> None:
     """What was evaluated, what it assumed and, in training, what was searched."""
     from ..engine.space import TRAIN_DIMS
-    from ..studies.assumptions import assumed_line, precision_text, runtime_text
+    from ..studies.assumptions import assumed_line, precision_text, routing_text, runtime_text
 
     s_kv = ",".join(map(str, sweep.get("s_kv", [wl.s_kv])))
     batch = ",".join(map(str, sweep.get("batch", [wl.batch])))
@@ -233,8 +233,8 @@ def _print_header(args: argparse.Namespace, model: Any, wl: Any, fam: Any, budge
           f"(a {p0.topology.n_devices}-device system), {args.space} space{_ep_text(p0)}: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory{over}",
           file=notes)
-    print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl)),
-          file=notes)
+    print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl),
+                       routing_text(wl, model)), file=notes)
     if wl.mode == "train":
         searched = [d for d in sweep_dims if d in TRAIN_DIMS]
         text = {"micro_batch": "micro-batch", "zero_stage": "ZeRO stage",

@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
     from ..engine.distributed import warm_cache
     from ..engine.sweep import StoreMismatchError
     from ..errors import DeviceBudgetError, SimcoreRetryError
-    from ..studies.assumptions import assumed_line, precision_text, runtime_text
+    from ..studies.assumptions import assumed_line, precision_text, routing_text, runtime_text
     from ..studies.codesign import joint_explore
     from ..studies.report import fmt_ns, fmt_num
 
@@ -330,7 +330,7 @@ def run(args: argparse.Namespace) -> int:
           f"evaluations in {wall:.2f} s ({fmt_num(r.total_joint / max(wall, 1e-9))} evals/s, "
           f"sensitivity included; kernels loaded in {t_load:.1f} s before)", file=notes)
     print(assumed_line(budget.describe(), precision_text(r.workload, model),
-                       runtime_text(r.workload)), file=notes)
+                       runtime_text(r.workload), routing_text(r.workload, model)), file=notes)
     code = _print_rows(args, r, fmt_ns)
     _save_files(args, r, notes)  # after the rows: a failed save never hides the result
     return code

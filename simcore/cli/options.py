@@ -538,8 +538,9 @@ def add_hardware_overrides(p: argparse.ArgumentParser, *, what: str = "") -> Non
 
 
 def add_space_option(p: argparse.ArgumentParser) -> None:
-    """``--space reduced|full`` (default :data:`DEFAULT_SPACE`) and ``--ep`` (expert
-    parallelism of a mixture-of-experts model); read them with :func:`resolve_space`."""
+    """``--space reduced|full`` (default :data:`DEFAULT_SPACE`), ``--ep`` (expert
+    parallelism of a mixture-of-experts model) and ``--moe-imbalance`` (its routing skew);
+    read them with :func:`resolve_space` and :func:`make_workload`."""
     p.add_argument("--space", choices=SPACES, default=DEFAULT_SPACE,
                    help="layout space: reduced (1,920 layouts of a dense model) or full "
                         "(30,720); a mixture-of-experts model's also search expert "
@@ -550,6 +551,30 @@ def add_space_option(p: argparse.ArgumentParser) -> None:
                         "dispatch and combine); one value pins it, all takes every divisor "
                         "of the experts that a layout's devices can hold (default: the powers "
                         "of two dividing the experts, up to the budget)")
+    p.add_argument("--moe-imbalance", type=moe_imbalance_arg, default=None,
+                   metavar="balanced|eplb|no-eplb|X",
+                   help="mixture-of-experts models with --ep > 1: the busiest expert-parallel "
+                        "rank's routed tokens over the mean; its expert matmuls and all-to-all "
+                        "traffic scale by it. eplb = 1.109 and no-eplb = 2.564 are measured "
+                        "(TensorRT-LLM, DeepSeek-R1 decode at EP 32 with and without its "
+                        "expert load balancer) (default: balanced, 1)")
+
+
+def moe_imbalance_arg(text: str) -> float:
+    """``--moe-imbalance``: a :data:`~simcore.model.workload.MOE_ROUTING` name or a number
+    >= 1.
+
+    Examples
+    --------
+    >>> moe_imbalance_arg("eplb"), moe_imbalance_arg("1.5")
+    (1.109, 1.5)
+    """
+    from ..model.workload import moe_imbalance_value
+
+    try:
+        return moe_imbalance_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
 
 
 def ep_values(text: str) -> tuple[int, ...] | str:
@@ -576,6 +601,10 @@ def resolve_space(args: argparse.Namespace, model: Any, gpus: Any = None) -> Any
     list of budgets (one per design); an ``--ep`` the model cannot take within one of
     them is a :class:`SimcoreInputError` naming the values it can, and any ``--ep``
     above 1 on a dense model one saying so."""
+    imbalance = getattr(args, "moe_imbalance", None)
+    if model.n_experts <= 1 and imbalance is not None and imbalance != 1.0:
+        raise SimcoreInputError(f"--moe-imbalance: model {model.name} is dense (no experts); "
+                                "--moe-imbalance applies to mixture-of-experts models")
     ep = getattr(args, "ep", None)
     if ep is None:
         return args.space
@@ -702,7 +731,8 @@ _WORKLOAD_OPTIONS = {"mode": "--mode", "s_kv": "--s-kv", "batch": "--batch",
                      "micro_batch": "--micro-batch", "recompute": "--recompute",
                      "zero_stage": "--zero-stage", "precision": "--dtype",
                      "weight_dtype": "--dtype", "act_dtype": "--dtype", "kv_dtype": "--kv-dtype",
-                     "cuda_graphs": "--cuda-graphs", "runtime": "--runtime"}
+                     "cuda_graphs": "--cuda-graphs", "runtime": "--runtime",
+                     "moe_load_imbalance": "--moe-imbalance"}
 
 
 def sweep_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -872,6 +902,8 @@ def make_workload(args: argparse.Namespace, family: Any = None) -> Any:
         raise SimcoreInputError(f"{', '.join(given)}: training options; pass --mode train or "
                                 f"drop {'them' if len(given) > 1 else 'it'} (--mode {args.mode})")
     kw.update(_dtype_kwargs(args))
+    if getattr(args, "moe_imbalance", None) is not None:
+        kw["moe_load_imbalance"] = args.moe_imbalance
     try:
         wl = Workload(args.mode, **kw)
     except ValueError as exc:

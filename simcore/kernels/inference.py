@@ -83,9 +83,6 @@ _GRAPH_FLOOR = 0.25
 #: launches costs 6.3-7.5 us per kernel against 0.58 us per node replayed from a graph
 #: (ahrefs/ocannl issue #488, standalone CUDA probe, median of 200 runs)
 LAUNCH_NS = 5000.0
-#: expert-parallel capacity / imbalance factor: the busiest EP rank's share of routed
-#: tokens over the mean (GShard / Switch capacity factor)
-_EP_CAPACITY = 1.25
 #: device time (ns) a routed expert's slice adds to a block-scaled FP8 grouped GEMM when
 #: the expert is split over r ranks, per slice a rank runs and per (1 - 1/r)^2
 #: (:func:`expert_slice_ns`). Measured, not fitted: TensorRT-LLM 1.2.0rc5's MoE layer on
@@ -485,18 +482,21 @@ def ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per_ac
 
 
 @jit()
-def expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight, bytes_per_act):
+def expert_gemms_ep(mp, wp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight,
+                    bytes_per_act):
     """``(flops, hbm_bytes)`` per layer of the MoE experts under expert parallelism: the
     experts split over ``ep`` of the stage's TP×DP devices (each expert sharded over
-    tp·dp/ep of them); the busiest rank's routed tokens at the capacity factor
-    (``_EP_CAPACITY``); the weights of its local experts the DP replicas' tokens touch."""
+    tp·dp/ep of them); the busiest rank's routed tokens, ``wp.moe_imbalance`` x the mean
+    (``Workload.moe_load_imbalance``, 1 = balanced); the weights of its local experts the
+    DP replicas' tokens touch."""
     tokens_local = tokens[4]
     ftp = float(tp)
     fep = float(ep)
     E = mp.n_experts
     k = mp.top_k
     ranks_per_expert = ftp * dp / fep
-    flops = 2.0 * tokens_local * (k * mp.expert_params * _EP_CAPACITY + mp.router_params) / ftp / mm_rate
+    routed = k * mp.expert_params * wp.moe_imbalance
+    flops = 2.0 * tokens_local * (routed + mp.router_params) / ftp / mm_rate
     local = busiest_rank_experts(E, k, tokens_local * dp, fep)  # the replicas' tokens meet
     read = local * mp.expert_params / ranks_per_expert + mp.router_params / ftp
     return flops, read * bytes_per_weight + ffn_tokens * mp.d_model * bytes_per_act * 2.0
@@ -594,22 +594,24 @@ def ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
 
 
 @jit()
-def moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep, strides,
-                 tier_tp, topo):
+def moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep,
+                 strides, tier_tp, topo):
     """MoE dispatch and combine all-to-all over the EP group: each TP rank sends its 1/tp
     slice of the replica's tokens, k copies, each to the r = tp·dp/ep ranks holding a
     shard of its expert, r - 1/ep of them off the device ((ep-1)/ep when each expert is
     whole on one rank; an expert sharded over r ranks needs every routed token on each
     shard and reduces the r partial outputs); dispatch at the activation dtype, combine
-    of the experts' outputs; then the TP ranks all-gather their slices' outputs; across
-    cubes each of the three pays the base latency. Adds wire bytes per tier and link
-    latency to ``acc``; returns the launches."""
+    of the experts' outputs; the busiest rank receives (and returns) ``wp.moe_imbalance``
+    x the mean; then the TP ranks all-gather their slices' outputs; across cubes each of
+    the three pays the base latency. Adds wire bytes per tier and link latency to
+    ``acc``; returns the launches."""
     ftp = float(tp)
     fep = float(ep)
     span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
     tier_ep = tier_of(span_ep, int(topo.pes_per_cube), int(topo.pes_per_sip))
     copies = (fep - 1.0) / fep + (ftp * float(dp) / fep - 1.0)  # r - 1/ep off the device
     a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * copies
+    a2a *= wp.moe_imbalance  # the busiest rank's ingress (balanced: 1)
     add_comm(acc, tier_ep, a2a, 2.0 * (phase_steps(fep) * tier_alpha_ns(topo, tier_ep)
                                        + tier_base_ns(topo, tier_ep)))
     if tp <= 1:
@@ -770,7 +772,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
             bytes_per_act, kv_read)
         out.f_core = out.f_core / attention_kernel_rate(wp, topo)
     if ep > 1:
-        out.f_ffn, out.b_ffn = expert_gemms_ep(mp, tokens, ffn_tokens, tp, dp, ep, mm_rate_w,
+        out.f_ffn, out.b_ffn = expert_gemms_ep(mp, wp, tokens, ffn_tokens, tp, dp, ep, mm_rate_w,
                                                stream_per_weight, bytes_per_act)
     else:
         out.f_ffn, out.b_ffn = ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate_w, stream_per_weight,
@@ -788,8 +790,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
         n_ops += ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
                                     decode, topo)
     elif ep > 1:
-        n_ops += moe_alltoall(acc, mp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp,
-                              ep, strides, tier_tp, topo)
+        n_ops += moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp,
+                              dp, ep, strides, tier_tp, topo)
     else:
         n_ops += tp_allreduce(acc, act_bytes, tp, strides, topo)
     n_ops += splitk_combine(acc, kvm, tp, mp, tokens, shard, qk, vd, bytes_per_msg, strides,

@@ -37,8 +37,6 @@ _BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5,
           "fp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}  # 4-bit values + one scale byte a block
 #: host time to launch one kernel that is not replayed from a CUDA graph (ns; measured, ~5 us)
 _HOST_LAUNCH_NS = 5000.0
-#: the busiest expert-parallel rank's routed tokens over the mean (capacity factor)
-_EP_CAPACITY = 1.25
 
 
 def cache_heads(model) -> int:
@@ -318,14 +316,15 @@ def ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
 
 
-def expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight,
+def expert_gemms_ep(model, workload, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight,
                     bytes_per_act):
     """(FLOPs, bytes) of the experts under expert parallelism: the busiest rank's routed
-    tokens at the capacity factor, the weights of its experts the DP replicas' tokens touch."""
+    tokens (``workload.moe_load_imbalance`` x the mean), the weights of its experts the DP
+    replicas' tokens touch."""
     E, k, t = model.n_experts, model.top_k, tokens[4]
     router = _router_params(model)
     mine = busiest_rank_experts(E, k, t * dp, ep)
-    flops = 2 * t * (k * model.expert_params * _EP_CAPACITY + router) / tp / mm_rate
+    flops = 2 * t * (k * model.expert_params * workload.moe_load_imbalance + router) / tp / mm_rate
     read = mine * model.expert_params / (tp * dp / ep) + router / tp
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
 
@@ -391,17 +390,19 @@ def ffn_tpcp_allreduce(links, model, tokens, bytes_per_msg, tp, cp, strides, tie
     return ns + coll.allgather_ns(nbytes, cp, *links[tier_cp]) + tier_base_ns(topology, tier_cp), 2
 
 
-def moe_alltoall(links, model, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp, dp, ep,
-                 strides, tier_tp, topology) -> tuple:
+def moe_alltoall(links, model, workload, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp,
+                 dp, ep, strides, tier_tp, topology) -> tuple:
     """(ns, launches) of the MoE dispatch (activation dtype) and combine (16-bit outputs)
     over the EP group, then the TP ranks' all-gather of their slices. Each routed token
     goes to the r = tp·dp/ep ranks holding a shard of its expert: r - 1/ep copies off the
-    device ((ep - 1)/ep when experts are whole, r = 1)."""
+    device ((ep - 1)/ep when experts are whole, r = 1); the busiest rank receives
+    ``workload.moe_load_imbalance`` x the mean."""
     ep_span = max(coll.group_span(tp, strides[0]), coll.group_span(dp, strides[3]))
     ep_tier = _tier(ep_span, topology)
     ep_bw, ep_alpha = links[ep_tier]
     copies = tp * dp / ep - 1 / ep
-    sent = tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * copies
+    sent = (tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * copies
+            * workload.moe_load_imbalance)
     # dispatch and combine: two operations, each paying the base latency across cubes
     ns = sent / ep_bw + 2 * (coll.phase_steps(ep) * ep_alpha + tier_base_ns(topology, ep_tier))
     if tp <= 1:
@@ -541,7 +542,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     # attention kernel's (FLOPs / rate = the two shares' times)
     mm16 = hardware.peak_tflops_f16 * 1e3 * efficiency.compute
     attn_peak = 1.0 / (gemm / mm16 + (1.0 - gemm) / attn_peak) if gemm else attn_peak
-    ops["ffn"] = (expert_gemms_ep(model, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
+    ops["ffn"] = (expert_gemms_ep(model, workload, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
                   if ep > 1 else ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, wb, ab))
     t_elem = elementwise_bytes(model, tokens, ffn_tokens, tp, ep, ab) / hbm
 
@@ -550,8 +551,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
         ffn_out = ffn_tpcp_allreduce(links, model, tokens, msg, tp, cp, st, tier_cp, decode,
                                      topology)
     elif ep > 1:
-        ffn_out = moe_alltoall(links, model, tokens, act, ab, msg, tp, dp, ep, st, tier_tp,
-                               topology)
+        ffn_out = moe_alltoall(links, model, workload, tokens, act, ab, msg, tp, dp, ep, st,
+                               tier_tp, topology)
     else:
         ffn_out = tp_allreduce(links, act, tp, st, topology)
     collectives = (tp_allreduce(links, act, tp, st, topology), ffn_out,

@@ -258,7 +258,7 @@ class WorkloadParams(NamedTuple):
     moe_round_robin: float = 0.0  #: train, EP: 1 if token i routes to experts i·k … i·k+k−1
     moe_a2a_overlap: float = 0.0  #: train, EP: 1 if the all-to-all hides under compute
     expert_tp: float = 1.0  #: train, EP: expert tensor-parallel ranks per routed expert
-    moe_imbalance: float = 1.0  #: train, EP: busiest EP rank's routed tokens / the mean
+    moe_imbalance: float = 1.0  #: EP: busiest EP rank's routed tokens / the mean
     tp_overlap: float = 0.0  #: train: 1 if the TP collectives hide under compute
     eager: float = 0.0  #: train: 1 if element-wise ops run unfused (PyTorch eager)
     eager_loss: float = 0.0  #: train: 1 if the loss is PyTorch's eager fp32 cross entropy
@@ -410,7 +410,7 @@ def pack_workload(workload) -> WorkloadParams:
         moe_round_robin=1.0 if (train and workload.moe_routing == "round_robin") else 0.0,
         moe_a2a_overlap=1.0 if (train and workload.moe_a2a_overlap) else 0.0,
         expert_tp=float(workload.expert_tp) if train else 1.0,
-        moe_imbalance=float(workload.moe_load_imbalance) if train else 1.0,
+        moe_imbalance=float(workload.moe_load_imbalance),
         tp_overlap=1.0 if (train and workload.tp_comm_overlap) else 0.0,
         eager=1.0 if (train and workload.eager_elementwise) else 0.0,
         eager_loss=1.0 if (train and workload.eager_loss) else 0.0,

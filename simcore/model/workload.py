@@ -13,7 +13,8 @@ from .checks import Range, choice, flag, validate_table
 from .runtime import DEFAULT_RUNTIME
 from .runtime import resolve as resolve_runtime
 
-__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "QUANT_ZEROS", "Workload"]
+__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "MOE_ROUTING", "QUANT_ZEROS", "Workload",
+           "moe_imbalance_value"]
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
@@ -34,6 +35,21 @@ DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1
 #: are the activations' dtype; as weights alone they are weight-only (dequantised to the
 #: activations' dtype, as gpt-oss's MXFP4 experts run on Hopper).
 FP4_DTYPES: tuple[str, ...] = ("fp4", "mxfp4")
+
+#: Named values of ``Workload.moe_load_imbalance`` (the busiest expert-parallel rank's
+#: routed tokens over the mean), for ``--moe-imbalance NAME``. ``balanced`` (1, the
+#: default) is what the validation's MoE sources run (force-balanced gates, token dropping
+#: at capacity factor 1); the other two are measured: TensorRT-LLM's "Scaling Expert
+#: Parallelism in TensorRT-LLM (Part 1)", Table 1 (NVIDIA/TensorRT-LLM
+#: docs/source/blogs/tech_blog/blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md
+#: @1d263f15a979ef2902c60de3f6238bcc0952bb29): DeepSeek-R1 decode on 32 GB200, EP 32 with
+#: attention DP, 256 sequences per rank, a machine-translation dataset, the imbalance ratio
+#: (max - mean) / mean of the routed tokens per rank averaged over layers and iterations:
+#: 1.564 without a load balancer (``no-eplb``: max / mean 2.564) and 0.109 with EPLB's
+#: redundant experts (9 slots a rank; ``eplb``: 1.109). Measured at 8 experts a rank: a rank
+#: holding more experts averages its hot ones with cold ones, so at EP 8 of 256 experts the
+#: no-EPLB figure overstates the skew (no measurement covers that regime).
+MOE_ROUTING: dict[str, float] = {"balanced": 1.0, "eplb": 1.109, "no-eplb": 2.564}
 
 
 _WORKLOAD_RANGES: dict[str, Range] = {
@@ -191,13 +207,16 @@ class Workload:
         ``expert_tp·ep`` does not divide ``tp·cp·dp`` is masked. With ``ep`` = 1 the
         experts shard over TP like a dense FFN and ``expert_tp`` must be 1 or ``tp``.
     moe_load_imbalance : float
-        Training only, MoE with ``ep`` > 1: the busiest EP rank's routed token copies over
-        the mean (≥ 1). The step waits for that rank: its expert GEMMs, its dispatch /
-        combine traffic and its expert-TP gathers scale by this factor. 1 (the default)
-        is balanced routing, as the published benchmarks force it (Megatron-Bridge's
-        "we force-balance the token distribution among experts", Automodel's
-        ``FakeBalancedGate``); a token-dropping run with capacity factor c caps it at c
-        (Switch Transformer / Megatron-Core ``--moe-expert-capacity-factor``).
+        MoE with ``ep`` > 1: the busiest EP rank's routed token copies over the mean
+        (≥ 1). The step waits for that rank: its expert GEMMs, its dispatch / combine
+        traffic and (training) its expert-TP gathers scale by this factor; the weights it
+        reads do not (inference counts the distinct experts its tokens touch from uniform
+        routing's statistics). 1 (the default) is balanced routing, as the published
+        benchmarks force it (Megatron-Bridge's "we force-balance the token distribution
+        among experts", Automodel's ``FakeBalancedGate``); a token-dropping run with
+        capacity factor c caps it at c (Switch Transformer / Megatron-Core
+        ``--moe-expert-capacity-factor``). :data:`MOE_ROUTING` names the measured values
+        (TensorRT-LLM's DeepSeek-R1 EP 32: 2.564 without a load balancer, 1.109 with EPLB).
     tp_comm_overlap : bool
         Training only: tensor-parallel communication overlap (Megatron's
         ``--tp-comm-overlap`` with Transformer Engine's userbuffers): the TP all-gathers
@@ -560,3 +579,24 @@ class Workload:
         mixed = cls("decode", batch=int(concurrency), s_kv=one.s_kv, prefill_tokens=chunk,
                     prefill_context=one.prefill_context, **kw)
         return ((decode, 1.0 - share), (mixed, share))
+
+
+def moe_imbalance_value(text: str | float) -> float:
+    """A ``--moe-imbalance`` value: a :data:`MOE_ROUTING` name or a number ≥ 1.
+
+    Examples
+    --------
+    >>> moe_imbalance_value("no-eplb"), moe_imbalance_value("1.3")
+    (2.564, 1.3)
+    """
+    key = str(text).strip().lower()
+    if key in MOE_ROUTING:
+        return MOE_ROUTING[key]
+    try:
+        value = float(key)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0 or value == float("inf"):
+        raise ValueError(f"moe_load_imbalance {text!r}: pass {', '.join(MOE_ROUTING)} or a "
+                         "number >= 1 (the busiest EP rank's routed tokens over the mean)")
+    return value

@@ -49,7 +49,7 @@ from ..model.presets import get_family
 from ..model.runtime import RUNTIMES
 
 __all__ = ["SYSTEM_FAMILIES", "Budget", "assumed_line", "budgets_text", "decode_graphs",
-           "default_gpus", "dtypes_text", "precision_text", "runtime_text"]
+           "default_gpus", "dtypes_text", "precision_text", "routing_text", "runtime_text"]
 
 #: GPUs of one server node (HGX boards); a larger scale-up domain (GB200/GB300 NVL72)
 #: spans several nodes' trays on one NVLink fabric, and a budget of it says so
@@ -195,7 +195,38 @@ def runtime_text(*workloads: Any) -> str:
         RUNTIMES[n].stack for n in names if n) + ")"
 
 
-def assumed_line(budget: str, precision: str, runtime: str) -> str:
+def assumed_line(budget: str, precision: str, runtime: str, routing: str = "") -> str:
     """The header line every command prints: ``assumed: budget: ... | precision: ... |
-    runtime: ...``."""
-    return f"assumed: budget: {budget} | precision: {precision} | runtime: {runtime}"
+    runtime: ...``, then ``| MoE routing: ...`` for a mixture-of-experts model
+    (:func:`routing_text`)."""
+    line = f"assumed: budget: {budget} | precision: {precision} | runtime: {runtime}"
+    return f"{line} | MoE routing: {routing}" if routing else line
+
+
+def routing_text(workload: Any, model: Any = None) -> str:
+    """How a mixture-of-experts model's tokens spread over the expert-parallel ranks
+    (``Workload.moe_load_imbalance``, :data:`~simcore.model.workload.MOE_ROUTING`); ``""``
+    for a dense model (or none given).
+
+    Examples
+    --------
+    >>> from simcore.model.presets import load_model
+    >>> from simcore.model.specs import Workload
+    >>> routing_text(Workload("decode"), load_model("Llama-3.1-8B"))
+    ''
+    >>> routing_text(Workload("decode", moe_load_imbalance=2.564), load_model("deepseek-ai/DeepSeek-V3"))
+    'busiest EP rank 2.564x the mean (no-eplb: TensorRT-LLM, DeepSeek-R1 at EP 32 without a load balancer)'
+    """
+    from ..model.workload import MOE_ROUTING
+
+    if model is None or getattr(model, "n_experts", 1) <= 1:
+        return ""
+    lam = float(workload.moe_load_imbalance)
+    if lam == 1.0:
+        return ("balanced (the busiest EP rank carries the mean; pass --moe-imbalance eplb or "
+                "no-eplb for measured skew)")
+    names = {v: k for k, v in MOE_ROUTING.items()}
+    where = {"eplb": "TensorRT-LLM, DeepSeek-R1 at EP 32 with EPLB",
+             "no-eplb": "TensorRT-LLM, DeepSeek-R1 at EP 32 without a load balancer"}
+    name = names.get(lam)
+    return f"busiest EP rank {lam:g}x the mean" + (f" ({name}: {where[name]})" if name else "")

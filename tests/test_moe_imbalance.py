@@ -1,0 +1,74 @@
+"""Routing imbalance of a mixture-of-experts model (``Workload.moe_load_imbalance``, issue 33
+item 3): the measured values it is named by, the inference step it slows, and
+``--moe-imbalance`` on the command line."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from simcore import Workload, evaluate
+from simcore.cli import main
+from simcore.model.presets import load_model
+from simcore.model.workload import MOE_ROUTING, moe_imbalance_value
+
+MIXTRAL = ["evaluate", "--model", "Mixtral 8x7B", "--family", "H100-SXM", "--batch", "64",
+           "--s-kv", "4096", "--ep", "8", "--top", "1", "--format", "json"]
+
+
+def test_named_values__are_the_cited_measurements():
+    # TensorRT-LLM blog 4, Table 1: imbalance ratio (max - mean) / mean 1.564 without
+    # EPLB, 0.109 with it; the names hold max / mean
+    assert MOE_ROUTING == {"balanced": 1.0, "eplb": 1.109, "no-eplb": 2.564}
+    assert moe_imbalance_value(" No-EPLB ") == 2.564 and moe_imbalance_value("1.25") == 1.25
+    for bad in ("0.9", "nan", "inf", "skewed", ""):
+        with pytest.raises(ValueError, match="pass balanced, eplb, no-eplb or a number >= 1"):
+            moe_imbalance_value(bad)
+
+
+def _latency(model, wl, ep):
+    ds = evaluate(model, wl, family="H100-SXM", gpus=8,
+                  space={"tp": (8 // ep,), "cp": (1,), "pp": (1,), "dp": (ep,), "ep": (ep,)})
+    return float(ds.latency_ns.min())
+
+
+def test_inference__skew_slows_the_expert_parallel_step_only():
+    """The busiest EP rank's matmuls and all-to-all bytes scale with λ: latency grows
+    with it under EP and does not move without EP or for a dense model."""
+    mix, wl = load_model("Mixtral 8x7B"), Workload("prefill", batch=8, s_kv=4096)
+    lat = [_latency(mix, replace(wl, moe_load_imbalance=v), ep=8) for v in (1.0, 1.109, 2.564)]
+    assert lat[0] < lat[1] < lat[2]
+    assert _latency(mix, replace(wl, moe_load_imbalance=2.564), ep=1) == _latency(mix, wl, ep=1)
+    dense = load_model("Llama 3.1 8B")
+    assert (_latency(dense, replace(wl, moe_load_imbalance=2.564), ep=1)
+            == _latency(dense, wl, ep=1))
+
+
+def test_cli__moe_imbalance_moves_the_answer_and_the_header_states_it(capsys):
+    assert main(MIXTRAL) == 0
+    cap = capsys.readouterr()
+    base = json.loads(cap.out)[0]
+    assert "MoE routing: balanced (the busiest EP rank carries the mean" in cap.err
+    assert main([*MIXTRAL, "--moe-imbalance", "no-eplb"]) == 0
+    cap = capsys.readouterr()
+    skewed = json.loads(cap.out)[0]
+    assert "MoE routing: busiest EP rank 2.564x the mean (no-eplb: TensorRT-LLM" in cap.err
+    assert skewed["latency_ms"] > base["latency_ms"]
+    # a dense model's header has no routing part
+    assert main(["evaluate", "--top", "1", "--format", "json"]) == 0
+    assert "MoE routing" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["evaluate", "--moe-imbalance", "0.5"], "argument --moe-imbalance: pass balanced, eplb"),
+    (["evaluate", "--moe-imbalance", "eplb"], "is dense (no experts); --moe-imbalance applies"),
+    (["compare", "H100-SXM", "H200", "--moe-imbalance", "2"], "is dense (no experts)"),
+])
+def test_cli__bad_moe_imbalance_is_one_line_exit_2(argv, needle, capsys):
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+    assert "Traceback" not in cap.err + cap.out
