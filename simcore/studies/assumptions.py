@@ -212,7 +212,7 @@ def routing_text(workload: Any, model: Any = None) -> str:
     --------
     >>> from simcore.model.presets import load_model
     >>> from simcore.model.specs import Workload
-    >>> routing_text(Workload("decode"), load_model("Llama-3.1-8B"))
+    >>> routing_text(Workload("decode"), load_model("Llama 3.1 8B"))
     ''
     >>> routing_text(Workload("decode", moe_load_imbalance=2.564), load_model("deepseek-ai/DeepSeek-V3"))
     'busiest EP rank 2.564x the mean (no-eplb: TensorRT-LLM, DeepSeek-R1 at EP 32 without a load balancer)'
