@@ -25,6 +25,7 @@ from .options import (
     add_runtime_option,
     ep_values,
     fraction,
+    moe_imbalance_arg,
     output_file,
     plot_file,
     positive_float,
@@ -128,18 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{','.join(map(str, DEFAULT_PREFILL_BATCHES))})")
     parser.add_argument("--mode", choices=["both", "agg", "disagg"], default="both",
                         help="aggregated, disaggregated or both (default both)")
-    parser.add_argument("--attn-dp", type=ep_values, default="all", metavar="N[,N...]|all",
-                        help="mixture-of-experts models: attention data-parallel degrees to "
-                             "search (an instance's requests split over N attention replicas, "
-                             "its experts over --ep of its GPUs; one value pins it; default "
-                             "all: the powers of two up to --gpus and each --gpus / 2^k)")
-    parser.add_argument("--ep", type=ep_values, default="all", metavar="N[,N...]|all",
-                        help="mixture-of-experts models: expert-parallel degrees to search "
-                             "(experts over N of an instance's TP x attention-DP GPUs, "
-                             "all-to-all dispatch and combine; 1: experts sharded like the "
-                             "FFN over TP; default all: every divisor of the experts a "
-                             "layout's GPUs can hold); shown as ADP / EP in the layout, "
-                             "attn_dp / ep in JSON and CSV")
+    _add_expert_options(parser)
     parser.add_argument("--top", type=positive_int, default=5,
                         help="best configurations per mode (default 5)")
     parser.add_argument("--rows", choices=["best", "frontier", "candidates"], default="best",
@@ -206,6 +196,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "preset name, run on the target's layout")
 
 
+def _add_expert_options(parser: argparse.ArgumentParser) -> None:
+    """``--attn-dp``, ``--ep`` and ``--moe-imbalance``: a mixture-of-experts model's
+    search (steady state only) and its routing skew."""
+    parser.add_argument("--attn-dp", type=ep_values, default="all", metavar="N[,N...]|all",
+                        help="mixture-of-experts models: attention data-parallel degrees to "
+                             "search (an instance's requests split over N attention replicas, "
+                             "its experts over --ep of its GPUs; one value pins it; default "
+                             "all: the powers of two up to --gpus and each --gpus / 2^k)")
+    parser.add_argument("--ep", type=ep_values, default="all", metavar="N[,N...]|all",
+                        help="mixture-of-experts models: expert-parallel degrees to search "
+                             "(experts over N of an instance's TP x attention-DP GPUs, "
+                             "all-to-all dispatch and combine; 1: experts sharded like the "
+                             "FFN over TP; default all: every divisor of the experts a "
+                             "layout's GPUs can hold); shown as ADP / EP in the layout, "
+                             "attn_dp / ep in JSON and CSV")
+    parser.add_argument("--moe-imbalance", type=moe_imbalance_arg, default=1.0,
+                        metavar="balanced|eplb|no-eplb|X",
+                        help="mixture-of-experts models with --ep > 1: the busiest "
+                             "expert-parallel rank's routed tokens over the mean; its expert "
+                             "matmuls and all-to-all traffic scale by it. eplb = 1.109 and "
+                             "no-eplb = 2.564 are measured (TensorRT-LLM, DeepSeek-R1 decode at "
+                             "EP 32 with and without its expert load balancer) (default: "
+                             "balanced, 1)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``simcore serving``: 0 on success, 1 when nothing meets the budget or limits
     (one line on stderr); bad input raises a :class:`~simcore.errors.SimcoreInputError`."""
@@ -270,7 +285,8 @@ def _run_at_rate(args: argparse.Namespace) -> int:
                               osl=args.osl, max_ttft_ms=args.max_ttft_ms,
                               max_tpot_ms=args.max_tpot_ms, dtype=args.dtype, scheduler=sched,
                               modes=modes, exact_gpus=args.exact_gpus, top=args.top,
-                              seed=args.seed, runtime=args.runtime)
+                              seed=args.seed, runtime=args.runtime,
+                              moe_imbalance=args.moe_imbalance)
     except serving.InfeasibleError as exc:  # a result, not bad input
         print(f"simcore serving: {exc}", file=sys.stderr)
         return 1
@@ -320,7 +336,7 @@ def _plan(args: argparse.Namespace) -> Any:
                         prefill_batch=flat(args.prefill_batch) or serving.DEFAULT_PREFILL_BATCHES,
                         exact_gpus=args.exact_gpus, modes=modes, top=args.top, dtype=args.dtype,
                         attn_dp=args.attn_dp, ep=args.ep, speculative=_speculative(args),
-                        runtime=args.runtime)
+                        runtime=args.runtime, moe_imbalance=args.moe_imbalance)
 
 
 def _save_files(args: argparse.Namespace, result: Any, text: str) -> None:

@@ -155,14 +155,45 @@ def _dtype(dtype: Any, fam: HardwareFamily) -> str:
     return str(dtype)
 
 
-def _workload(mode: str, dtype: str = "", runtime: str = "", **fields: int) -> Workload:
+def _workload(mode: str, dtype: str = "", runtime: str = "", moe_imbalance: float = 1.0,
+              **fields: int) -> Workload:
     """A serving workload; ``dtype`` sets the weight, activation and KV-cache dtypes.
     ``runtime`` (:data:`simcore.model.runtime.RUNTIMES`) decides CUDA graphs and the
     host time per step; without one, decode steps replay CUDA graphs, as vLLM, SGLang and
-    TensorRT-LLM serve by default."""
+    TensorRT-LLM serve by default. ``moe_imbalance`` is ``Workload.moe_load_imbalance``
+    (a mixture-of-experts model's busiest EP rank over the mean; 1: balanced)."""
     prec = {f: dtype for f in ("weight_dtype", "act_dtype", "kv_dtype")} if dtype else {}
     graphs = {"cuda_graphs": True} if mode == "decode" and not runtime else {}
-    return Workload(mode, **fields, **prec, **graphs, runtime=runtime)  # type: ignore[arg-type]
+    return Workload(mode, **fields, **prec, **graphs, runtime=runtime,  # type: ignore[arg-type]
+                    moe_load_imbalance=moe_imbalance)
+
+
+def _moe_imbalance(value: Any, model: Model) -> float:
+    """``moe_imbalance`` checked (before any work): a number >= 1 or a
+    :data:`~simcore.model.workload.MOE_ROUTING` name, and 1 for a dense model; one line
+    otherwise.
+
+    Examples
+    --------
+    >>> from simcore.model.presets import load_model
+    >>> _moe_imbalance("no-eplb", load_model("Mixtral 8x7B")), _moe_imbalance(1, load_model("Llama 3.1 8B"))
+    (2.564, 1.0)
+    """
+    from ...model.workload import MOE_ROUTING, moe_imbalance_value
+
+    if isinstance(value, bool) or not isinstance(value, str | int | float | np.number):
+        value = "nan"  # refused below, naming what was passed
+    try:
+        lam = moe_imbalance_value(value)
+    except ValueError:
+        raise ServingError(f"moe_imbalance (--moe-imbalance) {value!r}: pass "
+                           f"{', '.join(MOE_ROUTING)} or a number >= 1 (the busiest EP rank's "
+                           "routed tokens over the mean)") from None
+    if lam != 1.0 and int(model.n_experts) <= 1:
+        raise ServingError(f"moe_imbalance {lam:g} (--moe-imbalance): model {model.name} is "
+                           "dense (no experts); --moe-imbalance applies to mixture-of-experts "
+                           "models")
+    return lam
 
 
 def _runtime(runtime: Any, dtype: str) -> str:
@@ -341,6 +372,7 @@ def sweep(
     efficiency: Efficiency | None = None,
     dtype: str = "",
     runtime: str = "",
+    moe_imbalance: float = 1.0,
 ) -> xr.Dataset:
     """:func:`simcore.evaluate` with ``s_kv`` and ``batch`` as dimensions and a device budget.
 
@@ -350,7 +382,8 @@ def sweep(
     others (``fits`` and ``valid`` False, NaN outputs; never dropped). ``dtype`` (one of
     :data:`DTYPES` or ``""``) sets the weight, activation and KV-cache dtypes, ``runtime``
     the serving stack (:data:`simcore.model.runtime.RUNTIMES`; ``""``: CUDA graphs in
-    decode, no host time per step). A budget
+    decode, no host time per step), ``moe_imbalance`` a mixture-of-experts model's
+    routing skew (``Workload.moe_load_imbalance``; 1: balanced). A budget
     on which nothing fits raises :class:`~simcore.errors.DeviceBudgetError`.
 
     Examples
@@ -364,7 +397,7 @@ def sweep(
         raise ServingError(f"sweep mode must be 'prefill' or 'decode', got {mode!r}")
     batches = _int_list("batch", batch, "requests per step")
     contexts = _int_list("s_kv", s_kv, "context tokens")
-    ds = evaluate(model, _workload(mode, dtype, runtime), batch=list(batches),
+    ds = evaluate(model, _workload(mode, dtype, runtime, moe_imbalance), batch=list(batches),
                   s_kv=list(contexts),
                   gpus=gpus, exact_gpus=exact_gpus, space=space, hardware=hardware,
                   family=family, efficiency=efficiency)
@@ -377,7 +410,7 @@ def sweep(
     for k in ("batch", "s_kv", "s_q"):
         ds.attrs.pop(k, None)
     ds.attrs.update(gpus=gpus if gpus is not None else "", exact_gpus=int(exact_gpus),
-                    dtype=dtype, runtime=runtime)
+                    dtype=dtype, runtime=runtime, moe_imbalance=float(moe_imbalance))
     return ds
 
 

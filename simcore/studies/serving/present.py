@@ -129,18 +129,22 @@ def assumptions_line(result: ServingPlan) -> str:
     """The ``assumed:`` line every command's header carries
     (:func:`~simcore.studies.assumptions.assumed_line`): the device budget, the precision
     and the runtime (``result.runtime``'s; by default decode steps replay CUDA graphs,
-    prefills launch from the host)."""
+    prefills launch from the host), and a mixture-of-experts model's routing
+    (``result.moe_imbalance``, :func:`~simcore.studies.assumptions.routing_text`)."""
+    from types import SimpleNamespace
+
     from ...model.presets import get_family
-    from ..assumptions import Budget, assumed_line, dtypes_text, runtime_text
+    from ..assumptions import Budget, assumed_line, dtypes_text, routing_text, runtime_text
     from .model import _workload
 
     budget = Budget(result.gpus, result.exact_gpus, False,
                     get_family(result.family).topology.n_devices)
     prec = (dtypes_text(result.dtype, result.dtype, result.dtype) if result.dtype else
             "weights, activations and KV cache the model's own (16-bit for the presets)")
+    decode = _workload("decode", runtime=result.runtime, moe_imbalance=result.moe_imbalance)
     return assumed_line(budget.describe(), prec,
-                        runtime_text(_workload("decode", runtime=result.runtime),
-                                     _workload("prefill", runtime=result.runtime)))
+                        runtime_text(decode, _workload("prefill", runtime=result.runtime)),
+                        routing_text(decode, SimpleNamespace(n_experts=result.n_experts)))
 
 
 def rate_summary_lines(result: RatePlan) -> list[str]:

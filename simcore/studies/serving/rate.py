@@ -33,6 +33,7 @@ from .model import (
     ServingError,
     _dtype,
     _limit,
+    _moe_imbalance,
     _one_hardware,
     _positive_int,
     _runtime,
@@ -136,6 +137,8 @@ class RatePlan(PlanRows):
     notes: tuple[str, ...] = ()
     #: the serving stack (``plan_at_rate(runtime=)``; ``""``: simcore's default)
     runtime: str = ""
+    #: the busiest EP rank's routed tokens over the mean (``plan_at_rate(moe_imbalance=)``)
+    moe_imbalance: float = 1.0
 
 
 
@@ -162,6 +165,7 @@ def plan_at_rate(
     seed: int = 0,
     speculative: Speculative | None = None,
     runtime: str | None = None,
+    moe_imbalance: float | str = 1.0,
 ) -> RatePlan:
     """The smallest deployments of ``model`` that serve the traffic within p99 limits.
 
@@ -197,6 +201,10 @@ def plan_at_rate(
     runtime : str, optional
         The serving stack (:data:`simcore.model.runtime.RUNTIMES`), as
         :func:`~.search.plan`'s ``runtime``.
+    moe_imbalance : float or str
+        A mixture-of-experts model's routing skew, as :func:`~.search.plan`'s (the
+        layouts simulated here have no expert parallelism, so it moves nothing; a note
+        says so when it is not 1).
 
     Raises
     ------
@@ -218,7 +226,7 @@ def plan_at_rate(
                         max_ttft_ms=max_ttft_ms, max_tpot_ms=max_tpot_ms, hardware=hardware,
                         efficiency=efficiency, dtype=dtype, scheduler=scheduler, modes=modes,
                         exact_gpus=exact_gpus, top=top, seed=seed, speculative=speculative,
-                        runtime=runtime)
+                        runtime=runtime, moe_imbalance=moe_imbalance)
     insts = _instances(req)
     short = _shortlist(req, insts)
     cands: list[RateConfig] = []
@@ -233,7 +241,7 @@ def plan_at_rate(
                     max_tpot_ms=req.max_tpot_ms, scheduler=req.sched, best=tuple(best),
                     candidates=tuple(_order(cands)), n_layouts=len(insts),
                     elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=req.notes,
-                    runtime=req.runtime)
+                    runtime=req.runtime, moe_imbalance=req.moe_imbalance)
 
 
 # --- step 1: the request --------------------------------------------------------------------
@@ -256,6 +264,7 @@ class _RateRequest:
     dtype: str
     notes: tuple[str, ...]
     runtime: str = ""
+    moe_imbalance: float = 1.0
 
     @property
     def rate(self) -> float:
@@ -296,7 +305,7 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
                   dtype: Any, scheduler: Scheduler | None, modes: Sequence[str],
                   exact_gpus: bool, top: Any, seed: Any,
                   speculative: Speculative | None = None,
-                  runtime: str | None = None) -> _RateRequest:
+                  runtime: str | None = None, moe_imbalance: Any = 1.0) -> _RateRequest:
     """Step 1: every argument checked (cheap ones first), the model, family and traffic
     loaded; nothing simulated."""
     ttft_lim = _limit("max_ttft_ms", max_ttft_ms)
@@ -324,6 +333,7 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
     stack = _runtime(runtime, prec)
+    lam = _moe_imbalance(moe_imbalance, mdl)
     if traffic is None:
         if trace is not None:
             traffic = read_trace(trace, rate_rps=rate_rps, seed=int(seed))
@@ -332,6 +342,10 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
         else:
             traffic = poisson(rate_rps, duration_s=duration_s, isl=isl, osl=osl, seed=int(seed))
     notes: list[str] = []
+    if lam != 1.0:
+        notes.append(f"moe_imbalance {lam:g} (--moe-imbalance) moves nothing here: the request "
+                     "simulation searches layouts without expert parallelism, where routing "
+                     "skew costs nothing (the steady-state planner searches EP)")
     if bool((traffic.osl <= 1).all()):
         if tpot_lim is not None:
             raise ServingError("every request has osl 1: no decode step and so no TPOT to "
@@ -345,7 +359,8 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
     return _RateRequest(model=mdl, family=fam, hardware=hw, efficiency=efficiency, gpus=budget,
                         auto=auto, exact_gpus=bool(exact_gpus), traffic=traffic,
                         max_ttft_ms=ttft_lim, max_tpot_ms=tpot_lim, sched=sched, modes=modes,
-                        top=top, dtype=prec, notes=tuple(notes), runtime=stack)
+                        top=top, dtype=prec, notes=tuple(notes), runtime=stack,
+                        moe_imbalance=lam)
 
 
 # --- step 2: layouts as instances, a shortlist ---------------------------------------------
@@ -359,7 +374,8 @@ def _instances(req: _RateRequest) -> list[Instance]:
         insts = price_instances(
             req.model, family=req.family, hardware=req.hardware, efficiency=req.efficiency,
             dtype=req.dtype, max_devices=size, max_tokens=req.longest + 1, scheduler=req.sched,
-            tokens=[isl_m], contexts=[isl_m + osl_m // 2], runtime=req.runtime)
+            tokens=[isl_m], contexts=[isl_m + osl_m // 2], runtime=req.runtime,
+            moe_imbalance=req.moe_imbalance)
         fitting = [i for i in insts if i.holds(req.longest)]
         if fitting or size >= req.gpus:
             break

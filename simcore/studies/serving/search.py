@@ -36,6 +36,7 @@ from .model import (
     _dtype,
     _int_list,
     _limit,
+    _moe_imbalance,
     _one_hardware,
     _positive_int,
     _runtime,
@@ -233,6 +234,10 @@ class ServingPlan(PlanRows):
     eps: tuple[int, ...] = (1,)
     #: the serving stack (``plan(runtime=)``; ``""``: simcore's default)
     runtime: str = ""
+    #: the busiest EP rank's routed tokens over the mean (``plan(moe_imbalance=)``; 1:
+    #: balanced) and the model's routed experts (1: dense, no routing to state)
+    moe_imbalance: float = 1.0
+    n_experts: int = 1
 
     ROW_SETS = ("best", "frontier", "candidates")  # rows(which) / best_of: PlanRows
 
@@ -260,6 +265,7 @@ def plan(
     ep: int | Sequence[int] | str = "all",
     speculative: Any = None,
     runtime: str | None = None,
+    moe_imbalance: float | str = 1.0,
 ) -> ServingPlan:
     """Best aggregated and disaggregated deployments of ``model`` on ``gpus`` devices.
 
@@ -311,6 +317,9 @@ def plan(
         ``"sglang"``, ``"trtllm"``, ...), whose profile decides CUDA graphs in decode and
         the host time per step. Default ``""``: simcore's default stack (decode steps
         replay CUDA graphs, no host time per step).
+    moe_imbalance : float or str
+        ``Workload.moe_load_imbalance`` (>= 1 or a :data:`~simcore.model.workload.MOE_ROUTING`
+        name): the busiest EP rank's routed tokens over the mean. Default 1; dense: 1 only.
 
     Returns
     -------
@@ -323,7 +332,8 @@ def plan(
         ``dtype`` the family has no matmul rate for (or the ``runtime`` does not run), a
         training ``runtime``, ``gpus`` beyond the family's system,
         ``osl`` 1 with a TPOT limit or with ``modes=("disagg",)``, ``attn_dp`` / ``ep``
-        the model cannot take), before any work.
+        the model cannot take, ``moe_imbalance`` below 1 or not 1 on a dense model),
+        before any work.
     InfeasibleError
         Nothing fits the budget (the message gives the smallest GPU count that fits) or
         nothing meets a limit (the message says which binds and by how much).
@@ -333,7 +343,7 @@ def plan(
                    max_tpot_ms=max_tpot_ms, hardware=hardware, efficiency=efficiency,
                    batch=batch, prefill_batch=prefill_batch, exact_gpus=exact_gpus,
                    modes=modes, top=top, dtype=dtype, attn_dp=attn_dp, ep=ep,
-                   runtime=runtime)
+                   runtime=runtime, moe_imbalance=moe_imbalance)
     costs = _price_layouts(req, speculative)
     lay = _Layouts.of(costs, req.batches, req.prefill_batches)
     candidates: list[ServingConfig] = []
@@ -349,6 +359,7 @@ def plan(
                        best=tuple(best), frontier=tuple(frontier), candidates=tuple(candidates),
                        dataset=costs[0].dataset, elapsed_s=time.perf_counter() - t0,
                        dtype=req.dtype, runtime=req.runtime,
+                       moe_imbalance=req.moe_imbalance, n_experts=int(req.model.n_experts),
                        notes=req.notes + ((speculative.describe(),) if speculative else ()),
                        sweeps=tuple(c.dataset for c in costs), attn_dps=req.attn_dps,
                        eps=req.eps)
@@ -377,6 +388,7 @@ class _Request:
     dtype: str
     notes: tuple[str, ...]
     runtime: str = ""
+    moe_imbalance: float = 1.0
     attn_dps: tuple[int, ...] = (1,)
     eps: tuple[int, ...] = (1,)
     #: the decode and prefill batches of the layouts without expert parallelism
@@ -419,7 +431,7 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
              hardware: Hardware | Mapping[str, Any] | None, efficiency: Efficiency | None,
              batch: Any, prefill_batch: Any, exact_gpus: bool, modes: Sequence[str], top: Any,
              dtype: str | None, attn_dp: Any = "all", ep: Any = "all",
-             runtime: str | None = None) -> _Request:
+             runtime: str | None = None, moe_imbalance: Any = 1.0) -> _Request:
     """Step 1 of :func:`plan`: every argument checked (cheap checks first, the budget
     against the family before any work), the model and family loaded."""
     gpus = _positive_int("gpus", gpus, "the device budget")
@@ -444,6 +456,7 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
     hw = _one_hardware(hardware, fam)
     prec = _dtype(dtype, fam)
     stack = _runtime(runtime, prec)
+    lam = _moe_imbalance(moe_imbalance, mdl)
     dps, eps = moe_choices(int(mdl.n_experts), gpus, attn_dp, ep)
     base_batches, base_p_batches = batches, p_batches
     if any(e > 1 for e in eps):  # an aggregated ADP instance prefills one request per rank
@@ -454,7 +467,7 @@ def _request(model: Model | str, *, family: str | HardwareFamily | None, gpus: A
                     exact_gpus=bool(exact_gpus), isl=isl, osl=osl, max_ttft_ms=ttft_lim,
                     max_tpot_ms=tpot_lim, batches=batches, prefill_batches=p_batches,
                     modes=modes, top=top, dtype=prec, notes=notes, runtime=stack,
-                    attn_dps=dps, eps=eps,
+                    moe_imbalance=lam, attn_dps=dps, eps=eps,
                     base_batches=base_batches, base_prefill_batches=base_p_batches)
 
 
@@ -503,7 +516,8 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
     for what, space, batches, p_batches in spaces:
         common: dict[str, Any] = dict(gpus=req.gpus, space=space, hardware=req.hardware,
                                       family=req.family, efficiency=req.efficiency,
-                                      dtype=req.dtype, runtime=req.runtime)
+                                      dtype=req.dtype, runtime=req.runtime,
+                                      moe_imbalance=req.moe_imbalance)
         try:
             pre = sweep(req.model, "prefill", batch=p_batches, s_kv=req.isl, **common)
             dec = sweep(req.model, "decode", batch=batches, s_kv=[mean_ctx, end_ctx],
@@ -517,7 +531,8 @@ def _price_layouts(req: _Request, speculative: Any = None) -> list[LayoutCosts]:
         costs = serving_costs(pre, dec, isl=req.isl, osl=req.osl)
         costs.dataset.attrs.update(
             model=req.model.name, family=req.family.name, gpus=req.gpus, isl=req.isl,
-            osl=req.osl, dtype=req.dtype, runtime=req.runtime, mean_context=mean_ctx, end_context=end_ctx,
+            osl=req.osl, dtype=req.dtype, runtime=req.runtime,
+            moe_imbalance=req.moe_imbalance, mean_context=mean_ctx, end_context=end_ctx,
             max_ttft_ms=req.max_ttft_ms if req.max_ttft_ms is not None else "",
             max_tpot_ms=req.max_tpot_ms if req.max_tpot_ms is not None else "",
             exact_gpus=int(req.exact_gpus),
@@ -901,10 +916,10 @@ def _smallest_fitting(req: _Request) -> tuple[int, str] | None:
     space = full_space().with_(dp=(1,))
     common: dict[str, Any] = dict(space=space, hardware=req.hardware, family=req.family,
                                   efficiency=req.efficiency)
-    dec = evaluate(req.model, _workload("decode", req.dtype, req.runtime, batch=1,
-                                        s_kv=req.isl + req.osl), **common)
-    pre = evaluate(req.model, _workload("prefill", req.dtype, req.runtime, batch=1,
-                                        s_kv=req.isl), **common)
+    stack = (req.dtype, req.runtime, req.moe_imbalance)
+    dec = evaluate(req.model, _workload("decode", *stack, batch=1, s_kv=req.isl + req.osl),
+                   **common)
+    pre = evaluate(req.model, _workload("prefill", *stack, batch=1, s_kv=req.isl), **common)
     ok = (dec.fits & pre.fits).squeeze(list(HW_KNOBS))
     if not bool(ok.any()):
         return None

@@ -221,9 +221,10 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
                     efficiency: Efficiency | None, dtype: str, max_devices: int,
                     max_tokens: int, scheduler: Scheduler,
                     tokens: Sequence[int] = (), contexts: Sequence[int] = (),
-                    runtime: str = "") -> list[Instance]:
+                    runtime: str = "", moe_imbalance: float = 1.0) -> list[Instance]:
     """Every layout of up to ``max_devices`` devices that can serve: its step tables and
-    KV cache (at least one block); ``dtype`` and ``runtime`` as :func:`~.model.sweep`'s.
+    KV cache (at least one block); ``dtype``, ``runtime`` and ``moe_imbalance`` as
+    :func:`~.model.sweep`'s.
 
     Prefill: :func:`~.model.sweep` over :data:`PREFILL_BATCHES` x tokens (16, 32, ...
     doubling past ``max_tokens`` and the token budget, plus ``tokens``); decode: over
@@ -238,7 +239,7 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
     ctx_grid = _grid(max_tokens, contexts)
     common: dict[str, Any] = dict(gpus=max_devices, space=serving_space(max_devices),
                                   hardware=hardware, family=family, efficiency=efficiency,
-                                  dtype=dtype, runtime=runtime)
+                                  dtype=dtype, runtime=runtime, moe_imbalance=moe_imbalance)
     pre = sweep(model, "prefill", batch=list(PREFILL_BATCHES), s_kv=tok_grid, **common)
     dec = sweep(model, "decode", batch=list(DECODE_BATCHES), s_kv=ctx_grid, **common)
     mix_base = None

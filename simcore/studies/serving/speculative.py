@@ -136,10 +136,11 @@ def draft_model(target: Model | None, spec: Speculative) -> tuple[Model, Model |
 
 
 def _stack(common: dict[str, Any], dtype: str) -> tuple[dict[str, Any], Callable[..., Any]]:
-    """``common`` less the serving stack (``dtype``, ``runtime``): the keyword arguments
-    of :func:`simcore.evaluate`; and the workload builder of that stack."""
-    ekw = {k: v for k, v in common.items() if k not in ("dtype", "runtime")}
-    return ekw, partial(_workload, dtype=dtype, runtime=common.get("runtime", ""))
+    """``common`` less the serving stack (``dtype``, ``runtime``, ``moe_imbalance``): the
+    keyword arguments of :func:`simcore.evaluate`; and the workload builder of that stack."""
+    ekw = {k: v for k, v in common.items() if k not in ("dtype", "runtime", "moe_imbalance")}
+    return ekw, partial(_workload, dtype=dtype, runtime=common.get("runtime", ""),
+                        moe_imbalance=common.get("moe_imbalance", 1.0))
 
 
 def _head_extra_ns(model: Model, k: int, batch: int, ctx: int, common: dict[str, Any],
