@@ -36,6 +36,14 @@ OPS_MOE = 4.0
 #: MLA decode as downscale GEMM, q_a_layernorm, q_b GEMM, bmm_pre || rope_kvcache,
 #: attention, bmm_post, o_proj)
 OPS_MLA = 3.0
+#: largest expert-parallel group whose MoE, without attention data parallelism (every TP
+#: rank holds every token), combines its experts' outputs with one all-reduce over the TP
+#: group instead of dispatch / combine all-to-alls: TensorRT-LLM's "for EP4/EP8
+#: Reduce/Scatter is used, while for EP>8 All2All is used" (NVIDIA/TensorRT-LLM docs/
+#: source/blogs/tech_blog/blog4_Scaling_Expert_Parallelism_in_TensorRT-LLM.md @1d263f15,
+#: "Performance study", Figure 24), and aiconfigurator prices TensorRT-LLM's MoE without
+#: attention DP as that all-reduce (aic-core moe_dispatch, @095f58a5)
+EP_ALLREDUCE_MAX = 8
 
 # placement codes -> order of groups (0 tp, 1 cp, 2 pp, 3 dp), innermost first; PP outside
 # DP as Megatron-LM ("tp-cp-ep-dp-pp"), torchtitan and DeepSpeed place them

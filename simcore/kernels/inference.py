@@ -51,6 +51,7 @@ from .collectives import (
     tier_of,
 )
 from .common import (
+    EP_ALLREDUCE_MAX,
     OPS_LAYER,
     OPS_MLA,
     OPS_MOE,
@@ -604,7 +605,9 @@ def moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, t
     of the experts' outputs; the busiest rank receives (and returns) ``wp.moe_imbalance``
     x the mean; then the TP ranks all-gather their slices' outputs; across cubes each of
     the three pays the base latency. Adds wire bytes per tier and link latency to
-    ``acc``; returns the launches."""
+    ``acc``; returns the launches. Used with attention DP (``dp`` > 1) or EP beyond
+    ``EP_ALLREDUCE_MAX``; otherwise every TP rank holds every token and the experts'
+    outputs are all-reduced over TP (:func:`tp_allreduce`), as a dense FFN's."""
     ftp = float(tp)
     fep = float(ep)
     span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
@@ -789,7 +792,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     if lay[LAYOUT.ffn_shard_scope] == 1 and cp > 1:  # the FFN output
         n_ops += ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
                                     decode, topo)
-    elif ep > 1:
+    elif ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):  # else replicated tokens: all-reduce
         n_ops += moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp,
                               dp, ep, strides, tier_tp, topo)
     else:

@@ -550,7 +550,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if lay.ffn_shard_scope == "TP+CP" and cp > 1:
         ffn_out = ffn_tpcp_allreduce(links, model, tokens, msg, tp, cp, st, tier_cp, decode,
                                      topology)
-    elif ep > 1:
+    elif ep > 1 and (dp > 1 or ep > 8):  # EP <= 8 without attention DP: an all-reduce
         ffn_out = moe_alltoall(links, model, workload, tokens, act, ab, msg, tp, dp, ep, st,
                                tier_tp, topology)
     else:
