@@ -28,6 +28,7 @@ __all__ = [
     "design_choices", "parse_ints", "run_compare", "compare_table", "speedup_summary",
     "EXAMPLE_DEEPSPEED_CONFIG", "DEEPSPEED_METRIC_UNITS", "MAX_BREAKDOWN_BARS",
     "ep_options", "EP_HELP", "design_family", "serving_moe_options", "SERVING_MOE_HELP",
+    "routing_options", "routing_label", "ROUTING_HELP",
 ]
 
 #: The app's pages (tabs), in order; ``?page=<name in lower case>`` opens one.
@@ -160,6 +161,56 @@ def ep_options(model: Any, *, family: str | None = None, gpus: int | None = None
         return []
     budget = _budget(family, gpus)
     return ["auto", "all", *map(str, expert_sizes(model.n_experts, budget.gpus))]
+
+
+#: help of the Compare and Serving pages' "MoE routing" selector
+ROUTING_HELP = ("mixture-of-experts models with EP > 1: the busiest expert-parallel rank's "
+                "routed tokens over the mean, which its expert matmuls and all-to-all scale by. "
+                "eplb (1.109) and no-eplb (2.564) are measured by TensorRT-LLM on DeepSeek-R1 "
+                "decode at EP 32 (8 experts a rank) with and without its EPLB load balancer; "
+                "a rank holding more experts is less skewed. balanced (1) is what the "
+                "validation's sources run")
+
+
+def routing_options(model: Any) -> list[str]:
+    """The MoE routing choices a page offers ``model``: none for a dense model (or none
+    given); else the :data:`~simcore.model.workload.MOE_ROUTING` names, ``balanced`` first."""
+    from ..model.workload import MOE_ROUTING
+
+    if model is None or getattr(model, "n_experts", 1) <= 1:
+        return []
+    return sorted(MOE_ROUTING, key=lambda k: MOE_ROUTING[k])
+
+
+def routing_label(name: str) -> str:
+    """A routing choice with its value: ``"no-eplb (2.564x)"``."""
+    from ..model.workload import MOE_ROUTING
+
+    return f"{name} ({MOE_ROUTING[name]:g}x)" if name in MOE_ROUTING else str(name)
+
+
+def _imbalance(model: Any, value: float | str | None) -> float:
+    """``Workload.moe_load_imbalance`` of a page's run: ``value`` (a number >= 1 or a
+    :data:`~simcore.model.workload.MOE_ROUTING` name) for a mixture-of-experts model, 1 for
+    a dense one whatever ``value`` is (a stale selector's, the selector hidden)."""
+    from ..model.workload import moe_imbalance_value
+
+    if getattr(model, "n_experts", 1) <= 1 or value is None:
+        return 1.0
+    try:
+        return moe_imbalance_value(value)
+    except ValueError as exc:
+        raise SimcoreInputError(" ".join(str(exc).split())) from None
+
+
+def _load(model: Any) -> Any:
+    """A model given by name, catalogue id, config.json path or as a Model."""
+    from ..model.presets import load_model
+
+    try:
+        return load_model(model)
+    except (SimcoreInputError, ValueError, FileNotFoundError) as exc:
+        raise SimcoreInputError(" ".join(str(exc).split())) from None
 
 
 def design_family(design: str) -> str | None:
@@ -435,10 +486,15 @@ def dataset_netcdf(ds: Any) -> bytes:
 
 def run_serving(model: Any, *, family: str | None, gpus: int, isl: int, osl: int,
                 max_ttft_ms: float | None = None, max_tpot_ms: float | None = None,
-                attn_dp: str | int = "all", ep: str | int = "all") -> Any:
+                attn_dp: str | int = "all", ep: str | int = "all",
+                moe_imbalance: float | str = 1.0) -> Any:
     """The serving plan; ``attn_dp`` / ``ep``: ``"all"`` or one degree (a selector's
-    value, :func:`serving_moe_options`)."""
+    value, :func:`serving_moe_options`); ``moe_imbalance``: a mixture-of-experts model's
+    routing skew (:func:`routing_options`; a dense model ignores it)."""
     from ..studies import serving
+
+    model = _load(model)
+    lam = _imbalance(model, moe_imbalance)
 
     def one(v: str | int) -> str | int:
         return int(v) if str(v).strip().isdigit() else str(v)
@@ -446,7 +502,7 @@ def run_serving(model: Any, *, family: str | None, gpus: int, isl: int, osl: int
     try:
         return serving.plan(model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
                             max_ttft_ms=max_ttft_ms or None, max_tpot_ms=max_tpot_ms or None,
-                            attn_dp=one(attn_dp), ep=one(ep))
+                            attn_dp=one(attn_dp), ep=one(ep), moe_imbalance=lam)
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
 
@@ -503,12 +559,15 @@ def parse_ints(text: str | int | Sequence[int], *, name: str) -> list[int]:
 def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                 over: str = "s_kv", values: str | Sequence[int] = "8192,32768,131072",
                 fixed: int = 1, metric: str = "latency", cuda_graphs: bool | None = None,
-                gpus: int | None = None, ep: str | int | None = None) -> Any:
+                gpus: int | None = None, ep: str | int | None = None,
+                moe_imbalance: float | str = 1.0) -> Any:
     """:func:`~simcore.studies.compare.compare` over one axis: ``over`` is ``"s_kv"`` (context,
     ``fixed`` = batch) or ``"batch"`` (``fixed`` = context), with the CLI's defaults:
     ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None gives every design
     one node (the whole system for SiP), ``ep`` None (``auto``) the reduced space's
-    expert-parallel degrees."""
+    expert-parallel degrees, ``moe_imbalance`` 1 (balanced routing; a
+    :data:`~simcore.model.workload.MOE_ROUTING` name or a number >= 1 for a
+    mixture-of-experts model, which a dense model ignores)."""
     from ..model.specs import Workload
     from ..studies.compare import compare, parse_design
 
@@ -527,9 +586,15 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
                                 f"for the page (limit {MAX_COMPARE_POINTS}); run `simcore "
                                 "compare` from the CLI")
     batch, s_kv = ([int(fixed)], xs) if over == "s_kv" else (xs, [int(fixed)])
+    model = _load(model)
+    lam = _imbalance(model, moe_imbalance)
     try:
         budgets = [_budget(parse_design(d)[1], gpus).gpus for d in designs]
-        workload = Workload("decode", cuda_graphs=True) if graphs else mode
+        if lam != 1.0:  # as `simcore compare --moe-imbalance` builds it
+            kw: dict[str, Any] = {"cuda_graphs": True} if graphs else {}
+            workload: Any = Workload(mode, batch=1, s_kv=8192, moe_load_imbalance=lam, **kw)
+        else:
+            workload = Workload("decode", cuda_graphs=True) if graphs else mode
         return compare(designs, model, workload, batch=batch, s_kv=s_kv, metric=metric,
                        gpus=budgets, space=_space(model, ep))
     except (SimcoreInputError, ValueError) as exc:

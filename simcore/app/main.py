@@ -85,6 +85,24 @@ def _ep_input(key: str, name: str | None, upload: bytes | None, *, where: Any = 
     return where.selectbox("expert parallelism (EP)", opts, key=f"{key}_ep", help=L.EP_HELP)
 
 
+def _routing_input(key: str, name: str | None, upload: bytes | None, *,
+                   where: Any = st) -> float:
+    """The MoE routing selector (``balanced``, ``eplb``, ``no-eplb`` with their values),
+    for a mixture-of-experts model only: its ``Workload.moe_load_imbalance``, 1 for a
+    dense model or one that does not load yet (Run reports that)."""
+    try:
+        opts = L.routing_options(L.load_model_input(name, upload))
+    except Exception:  # noqa: BLE001 - the run button shows the error
+        return 1.0
+    if not opts:
+        return 1.0
+    from simcore.model.workload import MOE_ROUTING
+
+    pick = where.selectbox("MoE routing", opts, key=f"{key}_routing",
+                           format_func=L.routing_label, help=L.ROUTING_HELP)
+    return MOE_ROUTING.get(str(pick), 1.0)
+
+
 def page_explore(demo: bool) -> None:
     st.header("Explore: hardware x parallel layout co-design")
     name, upload = _model_inputs("explore")
@@ -164,19 +182,21 @@ def page_explore(demo: bool) -> None:
         d2.warning(f"netCDF not available: {exc}")
 
 
-def _serving_moe_inputs(name: str | None, upload: bytes | None, gpus: int) -> tuple[str, str]:
-    """The Serving page's attention-DP and EP selectors, for a mixture-of-experts model
-    only (``all``, ``all`` otherwise)."""
+def _serving_moe_inputs(name: str | None, upload: bytes | None,
+                        gpus: int) -> tuple[str, str, float]:
+    """The Serving page's attention-DP, EP and MoE routing selectors, for a
+    mixture-of-experts model only (``all``, ``all``, 1 otherwise)."""
     try:
         dps, eps = L.serving_moe_options(L.load_model_input(name, upload), gpus)
     except Exception:  # noqa: BLE001 - the Plan button shows the error
-        return "all", "all"
+        return "all", "all", 1.0
     if not dps:
-        return "all", "all"
-    c1, c2 = st.columns(2)
+        return "all", "all", 1.0
+    c1, c2, c3 = st.columns(3)
     return (c1.selectbox("attention DP", dps, key="serving_attn_dp", help=L.SERVING_MOE_HELP),
             c2.selectbox("expert parallelism (EP)", eps, key="serving_ep",
-                         help=L.SERVING_MOE_HELP))
+                         help=L.SERVING_MOE_HELP),
+            _routing_input("serving", name, upload, where=c3))
 
 
 def page_serving(demo: bool = False) -> None:
@@ -193,7 +213,7 @@ def page_serving(demo: bool = False) -> None:
                            key="serving_ttft")
     tpot = c6.number_input("max TPOT (ms, 0 = none)", min_value=0.0, value=0.0,
                            key="serving_tpot")
-    attn_dp, ep = _serving_moe_inputs(name, upload, int(gpus))
+    attn_dp, ep, moe_imbalance = _serving_moe_inputs(name, upload, int(gpus))
     if st.button("Plan", key="serving_run", type="primary") or (
             demo and "serving_result" not in st.session_state):
         try:
@@ -202,7 +222,7 @@ def page_serving(demo: bool = False) -> None:
                 st.session_state["serving_result"] = L.run_serving(
                     model, family=family, gpus=int(gpus), isl=int(isl), osl=int(osl),
                     max_ttft_ms=float(ttft) or None, max_tpot_ms=float(tpot) or None,
-                    attn_dp=attn_dp, ep=ep)
+                    attn_dp=attn_dp, ep=ep, moe_imbalance=moe_imbalance)
         except Exception as exc:  # noqa: BLE001
             st.session_state.pop("serving_result", None)
             _fail(exc)
@@ -250,6 +270,7 @@ def page_compare(demo: bool = False) -> None:
                          help=L.GRAPHS_HELP, disabled=mode != "decode")
     ep = _ep_input("compare", name, upload,
                    family=L.design_family(designs[0]) if designs else None)
+    moe_imbalance = _routing_input("compare", name, upload)
     if st.button("Compare", key="compare_run", type="primary") or (
             demo and "compare_result" not in st.session_state):
         try:
@@ -258,7 +279,7 @@ def page_compare(demo: bool = False) -> None:
                 st.session_state["compare_result"] = r = L.run_compare(
                     model, designs=designs, mode=mode, over=over, values=values,
                     fixed=int(fixed), cuda_graphs=graphs if mode == "decode" else None,
-                    ep=ep)
+                    ep=ep, moe_imbalance=moe_imbalance)
                 st.session_state["compare_assumed"] = L.compare_assumptions(r, model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
             st.session_state.pop("compare_result", None)
