@@ -23,8 +23,8 @@ def test_named_values__are_the_cited_measurements():
     # EPLB, 0.109 with it; the names hold max / mean
     assert MOE_ROUTING == {"balanced": 1.0, "eplb": 1.109, "no-eplb": 2.564}
     assert moe_imbalance_value(" No-EPLB ") == 2.564 and moe_imbalance_value("1.25") == 1.25
-    for bad in ("0.9", "nan", "inf", "skewed", ""):
-        with pytest.raises(ValueError, match="pass balanced, eplb, no-eplb or a number >= 1"):
+    for bad in ("0.9", "nan", "inf", "1025", "skewed", ""):
+        with pytest.raises(ValueError, match="pass balanced, eplb, no-eplb or a number from 1"):
             moe_imbalance_value(bad)
 
 
@@ -40,10 +40,39 @@ def test_inference__skew_slows_the_expert_parallel_step_only():
     mix, wl = load_model("Mixtral 8x7B"), Workload("prefill", batch=8, s_kv=4096)
     lat = [_latency(mix, replace(wl, moe_load_imbalance=v), ep=8) for v in (1.0, 1.109, 2.564)]
     assert lat[0] < lat[1] < lat[2]
+    ds = evaluate(mix, replace(wl, moe_load_imbalance=1.109), family="H100-SXM", gpus=8)
+    assert ds.attrs["moe_load_imbalance"] == 1.109  # the Dataset records it
+    assert "moe_load_imbalance" not in evaluate("Llama 3.1 8B", wl, family="H100-SXM").attrs
     assert _latency(mix, replace(wl, moe_load_imbalance=2.564), ep=1) == _latency(mix, wl, ep=1)
     dense = load_model("Llama 3.1 8B")
     assert (_latency(dense, replace(wl, moe_load_imbalance=2.564), ep=1)
             == _latency(dense, wl, ep=1))
+
+
+def test_skew__capped_at_what_the_layout_allows():
+    """At EP 2 a top-2 token can send both copies to one rank: the busiest rank holds at
+    most 2x the mean, so the no-eplb value (2.564) and any larger one price as 2."""
+    mix, wl = load_model("Mixtral 8x7B"), Workload("prefill", batch=2, s_kv=4096)
+
+    def lat(v):
+        ds = evaluate(mix, replace(wl, moe_load_imbalance=v), family="H100-SXM", gpus=2,
+                      space={"tp": (1,), "cp": (1,), "pp": (1,), "dp": (2,), "ep": (2,)})
+        return float(ds.latency_ns.min())
+
+    assert lat(1.0) < lat(1.5) < lat(2.0) == lat(2.564) == lat(10.0)
+
+
+def test_explore__takes_the_skew(capsys):
+    argv = ["explore", "--model", "Mixtral 8x7B", "--family", "H100-SXM", "--depth",
+            "two_stage", "--ep", "8", "--mode", "prefill", "--s-kv", "4096", "--top", "1",
+            "--format", "json"]
+    lat = []
+    for name in ("balanced", "no-eplb"):
+        assert main([*argv, "--moe-imbalance", name]) == 0
+        cap = capsys.readouterr()
+        lat.append(json.loads(cap.out)[0]["latency_ms"])
+        assert ("2.564x the mean" in cap.err) == (name == "no-eplb")
+    assert lat[1] > lat[0]
 
 
 def test_cli__moe_imbalance_moves_the_answer_and_the_header_states_it(capsys):
@@ -63,6 +92,7 @@ def test_cli__moe_imbalance_moves_the_answer_and_the_header_states_it(capsys):
 
 @pytest.mark.parametrize(("argv", "needle"), [
     (["evaluate", "--moe-imbalance", "0.5"], "argument --moe-imbalance: pass balanced, eplb"),
+    (["evaluate", "--moe-imbalance", "5000"], "a number from 1 to 1024"),
     (["evaluate", "--moe-imbalance", "eplb"], "is dense (no experts); --moe-imbalance applies"),
     (["compare", "H100-SXM", "H200", "--moe-imbalance", "2"], "is dense (no experts)"),
 ])

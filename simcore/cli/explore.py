@@ -309,7 +309,9 @@ def run(args: argparse.Namespace) -> int:
                           space=space, metric=args.metric, family=fam,
                           progress=not args.no_progress, client=client,
                           store=None if args.resume is None else str(args.resume),
-                          **runtime_kwargs(args), **_cost_kwargs(args), **budget.kwargs())
+                          **runtime_kwargs(args), **_cost_kwargs(args), **budget.kwargs(),
+                          **({"moe_imbalance": args.moe_imbalance}
+                             if args.moe_imbalance is not None else {}))
         wall = time.perf_counter() - t0
     except DeviceBudgetError as exc:
         raise budget_error(exc, budget) from None

@@ -554,10 +554,12 @@ def add_space_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--moe-imbalance", type=moe_imbalance_arg, default=None,
                    metavar="balanced|eplb|no-eplb|X",
                    help="mixture-of-experts models with --ep > 1: the busiest expert-parallel "
-                        "rank's routed tokens over the mean; its expert matmuls and all-to-all "
-                        "traffic scale by it. eplb = 1.109 and no-eplb = 2.564 are measured "
-                        "(TensorRT-LLM, DeepSeek-R1 decode at EP 32 with and without its "
-                        "expert load balancer) (default: balanced, 1)")
+                        "rank's routed tokens over the mean, 1 to 1024; its expert matmuls and "
+                        "all-to-all traffic scale by it (not its memory), capped at what a "
+                        "layout allows (ep x min(top-k, experts/ep) / top-k). eplb = 1.109 and "
+                        "no-eplb = 2.564 are measured at EP 32, 8 experts a rank (TensorRT-LLM, "
+                        "DeepSeek-R1 decode with and without its expert load balancer) "
+                        "(default: balanced, 1)")
 
 
 def moe_imbalance_arg(text: str) -> float:

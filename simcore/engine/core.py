@@ -584,6 +584,8 @@ class Prepared:
             "n_system_devices": self.topology.n_devices,
             **({"gpus": self.gpus, "exact_gpus": int(self.exact_gpus)}
                if self.gpus is not None else {}),
+            **({"moe_load_imbalance": float(w.moe_load_imbalance)}
+               if getattr(self.model, "n_experts", 1) > 1 else {}),
             **{f"efficiency_{k}": v for k, v in vars(self.efficiency).items() if v is not None},
         }
 

@@ -137,6 +137,18 @@ def moe_permute_bytes(k, d, nbytes, rows):
 
 
 @jit()
+def busiest_share(mp, wp, ep):
+    """The busiest expert-parallel rank's routed token copies over the mean:
+    ``Workload.moe_load_imbalance``, capped at what ``ep`` ranks allow (a token sends at
+    most min(k, E/ep) copies to one rank, so no rank holds more than ep·min(k, E/ep)/k x
+    the mean: 2 at EP 2 for Mixtral's top-2 of 8); 1 without EP or experts."""
+    if ep <= 1.0 or mp.n_experts <= 1.0:
+        return 1.0
+    cap = ep * min(mp.top_k, mp.n_experts / ep) / mp.top_k
+    return min(wp.moe_imbalance, cap)
+
+
+@jit()
 def attention_kernel_rate(wp, topo):
     """The attention core's rate relative to the family's native fused kernel
     (FlashAttention-3 / TensorRT-LLM / FlashInfer class on Hopper): ``Topology.fa2_ratio``

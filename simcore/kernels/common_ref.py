@@ -91,6 +91,15 @@ def moe_permute_bytes(k: int, d: int, nbytes: float, rows: float) -> float:
     return moe_permute_elems(k) * d * nbytes * rows
 
 
+def busiest_share(model, workload, ep) -> float:
+    """The busiest EP rank's routed copies over the mean: ``moe_load_imbalance`` capped at
+    ep·min(k, E/ep)/k (every copy a token can send to one rank); 1 without EP."""
+    if ep <= 1 or model.n_experts <= 1:
+        return 1.0
+    cap = ep * min(model.top_k, model.n_experts / ep) / model.top_k
+    return min(workload.moe_load_imbalance, cap)
+
+
 def keys_in_window(first: int, last: int, window: int) -> float:
     """Keys the queries at positions ``first..last`` (1-based) attend to when each sees at
     most ``window`` keys: the sum of ``min(p, window)``."""

@@ -57,6 +57,7 @@ from .common import (
     OPS_MOE,
     add_comm,
     attention_kernel_rate,
+    busiest_share,
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
@@ -487,7 +488,7 @@ def expert_gemms_ep(mp, wp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_w
                     bytes_per_act):
     """``(flops, hbm_bytes)`` per layer of the MoE experts under expert parallelism: the
     experts split over ``ep`` of the stage's TP×DP devices (each expert sharded over
-    tp·dp/ep of them); the busiest rank's routed tokens, ``wp.moe_imbalance`` x the mean
+    tp·dp/ep of them); the busiest rank's routed tokens, :func:`busiest_share` x the mean
     (``Workload.moe_load_imbalance``, 1 = balanced); the weights of its local experts the
     DP replicas' tokens touch."""
     tokens_local = tokens[4]
@@ -496,7 +497,7 @@ def expert_gemms_ep(mp, wp, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_w
     E = mp.n_experts
     k = mp.top_k
     ranks_per_expert = ftp * dp / fep
-    routed = k * mp.expert_params * wp.moe_imbalance
+    routed = k * mp.expert_params * busiest_share(mp, wp, fep)
     flops = 2.0 * tokens_local * (routed + mp.router_params) / ftp / mm_rate
     local = busiest_rank_experts(E, k, tokens_local * dp, fep)  # the replicas' tokens meet
     read = local * mp.expert_params / ranks_per_expert + mp.router_params / ftp
@@ -602,7 +603,7 @@ def moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, t
     shard of its expert, r - 1/ep of them off the device ((ep-1)/ep when each expert is
     whole on one rank; an expert sharded over r ranks needs every routed token on each
     shard and reduces the r partial outputs); dispatch at the activation dtype, combine
-    of the experts' outputs; the busiest rank receives (and returns) ``wp.moe_imbalance``
+    of the experts' outputs; the busiest rank receives (and returns) :func:`busiest_share`
     x the mean; then the TP ranks all-gather their slices' outputs; across cubes each of
     the three pays the base latency. Adds wire bytes per tier and link latency to
     ``acc``; returns the launches. Used with attention DP (``dp`` > 1) or EP beyond
@@ -614,7 +615,7 @@ def moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, t
     tier_ep = tier_of(span_ep, int(topo.pes_per_cube), int(topo.pes_per_sip))
     copies = (fep - 1.0) / fep + (ftp * float(dp) / fep - 1.0)  # r - 1/ep off the device
     a2a = tokens[4] / ftp * mp.top_k * mp.d_model * (bytes_per_act + bytes_per_msg) * copies
-    a2a *= wp.moe_imbalance  # the busiest rank's ingress (balanced: 1)
+    a2a *= busiest_share(mp, wp, fep)  # the busiest rank's ingress (balanced: 1)
     add_comm(acc, tier_ep, a2a, 2.0 * (phase_steps(fep) * tier_alpha_ns(topo, tier_ep)
                                        + tier_base_ns(topo, tier_ep)))
     if tp <= 1:

@@ -19,6 +19,7 @@ from . import collectives_ref as coll
 from .common_ref import (
     Layout,
     attention_kernel_rate,
+    busiest_share,
     keys_in_window,
     moe_permute_bytes,
     moe_permute_elems,
@@ -319,12 +320,13 @@ def ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, bytes_per_weight, bytes_per
 def expert_gemms_ep(model, workload, tokens, ffn_tokens, tp, dp, ep, mm_rate, bytes_per_weight,
                     bytes_per_act):
     """(FLOPs, bytes) of the experts under expert parallelism: the busiest rank's routed
-    tokens (``workload.moe_load_imbalance`` x the mean), the weights of its experts the DP
+    tokens (``busiest_share`` x the mean), the weights of its experts the DP
     replicas' tokens touch."""
     E, k, t = model.n_experts, model.top_k, tokens[4]
     router = _router_params(model)
     mine = busiest_rank_experts(E, k, t * dp, ep)
-    flops = 2 * t * (k * model.expert_params * workload.moe_load_imbalance + router) / tp / mm_rate
+    routed = k * model.expert_params * busiest_share(model, workload, ep)
+    flops = 2 * t * (routed + router) / tp / mm_rate
     read = mine * model.expert_params / (tp * dp / ep) + router / tp
     return flops, read * bytes_per_weight + 2 * ffn_tokens * model.d_model * bytes_per_act
 
@@ -396,13 +398,13 @@ def moe_alltoall(links, model, workload, tokens, act_bytes, bytes_per_act, bytes
     over the EP group, then the TP ranks' all-gather of their slices. Each routed token
     goes to the r = tp·dp/ep ranks holding a shard of its expert: r - 1/ep copies off the
     device ((ep - 1)/ep when experts are whole, r = 1); the busiest rank receives
-    ``workload.moe_load_imbalance`` x the mean."""
+    ``busiest_share`` x the mean."""
     ep_span = max(coll.group_span(tp, strides[0]), coll.group_span(dp, strides[3]))
     ep_tier = _tier(ep_span, topology)
     ep_bw, ep_alpha = links[ep_tier]
     copies = tp * dp / ep - 1 / ep
     sent = (tokens[4] / tp * model.top_k * model.d_model * (bytes_per_act + bytes_per_msg) * copies
-            * workload.moe_load_imbalance)
+            * busiest_share(model, workload, ep))
     # dispatch and combine: two operations, each paying the base latency across cubes
     ns = sent / ep_bw + 2 * (coll.phase_steps(ep) * ep_alpha + tier_base_ns(topology, ep_tier))
     if tp <= 1:

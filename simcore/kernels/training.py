@@ -61,6 +61,7 @@ from .common import (
     OPS_MOE,
     add_comm,
     attention_kernel_rate,
+    busiest_share,
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
@@ -559,7 +560,7 @@ def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
     else:
         a0, a1, h0, h1 = alltoall_factors(ep, k_ep, topo.nics_per_cube, cube)
         msg = tokens / tp * mp.top_k * d * bw
-    msg *= wp.moe_imbalance  # the busiest rank's ingress (balanced: 1)
+    msg *= busiest_share(mp, wp, ep)  # the busiest rank's ingress (balanced: 1)
     acc[0] += count * a0 * msg
     acc[tier_ep] += count * a1 * msg
     hop = topo.alpha_intra_ns if tier_ep == 0 else topo.alpha_intra_scaleout_ns
@@ -567,16 +568,16 @@ def moe_alltoall(acc, mp, wp, topo, tokens, tp, ep, k_ep, tier_ep, count):
 
 
 @jit()
-def expert_tp_relayout(acc, mp, wp, topo, tokens, tp, etp, k_etp, tier_etp, count):
+def expert_tp_relayout(acc, mp, wp, topo, tokens, tp, ep, etp, k_etp, tier_etp, count):
     """The token re-layout between the EP and the expert-TP groups (Megatron-Core's
     ``MoEAlltoAllTokenDispatcher`` with expert TP > 1): after each dispatch all-to-all the
     etp ranks of an expert-TP group all-gather the token copies they received (each
-    rank's tokens / tp, k copies, times the busiest rank's ``moe_imbalance``), before each
+    rank's tokens / tp, k copies, times the busiest rank's :func:`busiest_share`), before each
     combine they reduce-scatter the expert outputs; ``count`` of them (one per
     dispatch or combine), into ``acc``."""
     if etp <= 1.0 or count == 0.0:
         return
-    rows = tokens / tp * mp.top_k * wp.moe_imbalance
+    rows = tokens / tp * mp.top_k * busiest_share(mp, wp, ep)
     gathered = etp * rows * mp.d_model * mp.bytes_per_param
     group_collective(acc, gathered, etp, k_etp, tier_etp, topo, False, count, False)
 
@@ -963,7 +964,7 @@ def _train_row(row, mp, wp, topo, out):
     if use_ep:  # dispatch + combine; Megatron-Core's moe_a2a_overlap hides them
         a2a_acc = ovl if wp.moe_a2a_overlap == 1.0 else acc
         moe_alltoall(a2a_acc, mp, wp, topo, T, ftp, fep, k_ep, tier_ep, n_a2a)
-        expert_tp_relayout(a2a_acc, mp, wp, topo, T, ftp, fetp, k_etp, tier_etp, n_a2a)
+        expert_tp_relayout(a2a_acc, mp, wp, topo, T, ftp, fep, fetp, k_etp, tier_etp, n_a2a)
     if wide:
         tp_cp_ffn_collectives(acc, mp, wp.micro_batch, wp.s_kv, ftp, fcp, tier_tpcp, tier_cp,
                               topo, n_half)
@@ -1033,7 +1034,7 @@ def _layer_ops(lay, mp, wp, topo, out):
     f_lin, out.b_lin = attention_projections(mp, T, ftp, bw, p_attn)
     f_core, out.b_core = attention_core(mp, wp, fcp, ftp, bw, p_core, causal, pair_frac)
     f_ffn, out.b_ffn = ffn_gemms(mp, T, ffn_tokens, shard, ftp, fep, wp.expert_tp,
-                                 wp.moe_imbalance, bw, p_ffn)
+                                 busiest_share(mp, wp, fep), bw, p_ffn)
     f_head, out.b_head = lm_head(mp, m, T, ftp, bw)
     out.f_lin = mm * f_lin
     out.f_core = core * f_core

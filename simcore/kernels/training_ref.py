@@ -18,6 +18,7 @@ from . import collectives_ref as coll
 from .common_ref import (
     Layout,
     attention_kernel_rate,
+    busiest_share,
     keys_in_window,
     moe_permute_elems,
     op_time,
@@ -377,7 +378,7 @@ def moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, tier_ep
     cube = topology.pes_per_cube
     nics = topology.nics_per_cube or cube
     # the busiest rank's rows (moe_load_imbalance x the mean)
-    row = tokens / tp * model.d_model * model.bytes_per_param * workload.moe_load_imbalance
+    row = tokens / tp * model.d_model * model.bytes_per_param * busiest_share(model, workload, ep)
     # across cubes: NCCL's base latency once, its NVLink latency per in-cube peer
     scaleout = (None if tier_ep == 0 else
                 (topology.coll_base_scaleout_ns, topology.alpha_intra_scaleout_ns))
@@ -392,14 +393,14 @@ def moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, tier_ep
     return count * t
 
 
-def expert_tp_relayout(links, model, workload, topology, tokens, tp, etp, k_etp, tier_etp,
+def expert_tp_relayout(links, model, workload, topology, tokens, tp, ep, etp, k_etp, tier_etp,
                        count) -> float:
     """Expert TP > 1 (Megatron-Core's alltoall dispatcher): ``count`` all-gathers (after a
     dispatch) or reduce-scatters (before a combine) over the expert-TP group of the token
     copies a rank received: its tokens / tp, k each, x the busiest rank's imbalance."""
     if etp <= 1 or count == 0:
         return 0.0
-    received = (tokens / tp * model.top_k * workload.moe_load_imbalance * model.d_model
+    received = (tokens / tp * model.top_k * busiest_share(model, workload, ep) * model.d_model
                 * model.bytes_per_param)
     return group_collective(links, etp * received, etp, k_etp, tier_etp, topology, False,
                             count, False)
@@ -648,7 +649,7 @@ def _layer_ops(model, workload, topology, lay: Layout):
            "attn_core": scaled(core_rate, attention_core(model, workload, cp, tp, wb, core,
                                                          causal, pair_frac)),
            "ffn": scaled(gemm, ffn_gemms(model, tokens, ffn_tokens, ffn_ranks, tp, ep,
-                                         workload.expert_tp, workload.moe_load_imbalance,
+                                         workload.expert_tp, busiest_share(model, workload, ep),
                                          wb, ffn))}
     head = scaled(head_rate, lm_head(model, m, tokens, tp, wb))
     ep_div = tp if ep > 1 else 1  # a rank handles its sequence-parallel 1/tp slice
@@ -703,8 +704,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if not wide:  # and the FFN block's
         tp_time += tp_time * tp_ffn_share(model, ep)
     a2a = (moe_alltoall(links, model, workload, topology, tokens, tp, ep, k_ep, t_ep, n_a2a)
-           + expert_tp_relayout(links, model, workload, topology, tokens, tp, etp, k_etp,
-                                t_etp, n_a2a)
+           + expert_tp_relayout(links, model, workload, topology, tokens, tp, ep, etp,
+                                k_etp, t_etp, n_a2a)
            if ep > 1 else 0.0)
     overlapped = ((tp_time if workload.tp_comm_overlap else 0.0)
                   + (a2a if workload.moe_a2a_overlap else 0.0))

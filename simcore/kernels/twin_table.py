@@ -57,6 +57,7 @@ TWINS: tuple[Twin, ...] = (
     Twin("window_keys", "common", "common_ref"),
     Twin("moe_permute_bytes", "common", "common_ref"),
     Twin("attention_kernel_rate", "common", "common_ref"),
+    Twin("busiest_share", "common", "common_ref"),
     Twin("precision", "inference", "inference_ref"),
     Twin("weight_only", "inference", "inference_ref"),
     Twin("layout_valid", "inference", "inference_ref"),

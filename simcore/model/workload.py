@@ -596,7 +596,8 @@ def moe_imbalance_value(text: str | float) -> float:
         value = float(key)
     except ValueError:
         value = float("nan")
-    if not value >= 1.0 or value == float("inf"):
+    if not 1.0 <= value <= 1024.0:
         raise ValueError(f"moe_load_imbalance {text!r}: pass {', '.join(MOE_ROUTING)} or a "
-                         "number >= 1 (the busiest EP rank's routed tokens over the mean)")
+                         "number from 1 to 1024 (the busiest EP rank's routed tokens over the "
+                         "mean)")
     return value

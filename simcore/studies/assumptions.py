@@ -222,11 +222,11 @@ def routing_text(workload: Any, model: Any = None) -> str:
     if model is None or getattr(model, "n_experts", 1) <= 1:
         return ""
     lam = float(workload.moe_load_imbalance)
-    if lam == 1.0:
+    if abs(lam - 1.0) < 1e-9:
         return ("balanced (the busiest EP rank carries the mean; pass --moe-imbalance eplb or "
                 "no-eplb for measured skew)")
-    names = {v: k for k, v in MOE_ROUTING.items()}
     where = {"eplb": "TensorRT-LLM, DeepSeek-R1 at EP 32 with EPLB",
              "no-eplb": "TensorRT-LLM, DeepSeek-R1 at EP 32 without a load balancer"}
-    name = names.get(lam)
+    name = next((k for k, v in MOE_ROUTING.items() if k in where and abs(lam - v) < 1e-9),
+                None)
     return f"busiest EP rank {lam:g}x the mean" + (f" ({name}: {where[name]})" if name else "")

@@ -396,20 +396,15 @@ def joint_explore(
     depth: str | int | Mapping[str, Sequence[float]] = "balanced",
     space: str | Space | Mapping[str, Sequence[Any]] | None = "reduced",
     metric: str | Metric = "latency",
-    batch: int = 1,
-    s_q: int = 0,
-    family: str | HardwareFamily | None = None,
-    efficiency: Efficiency | None = None,
-    chunk_size: int | None = None,
-    progress: bool = False,
-    with_sensitivity: bool = True,
-    client: Any = None,
-    store: str | None = None,
+    batch: int = 1, s_q: int = 0,
+    family: str | HardwareFamily | None = None, efficiency: Efficiency | None = None,
+    chunk_size: int | None = None, progress: bool = False, with_sensitivity: bool = True,
+    client: Any = None, store: str | None = None,
     cost_model: CostModel | Mapping[str, Any] | str | bool | None = None,
     objectives: str | Sequence[str] | Mapping[str, str] | None = None,
     gpus: int | None = None,
     exact_gpus: bool = False,
-    cuda_graphs: bool | None = None, runtime: str = "",
+    cuda_graphs: bool | None = None, runtime: str = "", moe_imbalance: float = 1.0,
 ) -> JointExploreResult:
     """Sweep hardware candidates; per candidate, the metric-best layout that fits.
 
@@ -446,9 +441,10 @@ def joint_explore(
         Device budget: per candidate only layouts using at most ``gpus`` devices compete
         (exactly ``gpus`` with ``exact_gpus``); see :func:`simcore.evaluate`.
     exact_gpus : bool
-    cuda_graphs, runtime : bool or None, str
+    cuda_graphs, runtime, moe_imbalance : bool or None, str, float
         Decode steps replay CUDA graphs (:attr:`simcore.Workload.cuda_graphs`), or (None)
-        as the ``runtime`` profile says (:data:`simcore.model.runtime.RUNTIMES`; "": off).
+        as the ``runtime`` profile says (:data:`simcore.model.runtime.RUNTIMES`; "": off);
+        :attr:`simcore.Workload.moe_load_imbalance` (MoE routing skew; 1 = balanced).
 
     Examples
     --------
@@ -461,7 +457,8 @@ def joint_explore(
     if cuda_graphs and mode != "decode":
         raise SimcoreInputError(f"cuda_graphs: only decode steps replay CUDA graphs; pass "
                                 f"cuda_graphs=False for mode={mode!r}")
-    wl = Workload(mode, batch, s_kv, s_q, cuda_graphs=cast(bool, cuda_graphs), runtime=runtime)
+    wl = Workload(mode, batch, s_kv, s_q, cuda_graphs=cast(bool, cuda_graphs), runtime=runtime,
+                  moe_load_imbalance=moe_imbalance)
     fam = get_family(family)
     defaults = fam.hardware.as_dict()  # depths and cost_score are relative to the family
     depth = check_depth(depth)
