@@ -73,10 +73,11 @@ def test_plan__speculative_decoding_carries_the_skew():
 
 
 def test_plan_at_rate__records_it_and_says_it_moves_nothing_without_ep():
-    # the request simulation searches no expert-parallel layouts: a note says so
-    p = plan_at_rate("Mixtral 8x7B", family="H100-SXM", gpus=2, rate_rps=1, duration_s=10,
+    # one GPU holds no expert-parallel layout: the request simulation prices none, a note
+    # says so (with EP layouts priced the skew moves them: tests/test_rate_planner_ep.py)
+    p = plan_at_rate("Mixtral 8x7B", family="H100-SXM", gpus=1, rate_rps=1, duration_s=10,
                      isl=512, osl=64, max_ttft_ms=5000, modes=("agg",), top=1,
-                     moe_imbalance="eplb")
+                     moe_imbalance="eplb", dtype="fp8")
     assert p.moe_imbalance == 1.109
     assert any(n.startswith("moe_imbalance 1.109 (--moe-imbalance) moves nothing here")
                for n in p.notes)

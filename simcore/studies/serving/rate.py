@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import DeviceBudgetError
 from ...model.presets import get_family, load_model
 from ...model.specs import Efficiency, Hardware, HardwareFamily, Model
 from .model import (
@@ -202,9 +203,10 @@ def plan_at_rate(
         The serving stack (:data:`simcore.model.runtime.RUNTIMES`), as
         :func:`~.search.plan`'s ``runtime``.
     moe_imbalance : float or str
-        A mixture-of-experts model's routing skew, as :func:`~.search.plan`'s (the
-        layouts simulated here have no expert parallelism, so it moves nothing; a note
-        says so when it is not 1).
+        A mixture-of-experts model's routing skew, as :func:`~.search.plan`'s: it moves
+        the expert-parallel layouts (:func:`~.simulate.price_instances` prices them next
+        to those without EP); a note says so when it is not 1 and no expert-parallel
+        layout fits the budget.
 
     Raises
     ------
@@ -228,6 +230,7 @@ def plan_at_rate(
                         exact_gpus=exact_gpus, top=top, seed=seed, speculative=speculative,
                         runtime=runtime, moe_imbalance=moe_imbalance)
     insts = _instances(req)
+    notes = req.notes + _skew_notes(req, insts)
     short = _shortlist(req, insts)
     cands: list[RateConfig] = []
     bound = _Bound(req.gpus)
@@ -240,7 +243,7 @@ def plan_at_rate(
                     traffic=req.traffic, max_ttft_ms=req.max_ttft_ms,
                     max_tpot_ms=req.max_tpot_ms, scheduler=req.sched, best=tuple(best),
                     candidates=tuple(_order(cands)), n_layouts=len(insts),
-                    elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=req.notes,
+                    elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=notes,
                     runtime=req.runtime, moe_imbalance=req.moe_imbalance)
 
 
@@ -342,10 +345,6 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
         else:
             traffic = poisson(rate_rps, duration_s=duration_s, isl=isl, osl=osl, seed=int(seed))
     notes: list[str] = []
-    if lam != 1.0:
-        notes.append(f"moe_imbalance {lam:g} (--moe-imbalance) moves nothing here: the request "
-                     "simulation searches layouts without expert parallelism, where routing "
-                     "skew costs nothing (the steady-state planner searches EP)")
     if bool((traffic.osl <= 1).all()):
         if tpot_lim is not None:
             raise ServingError("every request has osl 1: no decode step and so no TPOT to "
@@ -367,15 +366,21 @@ def _rate_request(model: Model | str, *, family: Any, gpus: Any, rate_rps: Any, 
 
 def _instances(req: _RateRequest) -> list[Instance]:
     """Step 2: every layout up to one node / NVL domain (more only if no smaller layout
-    holds the longest request), priced as a serving instance."""
+    holds the longest request), priced as a serving instance (a mixture-of-experts model's
+    expert-parallel and attention-DP layouts too)."""
     size = min(req.gpus, req.family.topology.pes_per_cube)
     isl_m, osl_m = round(req.mean_isl), round(req.mean_osl)
     while True:
-        insts = price_instances(
-            req.model, family=req.family, hardware=req.hardware, efficiency=req.efficiency,
-            dtype=req.dtype, max_devices=size, max_tokens=req.longest + 1, scheduler=req.sched,
-            tokens=[isl_m], contexts=[isl_m + osl_m // 2], runtime=req.runtime,
-            moe_imbalance=req.moe_imbalance)
+        try:
+            insts = price_instances(
+                req.model, family=req.family, hardware=req.hardware, efficiency=req.efficiency,
+                dtype=req.dtype, max_devices=size, max_tokens=req.longest + 1,
+                scheduler=req.sched, tokens=[isl_m], contexts=[isl_m + osl_m // 2],
+                runtime=req.runtime, moe_imbalance=req.moe_imbalance)
+        except DeviceBudgetError:  # the weights fit no layout this size: a larger one
+            if size >= req.gpus:
+                raise
+            insts = []
         fitting = [i for i in insts if i.holds(req.longest)]
         if fitting or size >= req.gpus:
             break
@@ -388,6 +393,16 @@ def _instances(req: _RateRequest) -> list[Instance]:
             "add GPUs, raise --kv-usable-fraction or shorten the requests",
             closest=None, binding="gpus")
     return fitting
+
+
+def _skew_notes(req: _RateRequest, insts: Sequence[Instance]) -> tuple[str, ...]:
+    """A note when ``moe_imbalance`` is not 1 but no expert-parallel layout was priced
+    (none fits the budget), so the skew moves nothing."""
+    if req.moe_imbalance == 1.0 or any(int(i.layout.get("ep", 1)) > 1 for i in insts):
+        return ()
+    return (f"moe_imbalance {req.moe_imbalance:g} (--moe-imbalance) moves nothing here: no "
+            f"expert-parallel layout of {req.model.name} fits {req.where()} with room for the "
+            "longest request, and routing skew costs nothing without expert parallelism",)
 
 
 def _batches(cap: int) -> list[int]:

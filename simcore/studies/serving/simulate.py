@@ -5,7 +5,8 @@ requests of a :class:`~.traffic.Traffic` go through a scheduler step by step
 (``simcore.kernels.requests``, reached through :func:`simcore.engine.core.request_kernels`):
 
 * :func:`price_instances` asks the engine (:func:`~.model.sweep`) for every layout's step
-  costs, a prefill table over (sequences, tokens) and a decode table over (batch,
+  costs (a mixture-of-experts model's expert-parallel / attention-DP layouts included),
+  a prefill table over (sequences, tokens) and a decode table over (batch,
   context), and its KV-cache capacity in paged blocks: ``kv_usable_fraction`` of HBM
   (vLLM's ``gpu_memory_utilization``) less the weights and the activations of a
   ``token_budget``-token step, in blocks of ``block_size`` tokens;
@@ -38,8 +39,9 @@ import numpy as np
 
 from ...engine.core import request_kernels
 from ...engine.space import PARALLEL_DIMS
+from ...errors import DeviceBudgetError
 from ...model.specs import HW_KNOBS, Efficiency, Hardware, HardwareFamily, Model
-from .model import ServingError, serving_space, sweep
+from .model import ServingError, expert_space, moe_choices, serving_space, sweep
 from .speculative import Speculative, spec_decode, spec_prefill
 from .traffic import Traffic
 
@@ -217,6 +219,101 @@ def _per_layout(da: Any, lead: Sequence[str]) -> np.ndarray:
     return arr.reshape(*arr.shape[:len(lead)], -1)
 
 
+@dataclass(frozen=True, eq=False)
+class _Priced:
+    """One layout space's sweeps, per layout (the last axis): step tables on the space's
+    batch grids, validity, devices, KV bytes per instance token on a device, free bytes."""
+
+    layouts: Any
+    pre_batches: np.ndarray
+    dec_batches: np.ndarray
+    pre_ns: np.ndarray
+    dec_ns: np.ndarray
+    mix_base: np.ndarray | None
+    ok: np.ndarray
+    n_dev: np.ndarray
+    kv_tok: np.ndarray
+    free: np.ndarray
+
+
+def _small_batches(grid: Sequence[int], dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(small, first)``: where a grid batch is below a layout's attention DP (batch x
+    layout; the engine masks ``dp > batch``) and, per layout, the index of the smallest grid
+    batch >= dp (the grid's length where none is)."""
+    small = np.asarray(grid)[:, None] < dp[None, :]
+    return small, small.sum(axis=0)
+
+
+def _fill_small(ns: np.ndarray, small: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """``ns`` (batch x context x layout) with the rows of batches below a layout's attention
+    DP set to its row at the smallest batch >= dp: the replicas without a sequence idle, the
+    step still runs."""
+    out = ns.copy()
+    for j in np.nonzero(small.any(axis=0) & (first < ns.shape[0]))[0]:
+        out[:first[j], :, j] = ns[first[j], :, j]
+    return out
+
+
+def _price_space(model: Model, space: Any, common: dict[str, Any], *, pre_batches: list[int],
+                 dec_batches: list[int], tok_grid: list[int], ctx_grid: list[int],
+                 scheduler: Scheduler, hbm: float, dtype: str) -> _Priced:
+    """:func:`price_instances` for one layout space (see there)."""
+    common = dict(common, space=space)
+    budget = scheduler.token_budget
+    pre = sweep(model, "prefill", batch=pre_batches, s_kv=tok_grid, **common)
+    dec = sweep(model, "decode", batch=dec_batches, s_kv=ctx_grid, **common)
+    mix_base = None
+    if scheduler.speculative is not None:  # a decode step: K drafts + a verify
+        spec = scheduler.speculative
+        pre = spec_prefill(model, spec, pre, common=common, dtype=dtype)
+        dec = spec_decode(model, spec, dec, common=common, dtype=dtype)
+        mix_base = _per_layout(dec.verify_ns, ("batch", "s_kv"))
+        dec["latency_ns"] = dec.step_ns
+    dp = _per_layout(dec.dp.broadcast_like(dec.n_devices), ()).astype(np.int64)
+    p_small, p_first = _small_batches(pre_batches, dp)
+    d_small, d_first = _small_batches(dec_batches, dp)
+    pre_ns = _fill_small(_per_layout(pre.latency_ns, ("batch", "s_kv")), p_small, p_first)
+    dec_ns = _fill_small(_per_layout(dec.latency_ns, ("batch", "s_kv")), d_small, d_first)
+    # a layout serves if the engine takes every batch >= its attention DP (below, masked)
+    ok = ((_per_layout(pre.valid, ("batch", "s_kv")) | p_small[:, None, :]).all(axis=(0, 1))
+          & (_per_layout(dec.valid, ("batch", "s_kv")) | d_small[:, None, :]).all(axis=(0, 1))
+          & (p_first < len(pre_batches)) & (d_first < len(dec_batches))
+          & np.isfinite(pre_ns).all(axis=(0, 1)) & np.isfinite(dec_ns).all(axis=(0, 1))
+          & _per_layout(dec.within_budget, ()).astype(bool))
+    cols = np.arange(dp.size)
+    pf, df = np.minimum(p_first, len(pre_batches) - 1), np.minimum(d_first, len(dec_batches) - 1)
+    weights = _per_layout(dec.mem_weights_bytes, ("batch", "s_kv"))[df, 0, cols]
+    act = _per_layout(pre.mem_act_bytes, ("batch", "s_kv"))[pf, tok_grid.index(budget), cols]
+    # KV: the engine's per-device bytes at the smallest batch >= dp, b sequences at the
+    # longest context, hold ceil(b / dp) sequences (the busiest attention replica's); each
+    # of the dp replicas keeps its own sequences' KV on its own devices, so one device's
+    # free bytes hold free / per-token bytes tokens of its replica and the instance dp
+    # times that: kv_tok is a device's bytes per token of the instance, mem / (ceil(b /
+    # dp) · context · dp) (dp 1: mem / context at batch 1, as before)
+    seqs = -(-np.asarray(dec_batches)[df] // dp)
+    kv_mem = _per_layout(dec.mem_kv_bytes, ("batch", "s_kv"))[df, -1, cols]
+    kv_tok = kv_mem / (seqs * ctx_grid[-1] * dp)
+    if mix_base is not None:
+        mix_base = mix_base[df, 0, cols]
+    return _Priced(layouts=dec.n_devices.stack(_l=PARALLEL_DIMS).indexes["_l"],
+                   pre_batches=np.array(pre_batches, float),
+                   dec_batches=np.array(dec_batches, float), pre_ns=pre_ns, dec_ns=dec_ns,
+                   mix_base=mix_base, ok=ok,
+                   n_dev=_per_layout(dec.n_devices, ()).astype(np.int64), kv_tok=kv_tok,
+                   free=scheduler.kv_usable_fraction * hbm - weights - act)
+
+
+def _expert_spaces(model: Model, max_devices: int) -> list[tuple[Any, tuple[int, ...]]]:
+    """The expert-parallel layout space of a mixture-of-experts model, as the steady-state
+    planner searches it by default (:func:`~.model.moe_choices` ``"all"``, every ``ep`` > 1),
+    with its attention-DP degrees; none for a dense model."""
+    if int(model.n_experts) <= 1:
+        return []
+    dps, eps = moe_choices(int(model.n_experts), max_devices)
+    big = tuple(e for e in eps if e > 1)
+    return [(expert_space(max_devices, dps, big), dps)] if big else []
+
+
 def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
                     efficiency: Efficiency | None, dtype: str, max_devices: int,
                     max_tokens: int, scheduler: Scheduler,
@@ -226,60 +323,64 @@ def price_instances(model: Model, *, family: HardwareFamily, hardware: Hardware,
     KV cache (at least one block); ``dtype``, ``runtime`` and ``moe_imbalance`` as
     :func:`~.model.sweep`'s.
 
-    Prefill: :func:`~.model.sweep` over :data:`PREFILL_BATCHES` x tokens (16, 32, ...
-    doubling past ``max_tokens`` and the token budget, plus ``tokens``); decode: over
-    :data:`DECODE_BATCHES` x contexts (the same doubling grid plus ``contexts``). KV
-    blocks per instance: ``(kv_usable_fraction · HBM - weights - activations of a
-    token_budget prefill) / (block_size · KV bytes per token)`` per device.
+    The layouts: :func:`~.model.serving_space`'s and, for a mixture-of-experts model, the
+    expert-parallel ones the steady-state planner searches by default
+    (:func:`~.model.expert_space` over :func:`~.model.moe_choices`' attention-DP degrees
+    and every ``ep`` > 1; ``moe_imbalance`` moves those). Prefill: :func:`~.model.sweep`
+    over :data:`PREFILL_BATCHES` x tokens (16, 32, ... doubling past ``max_tokens`` and the
+    token budget, plus ``tokens``); decode: over :data:`DECODE_BATCHES` x contexts (the
+    same doubling grid plus ``contexts``); the expert-parallel sweep adds the attention-DP
+    degrees to both batch grids. A batch is the instance's sequences, split over its
+    ``dp`` attention replicas; the engine masks batches below ``dp``, and there a step
+    costs what it costs at the smallest batch >= ``dp`` (one sequence per replica: the
+    replicas without a sequence idle, the step still runs; conservative, since the
+    experts then see ``dp`` sequences' tokens). KV blocks per instance: ``(kv_usable_fraction
+    · HBM - weights - activations of a token_budget prefill) / (block_size · KV bytes per
+    token)`` per device, the activations and bytes per token those of the smallest batch
+    >= ``dp``; with attention DP each replica holds its own sequences' KV, so the instance
+    holds ``dp`` times what one replica's devices do.
     """
     from .search import layout_label
 
     budget = scheduler.token_budget
     tok_grid = _grid(max(max_tokens, budget), [*tokens, budget])
     ctx_grid = _grid(max_tokens, contexts)
-    common: dict[str, Any] = dict(gpus=max_devices, space=serving_space(max_devices),
-                                  hardware=hardware, family=family, efficiency=efficiency,
-                                  dtype=dtype, runtime=runtime, moe_imbalance=moe_imbalance)
-    pre = sweep(model, "prefill", batch=list(PREFILL_BATCHES), s_kv=tok_grid, **common)
-    dec = sweep(model, "decode", batch=list(DECODE_BATCHES), s_kv=ctx_grid, **common)
-    mix_base = None
-    if scheduler.speculative is not None:  # a decode step: K drafts + a verify
-        spec = scheduler.speculative
-        pre = spec_prefill(model, spec, pre, common=common, dtype=dtype)
-        dec = spec_decode(model, spec, dec, common=common, dtype=dtype)
-        mix_base = _per_layout(dec.verify_ns, ("batch", "s_kv"))[0, 0]
-        dec["latency_ns"] = dec.step_ns
-    pre_ns = _per_layout(pre.latency_ns, ("batch", "s_kv"))
-    dec_ns = _per_layout(dec.latency_ns, ("batch", "s_kv"))
-    ok = (_per_layout(pre.valid, ("batch", "s_kv")).all(axis=(0, 1))
-          & _per_layout(dec.valid, ("batch", "s_kv")).all(axis=(0, 1))
-          & np.isfinite(pre_ns).all(axis=(0, 1)) & np.isfinite(dec_ns).all(axis=(0, 1))
-          & _per_layout(dec.within_budget, ()).astype(bool))
-    n_dev = _per_layout(dec.n_devices, ()).astype(np.int64)
-    weights = _per_layout(dec.mem_weights_bytes, ("batch", "s_kv"))[0, 0]
-    act = _per_layout(pre.mem_act_bytes, ("batch", "s_kv"))[0, tok_grid.index(budget)]
-    kv_tok = _per_layout(dec.mem_kv_bytes, ("batch", "s_kv"))[0, -1] / ctx_grid[-1]
-    hbm = float(hardware.pe_hbm_gb) * 1e9
-    free = scheduler.kv_usable_fraction * hbm - weights - act
-    with np.errstate(divide="ignore", invalid="ignore"):
-        blocks = np.floor(free / (scheduler.block_size * kv_tok))
-    ok &= np.isfinite(blocks) & (blocks >= 1)
+    common: dict[str, Any] = dict(gpus=max_devices, hardware=hardware, family=family,
+                                  efficiency=efficiency, dtype=dtype, runtime=runtime,
+                                  moe_imbalance=moe_imbalance)
+    grids: dict[str, Any] = dict(tok_grid=tok_grid, ctx_grid=ctx_grid, scheduler=scheduler,
+                                 hbm=float(hardware.pe_hbm_gb) * 1e9, dtype=dtype)
+    spaces = [(serving_space(max_devices), ())] + _expert_spaces(model, max_devices)
+    parts, failed = [], None
+    for space, dps in spaces:
+        try:
+            parts.append(_price_space(
+                model, space, common, pre_batches=sorted({*PREFILL_BATCHES, *dps}),
+                dec_batches=sorted({*DECODE_BATCHES, *dps}), **grids))
+        except DeviceBudgetError as exc:  # no layout of this space fits the budget
+            failed = failed or exc
+    if not parts:
+        assert failed is not None
+        raise failed
+    kv_tok = np.concatenate([p.kv_tok for p in parts])
+    n_dev = np.concatenate([p.n_dev for p in parts])
     single = np.nonzero(n_dev == 1)[0]
-    whole_kv = float(kv_tok[single[0]]) if single.size else float(np.max(kv_tok * n_dev))
+    whole_kv = float(kv_tok[single[0]]) if single.size else float(np.nanmax(kv_tok * n_dev))
     kern = request_kernels()
-    stack = dec.n_devices.stack(_l=PARALLEL_DIMS).indexes["_l"]
-    pb, pt = np.array(PREFILL_BATCHES, float), np.array(tok_grid, float)
-    db, dc = np.array(DECODE_BATCHES, float), np.array(ctx_grid, float)
+    pt, dc = np.array(tok_grid, float), np.array(ctx_grid, float)
     out = []
-    for j in np.nonzero(ok)[0]:
-        lay = dict(zip(PARALLEL_DIMS, (v.item() if hasattr(v, "item") else v
-                                       for v in stack[j]), strict=True))
-        tables = kern.StepTables(pb, pt, np.ascontiguousarray(pre_ns[:, :, j]), db, dc,
-                                 np.ascontiguousarray(dec_ns[:, :, j]),
-                                 math.nan if mix_base is None else float(mix_base[j]))
-        out.append(Instance(label=layout_label(lay), layout=lay, n_devices=int(n_dev[j]),
-                            tables=tables, kv_blocks=int(min(blocks[j], 1 << 40)),
-                            kv_bytes_per_token=whole_kv, block_size=scheduler.block_size))
+    for p in parts:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            blocks = np.floor(p.free / (scheduler.block_size * p.kv_tok))
+        for j in np.nonzero(p.ok & np.isfinite(blocks) & (blocks >= 1))[0]:
+            lay = dict(zip(PARALLEL_DIMS, (v.item() if hasattr(v, "item") else v
+                                           for v in p.layouts[j]), strict=True))
+            tables = kern.StepTables(p.pre_batches, pt, np.ascontiguousarray(p.pre_ns[:, :, j]),
+                                     p.dec_batches, dc, np.ascontiguousarray(p.dec_ns[:, :, j]),
+                                     math.nan if p.mix_base is None else float(p.mix_base[j]))
+            out.append(Instance(label=layout_label(lay), layout=lay, n_devices=int(p.n_dev[j]),
+                                tables=tables, kv_blocks=int(min(blocks[j], 1 << 40)),
+                                kv_bytes_per_token=whole_kv, block_size=scheduler.block_size))
     return out
 
 
