@@ -56,10 +56,10 @@ def test_plan__moe_imbalance_moves_the_answer_as_the_cli_does():
     assert skew.dataset.attrs["moe_imbalance"] == 2.564
 
 
-@pytest.mark.parametrize("bad", [0.5, math.nan, math.inf, True, "skewed"])
+@pytest.mark.parametrize("bad", [0.5, math.nan, math.inf, 5000, True, None, "skewed"])
 def test_plan__bad_moe_imbalance_is_refused_before_any_work(bad):
-    with pytest.raises(ServingError, match=r"moe_imbalance \(--moe-imbalance\) .*: pass "
-                                           "balanced, eplb, no-eplb or a number >= 1"):
+    with pytest.raises(ServingError, match=rf"moe_imbalance \(--moe-imbalance\) {bad!r}: pass "
+                                           "balanced, eplb, no-eplb or a number from 1 to 1024"):
         plan("Mixtral 8x7B", moe_imbalance=bad, **PLAN)
     with pytest.raises(ServingError, match="is dense"):
         plan("Llama 3.1 8B", family="H100-SXM", gpus=1, isl=512, osl=64, moe_imbalance=1.109)

@@ -81,3 +81,8 @@ def test_plan_at_rate_searches_ep_and_the_skew_moves_it():
     # the skewed EP layouts lose their place to ones without expert parallelism
     assert len(ep_layouts(skew)) < len(ep_layouts(base))
     assert [c.layout for c in skew.candidates] != [c.layout for c in base.candidates]
+    # the header states the routing the plan assumed
+    from simcore.studies.serving.present import rate_summary_lines
+
+    assert "MoE routing: balanced" in rate_summary_lines(base)[1]
+    assert "MoE routing: busiest EP rank 2.564x the mean" in rate_summary_lines(skew)[1]

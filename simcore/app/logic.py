@@ -566,7 +566,7 @@ def run_compare(model: Any, *, designs: Sequence[str], mode: str = "decode",
     ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None gives every design
     one node (the whole system for SiP), ``ep`` None (``auto``) the reduced space's
     expert-parallel degrees, ``moe_imbalance`` 1 (balanced routing; a
-    :data:`~simcore.model.workload.MOE_ROUTING` name or a number >= 1 for a
+    :data:`~simcore.model.workload.MOE_ROUTING` name or a number from 1 to 1024 for a
     mixture-of-experts model, which a dense model ignores)."""
     from ..model.specs import Workload
     from ..studies.compare import compare, parse_design

@@ -269,8 +269,8 @@ def _run_at_rate(args: argparse.Namespace) -> int:
     for flag, value in (("--attn-dp", args.attn_dp), ("--ep", args.ep)):
         if value != "all":
             raise SimcoreInputError(f"{flag} belongs to the steady-state planner: the request "
-                                    "simulation (--rate / --trace) searches layouts without "
-                                    f"attention DP or expert parallelism; drop {flag}")
+                                    "simulation (--rate / --trace) searches every attention-DP "
+                                    f"and EP degree that fits and cannot pin one; drop {flag}")
     if args.out is not None and args.out.suffix.lower() in serving.present.DATASET_SUFFIXES:
         raise SimcoreInputError(f"--out {str(args.out)!r}: a plan at a rate has rows, no "
                                 "per-layout Dataset; pass a .json, .csv or .txt file")

@@ -181,14 +181,14 @@ def _moe_imbalance(value: Any, model: Model) -> float:
     """
     from ...model.workload import MOE_ROUTING, moe_imbalance_value
 
-    if isinstance(value, bool) or not isinstance(value, str | int | float | np.number):
-        value = "nan"  # refused below, naming what was passed
     try:
+        if isinstance(value, bool) or not isinstance(value, str | int | float | np.number):
+            raise ValueError(value)
         lam = moe_imbalance_value(value)
     except ValueError:
         raise ServingError(f"moe_imbalance (--moe-imbalance) {value!r}: pass "
-                           f"{', '.join(MOE_ROUTING)} or a number >= 1 (the busiest EP rank's "
-                           "routed tokens over the mean)") from None
+                           f"{', '.join(MOE_ROUTING)} or a number from 1 to 1024 (the busiest "
+                           "EP rank's routed tokens over the mean)") from None
     if lam != 1.0 and int(model.n_experts) <= 1:
         raise ServingError(f"moe_imbalance {lam:g} (--moe-imbalance): model {model.name} is "
                            "dense (no experts); --moe-imbalance applies to mixture-of-experts "

@@ -158,13 +158,15 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
     sched = result.scheduler
     kv = ("layer by layer while the prefill runs" if sched.kv_overlap == "layerwise"
           else "after the prefill")
+    routing = _routing(result)
     lines = [
         f"{result.model}{prec} on {budget} x {result.family}; {result.traffic.describe()}; "
         f"limits {lim}",
         f"assumed: {sched.describe()}; FCFS admission, recompute preemption of the newest "
         "request; requests dealt round-robin to replicas and workers; "
         f"{_steps_text(result.runtime)}; disaggregated KV "
-        f"sent {kv} (NVLink inside a node, RDMA across), the first token arriving with it",
+        f"sent {kv} (NVLink inside a node, RDMA across), the first token arriving with it"
+        + (f"; MoE routing: {routing}" if routing else ""),
         f"searched: {result.n_layouts} layouts, {len(result.candidates)} deployments "
         f"simulated in {result.elapsed_s:.1f} s",
     ]
@@ -179,6 +181,16 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
                          f"{b.ttft_p99_ms:.0f} ms{tpot}{kvt}, goodput {b.goodput_rps:.3g} of "
                          f"{b.rate_rps:.3g} req/s")
     return lines
+
+
+def _routing(result: RatePlan) -> str:
+    """A mixture-of-experts rate plan's routing (:func:`~..assumptions.routing_text`)."""
+    from types import SimpleNamespace
+
+    from ..assumptions import routing_text
+
+    return routing_text(SimpleNamespace(moe_load_imbalance=result.moe_imbalance),
+                        SimpleNamespace(n_experts=result.n_experts))
 
 
 def _steps_text(runtime: str) -> str:

@@ -140,7 +140,8 @@ class RatePlan(PlanRows):
     runtime: str = ""
     #: the busiest EP rank's routed tokens over the mean (``plan_at_rate(moe_imbalance=)``)
     moe_imbalance: float = 1.0
-
+    #: the model's routed experts (1: dense), for the header's MoE routing part
+    n_experts: int = 1
 
 
 def plan_at_rate(
@@ -244,7 +245,8 @@ def plan_at_rate(
                     max_tpot_ms=req.max_tpot_ms, scheduler=req.sched, best=tuple(best),
                     candidates=tuple(_order(cands)), n_layouts=len(insts),
                     elapsed_s=time.perf_counter() - t0, dtype=req.dtype, notes=notes,
-                    runtime=req.runtime, moe_imbalance=req.moe_imbalance)
+                    runtime=req.runtime, moe_imbalance=req.moe_imbalance,
+                    n_experts=int(req.model.n_experts))
 
 
 # --- step 1: the request --------------------------------------------------------------------
