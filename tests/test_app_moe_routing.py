@@ -1,4 +1,4 @@
-"""The app's MoE routing selector (Compare and Serving pages), logic level: a
+"""The app's MoE routing selector (Explore, Compare and Serving pages), logic level: a
 mixture-of-experts model's measured routing skew slows its EP layouts and is stated in
 the page's "assumed:" line; a dense model ignores a stale value."""
 
@@ -72,3 +72,11 @@ def test_bad_routing_value_is_one_line():
     with pytest.raises(SimcoreInputError, match="moe_load_imbalance 'lopsided'"):
         L.run_serving(MOE, family="H200", gpus=8, isl=1024, osl=128, moe_imbalance="lopsided")
 
+
+
+def test_run_explore__takes_the_routing_and_states_it():
+    m = L.load_model_input(MOE)
+    runs = [L.run_explore(m, s_kv=4096, mode="prefill", depth="two_stage", family="H100-SXM",
+                          ep="8", moe_imbalance=v) for v in ("balanced", "no-eplb")]
+    assert runs[1].best.latency_ns > runs[0].best.latency_ns
+    assert "2.564x the mean" in L.explore_assumptions(runs[1], family="H100-SXM", model=m)

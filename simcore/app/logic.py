@@ -314,11 +314,13 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
                 depth: Any = "two_stage", family: str | None = None,
                 metric: str = "latency", cuda_graphs: bool | None = None,
                 gpus: int | None = None, ep: str | int | None = None,
-                progress: Callable[[float, str], Any] | None = None) -> Any:
+                progress: Callable[[float, str], Any] | None = None,
+                moe_imbalance: float | str = 1.0) -> Any:
     """:func:`~simcore.studies.codesign.joint_explore` after checking the grid size, with
     the CLI's defaults: ``cuda_graphs`` None replays CUDA graphs in decode, ``gpus`` None
     is one node of a GPU family (the whole system for SiP), ``ep`` None (``auto``) the
-    reduced space's expert-parallel degrees (:func:`ep_options`)."""
+    reduced space's expert-parallel degrees (:func:`ep_options`), ``moe_imbalance`` 1
+    (balanced routing; ignored for a dense model)."""
     from ..model.presets import load_model
     from ..studies.codesign import joint_explore
 
@@ -326,6 +328,7 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
     graphs = _check_graphs(cuda_graphs, mode)
     budget = _budget(family, gpus)
     space = _space(model, ep)
+    skew = _imbalance(model, moe_imbalance)
     try:
         n_hw, n_layouts = count_joint(depth=depth, mode=mode, family=family, space=space,
                                       gpus=budget.gpus, experts=model.n_experts)
@@ -343,7 +346,8 @@ def run_explore(model: Any, *, s_kv: int, mode: str = "decode", batch: int = 1,
     try:
         r = joint_explore(model, s_kv=int(s_kv), mode=mode, batch=int(batch),
                           depth=_depth(depth), family=family, metric=metric,
-                          cuda_graphs=graphs, space=space, **budget.kwargs())
+                          cuda_graphs=graphs, space=space, moe_imbalance=skew,
+                          **budget.kwargs())
     except (SimcoreInputError, ValueError) as exc:
         raise SimcoreInputError(" ".join(str(exc).split())) from None
     if progress:

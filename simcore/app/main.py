@@ -121,6 +121,7 @@ def page_explore(demo: bool) -> None:
     graphs = st.checkbox("decode replays CUDA graphs", value=True, key="explore_graphs",
                          help=L.GRAPHS_HELP, disabled=mode != "decode")
     ep = _ep_input("explore", name, upload, family=family)
+    moe_imbalance = _routing_input("explore", name, upload)
     if st.button("Run sweep", key="explore_run", type="primary") or (
             demo and "explore_result" not in st.session_state):
         bar = st.progress(0.0, text="preparing")
@@ -129,7 +130,8 @@ def page_explore(demo: bool) -> None:
             st.session_state["explore_result"] = r = L.run_explore(
                 model, s_kv=int(s_kv), mode=mode, batch=int(batch), depth=depth,
                 family=family, metric=metric, cuda_graphs=graphs if mode == "decode" else None,
-                ep=ep, progress=lambda f, t: bar.progress(f, text=t))
+                ep=ep, progress=lambda f, t: bar.progress(f, text=t),
+                moe_imbalance=moe_imbalance)
             st.session_state["explore_assumed"] = L.explore_assumptions(r, family=family,
                                                                         model=model)
         except Exception as exc:  # noqa: BLE001 - shown as one line
