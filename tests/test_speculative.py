@@ -199,3 +199,13 @@ def test_scheduler__refuses_a_budget_below_one_verify_and_an_unknown_policy():
         Scheduler(token_budget=4, speculative=Speculative(4, 0.7))
     with pytest.raises(ServingError, match=r"policy \(--schedule\) must be one of"):
         Scheduler(policy="fifo")
+
+
+def test_mtp__attention_dp_layouts_stay_in_the_plan():
+    """The MTP layer's weights are read at a batch each layout holds: an attention-DP layout
+    (valid from batch dp up) was priced at batch 1, NaN, and silently dropped (DeepSeek-V3
+    on 16 H200 then answered 1xTP16·EP2 at 171 tokens/s/GPU instead of TP2·ADP8·EP16)."""
+    r = plan("deepseek-ai/DeepSeek-V3", family="H200", gpus=16, isl=4000, osl=1000,
+             attn_dp=[8], ep=[16], batch=[64, 128], speculative=Speculative(1, 0.8))
+    assert r.best and all(c.attn_dp == 8 and c.ep == 16 for c in r.best)
+    assert all(np.isfinite(c.tpot_ms) for c in r.best)

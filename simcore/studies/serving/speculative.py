@@ -211,9 +211,11 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
     step = verify + K * dr.latency_ns
     w_extra, kv_extra = dr.mem_weights_bytes, dr.mem_kv_bytes
     if twin is not None:  # MTP: one layer's weights (the embedding and head are shared)
-        w2 = evaluate(twin, wl("decode", batch=1, s_kv=ctxs[0]), **ekw)
-        w_extra = (w2.mem_weights_bytes - dr.mem_weights_bytes.isel(batch=0, s_kv=0,
-                                                                    drop=True))
+        # weights do not depend on the batch: read them at every batch a layout holds (an
+        # attention-DP layout is valid only from batch dp up; NaN-skipping max over them)
+        w2 = evaluate(twin, wl("decode", s_kv=ctxs[0]), batch=batches, **ekw)
+        w_extra = (w2.mem_weights_bytes.max("batch")
+                   - dr.mem_weights_bytes.isel(s_kv=0, drop=True).max("batch"))
     fam = get_family(common.get("family"))
     hw = common.get("hardware") or fam.hardware
     usable = (common.get("efficiency") or Efficiency()).hbm_usable
