@@ -581,7 +581,7 @@ class Workload:
         return ((decode, 1.0 - share), (mixed, share))
 
 
-def moe_imbalance_value(text: str | float) -> float:
+def moe_imbalance_value(text: Any) -> float:
     """A ``--moe-imbalance`` value: a :data:`MOE_ROUTING` name or a number ≥ 1.
 
     Examples
