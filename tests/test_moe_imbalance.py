@@ -85,6 +85,10 @@ def test_cli__moe_imbalance_moves_the_answer_and_the_header_states_it(capsys):
     skewed = json.loads(cap.out)[0]
     assert "MoE routing: busiest EP rank 2.564x the mean (no-eplb: TensorRT-LLM" in cap.err
     assert skewed["latency_ms"] > base["latency_ms"]
+    # with EP pinned to 1 the skew moves nothing, and the header says so
+    assert main([*MIXTRAL[:-4], "--ep", "1", "--moe-imbalance", "no-eplb", "--format",
+                 "json"]) == 0
+    assert "no expert-parallel layout searched: it moves nothing" in capsys.readouterr().err
     # a dense model's header has no routing part
     assert main(["evaluate", "--top", "1", "--format", "json"]) == 0
     assert "MoE routing" not in capsys.readouterr().err

@@ -233,8 +233,11 @@ def _print_header(args: argparse.Namespace, model: Any, wl: Any, fam: Any, budge
           f"(a {p0.topology.n_devices}-device system), {args.space} space{_ep_text(p0)}: "
           f"{int(valid.sum())} valid layouts of {valid.size}, {n_fit} fit in memory{over}",
           file=notes)
+    routing = routing_text(wl, model)
+    if routing and max(p0.space.dict["ep"]) <= 1 and wl.moe_load_imbalance != 1.0:
+        routing += " (no expert-parallel layout searched: it moves nothing here)"
     print(assumed_line(budget.describe(), precision_text(wl, model), runtime_text(wl),
-                       routing_text(wl, model)), file=notes)
+                       routing), file=notes)
     if wl.mode == "train":
         searched = [d for d in sweep_dims if d in TRAIN_DIMS]
         text = {"micro_batch": "micro-batch", "zero_stage": "ZeRO stage",
