@@ -25,7 +25,7 @@ def models(draw):
     group = draw(st.sampled_from([1, 2, 4, 8]))
     n_heads = n_kv * group
     head_dim = draw(st.sampled_from([16, 64, 128]))
-    experts = draw(st.sampled_from([1, 1, 4, 8]))
+    experts = draw(st.sampled_from([1, 1, 4, 8, 64]))
     attention = draw(st.sampled_from(["gqa", "gqa", "mla", "window", "mla+window"]))
     extra = {}
     if "mla" in attention:  # multi-head latent attention (no attention biases)
@@ -107,7 +107,7 @@ pow2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 layouts = st.builds(
     ref.Layout,
     cp=pow2, tp=pow2, pp=st.sampled_from([1, 2, 3, 4, 8]), dp=st.sampled_from([1, 2, 3, 4, 8]),
-    ep=st.sampled_from([1, 1, 2, 4, 8]),
+    ep=st.sampled_from([1, 1, 2, 4, 8, 16, 32]),
     **{d: st.sampled_from(CHOICES[d]) for d in CHOICES},
 )
 

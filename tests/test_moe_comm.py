@@ -29,3 +29,9 @@ def test_ep_without_attention_dp__all_reduces_like_a_dense_ffn():
 def test_attention_dp__dispatches_with_all_to_alls():
     # the same 8 GPUs with attention DP 2: the a2a dispatch / combine, not the TP all-reduce
     assert _comm(4, 2, 8) != _comm(4, 2, 1)
+
+
+def test_the_twin_holds_the_same_threshold():
+    from simcore.kernels import common_ref
+
+    assert common_ref.EP_ALLREDUCE_MAX == EP_ALLREDUCE_MAX

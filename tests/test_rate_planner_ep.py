@@ -86,3 +86,12 @@ def test_plan_at_rate_searches_ep_and_the_skew_moves_it():
 
     assert "MoE routing: balanced" in rate_summary_lines(base)[1]
     assert "MoE routing: busiest EP rank 2.564x the mean" in rate_summary_lines(skew)[1]
+
+
+def test_adp_instance_holds_a_request_on_one_replica(mixtral):
+    """A request's KV lives on one attention replica: an instance of dp replicas holds
+    dp x one replica's blocks in all, but a single request only one replica's."""
+    inst = next(i for i in mixtral.values() if i.layout["dp"] > 1)
+    per = inst.replica_blocks
+    assert per == inst.kv_blocks // inst.layout["dp"] and per < inst.kv_blocks
+    assert inst.holds(per * inst.block_size) and not inst.holds((per + 1) * inst.block_size)

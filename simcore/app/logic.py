@@ -146,7 +146,8 @@ def count_joint(*, depth: Any, mode: str, family: str | None, space: Any = "redu
 
 #: help of the pages' expert-parallelism selector
 EP_HELP = ("mixture-of-experts models: experts split over EP of a stage's TP x DP devices, "
-           "with all-to-all dispatch and combine; auto searches the powers of two dividing "
+           "with all-to-all dispatch and combine (without DP and EP <= 8: one all-reduce over "
+           "TP, as TensorRT-LLM runs it); auto searches the powers of two dividing "
            "the experts up to the budget, all every divisor a layout can hold, a number pins it")
 
 

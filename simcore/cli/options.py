@@ -547,8 +547,9 @@ def add_space_option(p: argparse.ArgumentParser) -> None:
                         f"parallelism (--ep) (default: {DEFAULT_SPACE})")
     p.add_argument("--ep", type=ep_values, default=None, metavar="N[,N...]|all",
                    help="mixture-of-experts models: the expert-parallel degrees to search "
-                        "(experts split over N of a stage's TP x DP devices, all-to-all "
-                        "dispatch and combine); one value pins it, all takes every divisor "
+                        "(experts split over N of a stage's TP x DP devices; all-to-all "
+                        "dispatch and combine, or with no DP and N <= 8 one all-reduce over "
+                        "TP); one value pins it, all takes every divisor "
                         "of the experts that a layout's devices can hold (default: the powers "
                         "of two dividing the experts, up to the budget)")
     p.add_argument("--moe-imbalance", type=moe_imbalance_arg, default=None,

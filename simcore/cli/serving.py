@@ -207,7 +207,8 @@ def _add_expert_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ep", type=ep_values, default="all", metavar="N[,N...]|all",
                         help="mixture-of-experts models: expert-parallel degrees to search "
                              "(experts over N of an instance's TP x attention-DP GPUs, "
-                             "all-to-all dispatch and combine; 1: experts sharded like the "
+                             "all-to-all dispatch and combine, or without attention DP and "
+                             "N <= 8 one all-reduce over TP; 1: experts sharded like the "
                              "FFN over TP; default all: every divisor of the experts a "
                              "layout's GPUs can hold); shown as ADP / EP in the layout, "
                              "attn_dp / ep in JSON and CSV")

@@ -91,6 +91,11 @@ def moe_permute_bytes(k: int, d: int, nbytes: float, rows: float) -> float:
     return moe_permute_elems(k) * d * nbytes * rows
 
 
+#: an EP group this large or smaller, without attention DP, all-reduces its experts'
+#: outputs over TP (:data:`simcore.kernels.common.EP_ALLREDUCE_MAX`, TensorRT-LLM blog 4)
+EP_ALLREDUCE_MAX = 8
+
+
 def busiest_share(model, workload, ep) -> float:
     """The busiest EP rank's routed copies over the mean: ``moe_load_imbalance`` capped at
     ep·min(k, E/ep)/k (every copy a token can send to one rank); 1 without EP."""

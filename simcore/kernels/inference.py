@@ -539,15 +539,21 @@ def mla_decode_floor(mp, wp):
 
 
 @jit()
-def elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act):
+def elementwise_bytes(mp, wp, tokens, ffn_tokens, tp, dp, ep, bytes_per_act):
     """HBM bytes per layer outside the GEMMs: residual adds and norms read and write the
-    hidden state twice; an MoE layer permutes its tokens (with EP, each TP rank its 1/tp
-    slice), averaged over the layers."""
+    hidden state twice; an MoE layer permutes its tokens, averaged over the layers: with
+    the EP all-to-all each TP rank its 1/tp slice; where EP all-reduces (no attention DP,
+    ep <= ``EP_ALLREDUCE_MAX``) every rank holds every token and permutes the copies its
+    E/ep experts receive, 1/ep of them at :func:`busiest_share`."""
     tokens_local = tokens[4]
     d = mp.d_model
     nbytes = 4.0 * tokens_local * d * bytes_per_act
     if mp.n_experts > 1.0:
-        rows = tokens_local / float(tp) if ep > 1 else ffn_tokens
+        rows = ffn_tokens
+        if ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):
+            rows = tokens_local / float(tp)
+        elif ep > 1:
+            rows = tokens_local / float(ep) * busiest_share(mp, wp, float(ep))
         nbytes += moe_permute_bytes(mp.top_k, d, bytes_per_act, rows) * mp.moe_layers / mp.n_layers
     return nbytes
 
@@ -781,7 +787,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     else:
         out.f_ffn, out.b_ffn = ffn_gemms(mp, ffn_ranks, ffn_tokens, mm_rate_w, stream_per_weight,
                                          bytes_per_act)
-    out.b_elem = elementwise_bytes(mp, tokens, ffn_tokens, tp, ep, bytes_per_act)
+    out.b_elem = elementwise_bytes(mp, wp, tokens, ffn_tokens, tp, dp, ep, bytes_per_act)
     out.f_head, out.b_head = lm_head(mp, tokens, tp, mm_rate_w, stream_per_weight)
 
     # -- collectives per layer (wire bytes per tier and link latency into acc) ------------

@@ -17,6 +17,7 @@ import math
 
 from . import collectives_ref as coll
 from .common_ref import (
+    EP_ALLREDUCE_MAX,
     Layout,
     attention_kernel_rate,
     busiest_share,
@@ -356,11 +357,17 @@ def mla_decode_floor(model, workload) -> float:
     return 0.0
 
 
-def elementwise_bytes(model, tokens, ffn_tokens, tp, ep, bytes_per_act) -> float:
-    """Residual adds and norms (hidden state read and written twice), MoE token permutes."""
+def elementwise_bytes(model, workload, tokens, ffn_tokens, tp, dp, ep, bytes_per_act) -> float:
+    """Residual adds and norms (hidden state read and written twice), MoE token permutes:
+    with the EP all-to-all each TP rank's 1/tp slice, with the EP all-reduce the copies a
+    rank's experts receive (1/ep of every token's, at the busiest rank's share)."""
     nbytes = 4 * tokens[4] * model.d_model * bytes_per_act
-    if model.n_experts > 1:  # EP: each TP rank's 1/tp slice
-        rows = tokens[4] / tp if ep > 1 else ffn_tokens
+    if model.n_experts > 1:
+        rows = ffn_tokens
+        if ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):
+            rows = tokens[4] / tp
+        elif ep > 1:
+            rows = tokens[4] / ep * busiest_share(model, workload, ep)
         nbytes += (moe_permute_bytes(model.top_k, model.d_model, bytes_per_act, rows)
                    * model.n_moe_layers / model.n_layers)
     return nbytes
@@ -546,13 +553,13 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     attn_peak = 1.0 / (gemm / mm16 + (1.0 - gemm) / attn_peak) if gemm else attn_peak
     ops["ffn"] = (expert_gemms_ep(model, workload, tokens, ffn_tokens, tp, dp, ep, mm_rate, wb, ab)
                   if ep > 1 else ffn_gemms(model, ffn_ranks, ffn_tokens, mm_rate, wb, ab))
-    t_elem = elementwise_bytes(model, tokens, ffn_tokens, tp, ep, ab) / hbm
+    t_elem = elementwise_bytes(model, workload, tokens, ffn_tokens, tp, dp, ep, ab) / hbm
 
     act = tokens[4] * model.d_model * msg
     if lay.ffn_shard_scope == "TP+CP" and cp > 1:
         ffn_out = ffn_tpcp_allreduce(links, model, tokens, msg, tp, cp, st, tier_cp, decode,
                                      topology)
-    elif ep > 1 and (dp > 1 or ep > 8):  # EP <= 8 without attention DP: an all-reduce
+    elif ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):  # else an all-reduce over TP
         ffn_out = moe_alltoall(links, model, workload, tokens, act, ab, msg, tp, dp, ep, st,
                                tier_tp, topology)
     else:

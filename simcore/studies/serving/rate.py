@@ -388,7 +388,7 @@ def _instances(req: _RateRequest) -> list[Instance]:
             break
         size = min(req.gpus, size * 2)
     if not fitting:
-        biggest = max((i.kv_blocks * i.block_size for i in insts), default=0)
+        biggest = max((i.replica_blocks * i.block_size for i in insts), default=0)
         raise RateInfeasibleError(
             f"{req.model.name} fits no layout of {req.where()} with room for the longest "
             f"request ({req.longest} KV tokens; the roomiest KV cache holds {biggest}); "

@@ -180,9 +180,16 @@ class Instance:
     kv_bytes_per_token: float
     block_size: int
 
+    @property
+    def replica_blocks(self) -> int:
+        """KV blocks one attention replica holds: a request's cache lives on one of the
+        instance's ``dp`` attention-DP replicas (``kv_blocks`` is their total)."""
+        return self.kv_blocks // max(1, int(self.layout.get("dp", 1)))
+
     def holds(self, tokens: int) -> bool:
-        """Whether the cache can hold one request's ``tokens`` tokens."""
-        return -(-int(tokens) // self.block_size) <= self.kv_blocks
+        """Whether the cache can hold one request's ``tokens`` tokens (on one attention
+        replica: with attention DP a request's KV does not spread over the replicas)."""
+        return -(-int(tokens) // self.block_size) <= self.replica_blocks
 
     def concurrency(self, tokens: int) -> int:
         """Requests of ``tokens`` tokens the cache holds at once."""
