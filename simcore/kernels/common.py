@@ -137,6 +137,15 @@ def moe_permute_bytes(k, d, nbytes, rows):
 
 
 @jit()
+def ep_alltoall(dp, ep):
+    """Whether an expert-parallel MoE layer dispatches and combines its tokens with
+    all-to-alls: with attention DP (``dp`` > 1) or an EP group beyond ``EP_ALLREDUCE_MAX``;
+    otherwise every TP rank holds every token and the experts' outputs are all-reduced
+    over TP, as a dense FFN's (False too without EP)."""
+    return ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX)
+
+
+@jit()
 def busiest_share(mp, wp, ep):
     """The busiest expert-parallel rank's routed token copies over the mean:
     ``Workload.moe_load_imbalance``, capped at what ``ep`` ranks allow (a token sends at

@@ -96,6 +96,11 @@ def moe_permute_bytes(k: int, d: int, nbytes: float, rows: float) -> float:
 EP_ALLREDUCE_MAX = 8
 
 
+def ep_alltoall(dp, ep) -> bool:
+    """An EP MoE layer's all-to-all dispatch / combine: with attention DP or EP > 8."""
+    return ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX)
+
+
 def busiest_share(model, workload, ep) -> float:
     """The busiest EP rank's routed copies over the mean: ``moe_load_imbalance`` capped at
     ep·min(k, E/ep)/k (every copy a token can send to one rank); 1 without EP."""

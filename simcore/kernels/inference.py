@@ -51,13 +51,13 @@ from .collectives import (
     tier_of,
 )
 from .common import (
-    EP_ALLREDUCE_MAX,
     OPS_LAYER,
     OPS_MLA,
     OPS_MOE,
     add_comm,
     attention_kernel_rate,
     busiest_share,
+    ep_alltoall,
     moe_permute_bytes,
     placement,
     tier_alpha_ns,
@@ -542,15 +542,15 @@ def mla_decode_floor(mp, wp):
 def elementwise_bytes(mp, wp, tokens, ffn_tokens, tp, dp, ep, bytes_per_act):
     """HBM bytes per layer outside the GEMMs: residual adds and norms read and write the
     hidden state twice; an MoE layer permutes its tokens, averaged over the layers: with
-    the EP all-to-all each TP rank its 1/tp slice; where EP all-reduces (no attention DP,
-    ep <= ``EP_ALLREDUCE_MAX``) every rank holds every token and permutes the copies its
-    E/ep experts receive, 1/ep of them at :func:`busiest_share`."""
+    the EP all-to-all (:func:`ep_alltoall`) each TP rank its 1/tp slice; where EP
+    all-reduces every rank holds every token and permutes the copies its E/ep experts
+    receive, 1/ep of them at :func:`busiest_share`."""
     tokens_local = tokens[4]
     d = mp.d_model
     nbytes = 4.0 * tokens_local * d * bytes_per_act
     if mp.n_experts > 1.0:
         rows = ffn_tokens
-        if ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):
+        if ep_alltoall(dp, ep):
             rows = tokens_local / float(tp)
         elif ep > 1:
             rows = tokens_local / float(ep) * busiest_share(mp, wp, float(ep))
@@ -612,9 +612,8 @@ def moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, t
     of the experts' outputs; the busiest rank receives (and returns) :func:`busiest_share`
     x the mean; then the TP ranks all-gather their slices' outputs; across cubes each of
     the three pays the base latency. Adds wire bytes per tier and link latency to
-    ``acc``; returns the launches. Used with attention DP (``dp`` > 1) or EP beyond
-    ``EP_ALLREDUCE_MAX``; otherwise every TP rank holds every token and the experts'
-    outputs are all-reduced over TP (:func:`tp_allreduce`), as a dense FFN's."""
+    ``acc``; returns the launches. Used where :func:`ep_alltoall` says so; otherwise the
+    experts' outputs are all-reduced over TP (:func:`tp_allreduce`), as a dense FFN's."""
     ftp = float(tp)
     fep = float(ep)
     span_ep = max(group_span(tp, strides[0]), group_span(dp, strides[3]))
@@ -799,7 +798,7 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     if lay[LAYOUT.ffn_shard_scope] == 1 and cp > 1:  # the FFN output
         n_ops += ffn_tpcp_allreduce(acc, mp, tokens, bytes_per_msg, tp, cp, strides, tier_cp,
                                     decode, topo)
-    elif ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):  # else replicated tokens: all-reduce
+    elif ep_alltoall(dp, ep):  # else replicated tokens: all-reduce
         n_ops += moe_alltoall(acc, mp, wp, tokens, act_bytes, bytes_per_act, bytes_per_msg, tp,
                               dp, ep, strides, tier_tp, topo)
     else:

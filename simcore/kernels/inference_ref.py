@@ -17,10 +17,10 @@ import math
 
 from . import collectives_ref as coll
 from .common_ref import (
-    EP_ALLREDUCE_MAX,
     Layout,
     attention_kernel_rate,
     busiest_share,
+    ep_alltoall,
     keys_in_window,
     moe_permute_bytes,
     moe_permute_elems,
@@ -364,7 +364,7 @@ def elementwise_bytes(model, workload, tokens, ffn_tokens, tp, dp, ep, bytes_per
     nbytes = 4 * tokens[4] * model.d_model * bytes_per_act
     if model.n_experts > 1:
         rows = ffn_tokens
-        if ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):
+        if ep_alltoall(dp, ep):
             rows = tokens[4] / tp
         elif ep > 1:
             rows = tokens[4] / ep * busiest_share(model, workload, ep)
@@ -559,7 +559,7 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if lay.ffn_shard_scope == "TP+CP" and cp > 1:
         ffn_out = ffn_tpcp_allreduce(links, model, tokens, msg, tp, cp, st, tier_cp, decode,
                                      topology)
-    elif ep > 1 and (dp > 1 or ep > EP_ALLREDUCE_MAX):  # else an all-reduce over TP
+    elif ep_alltoall(dp, ep):  # else an all-reduce over TP
         ffn_out = moe_alltoall(links, model, workload, tokens, act, ab, msg, tp, dp, ep, st,
                                tier_tp, topology)
     else:

@@ -58,6 +58,7 @@ TWINS: tuple[Twin, ...] = (
     Twin("moe_permute_bytes", "common", "common_ref"),
     Twin("attention_kernel_rate", "common", "common_ref"),
     Twin("busiest_share", "common", "common_ref"),
+    Twin("ep_alltoall", "common", "common_ref"),
     Twin("precision", "inference", "inference_ref"),
     Twin("weight_only", "inference", "inference_ref"),
     Twin("layout_valid", "inference", "inference_ref"),
