@@ -572,12 +572,12 @@ def moe_imbalance_arg(text: str) -> float:
     >>> moe_imbalance_arg("eplb"), moe_imbalance_arg("1.5")
     (1.109, 1.5)
     """
-    from ..model.workload import moe_imbalance_value
+    from ..model.workload import MOE_IMBALANCE_HINT, moe_imbalance_value
 
     try:
         return moe_imbalance_value(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[1]) from None
+    except ValueError:
+        raise argparse.ArgumentTypeError(MOE_IMBALANCE_HINT) from None
 
 
 def ep_values(text: str) -> tuple[int, ...] | str:
@@ -604,10 +604,12 @@ def resolve_space(args: argparse.Namespace, model: Any, gpus: Any = None) -> Any
     list of budgets (one per design); an ``--ep`` the model cannot take within one of
     them is a :class:`SimcoreInputError` naming the values it can, and any ``--ep``
     above 1 on a dense model one saying so."""
-    imbalance = getattr(args, "moe_imbalance", None)
-    if model.n_experts <= 1 and imbalance is not None and imbalance != 1.0:
-        raise SimcoreInputError(f"--moe-imbalance: model {model.name} is dense (no experts); "
-                                "--moe-imbalance applies to mixture-of-experts models")
+    from ..model.workload import check_moe_imbalance
+
+    try:
+        check_moe_imbalance(getattr(args, "moe_imbalance", None) or 1.0, model)
+    except ValueError as exc:
+        raise SimcoreInputError(f"--moe-imbalance: {exc}") from None
     ep = getattr(args, "ep", None)
     if ep is None:
         return args.space

@@ -13,8 +13,8 @@ from .checks import Range, choice, flag, validate_table
 from .runtime import DEFAULT_RUNTIME
 from .runtime import resolve as resolve_runtime
 
-__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "MOE_ROUTING", "QUANT_ZEROS", "Workload",
-           "moe_imbalance_value"]
+__all__ = ["DTYPE_BYTES", "FP4_DTYPES", "MODES", "MOE_IMBALANCE_HINT", "MOE_ROUTING",
+           "QUANT_ZEROS", "Workload", "check_moe_imbalance", "moe_imbalance_value"]
 
 #: Workload modes.
 MODES: tuple[str, ...] = ("prefill", "decode", "train")
@@ -50,6 +50,9 @@ FP4_DTYPES: tuple[str, ...] = ("fp4", "mxfp4")
 #: holding more experts averages its hot ones with cold ones, so at EP 8 of 256 experts the
 #: no-EPLB figure overstates the skew (no measurement covers that regime).
 MOE_ROUTING: dict[str, float] = {"balanced": 1.0, "eplb": 1.109, "no-eplb": 2.564}
+#: what a bad ``--moe-imbalance`` value is told to pass instead
+MOE_IMBALANCE_HINT = (f"pass {', '.join(MOE_ROUTING)} or a number from 1 to 1024 (the busiest "
+                      "EP rank's routed tokens over the mean)")
 
 
 _WORKLOAD_RANGES: dict[str, Range] = {
@@ -597,7 +600,22 @@ def moe_imbalance_value(text: Any) -> float:
     except ValueError:
         value = float("nan")
     if not 1.0 <= value <= 1024.0:
-        raise ValueError(f"moe_load_imbalance {text!r}: pass {', '.join(MOE_ROUTING)} or a "
-                         "number from 1 to 1024 (the busiest EP rank's routed tokens over the "
-                         "mean)")
+        raise ValueError(f"moe_load_imbalance {text!r}: {MOE_IMBALANCE_HINT}")
     return value
+
+
+def check_moe_imbalance(value: float, model: Any) -> None:
+    """A ``ValueError`` of one line where ``value`` skews a dense ``model``'s routing (it
+    has none: only 1 means anything there).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> check_moe_imbalance(2.0, SimpleNamespace(name="Llama 3.1 8B", n_experts=1))
+    Traceback (most recent call last):
+    ...
+    ValueError: model Llama 3.1 8B is dense (no experts); --moe-imbalance applies to mixture-of-experts models
+    """
+    if value != 1.0 and int(getattr(model, "n_experts", 1)) <= 1:
+        raise ValueError(f"model {model.name} is dense (no experts); --moe-imbalance applies "
+                         "to mixture-of-experts models")

@@ -179,20 +179,17 @@ def _moe_imbalance(value: Any, model: Model) -> float:
     >>> _moe_imbalance("no-eplb", load_model("Mixtral 8x7B")), _moe_imbalance(1, load_model("Llama 3.1 8B"))
     (2.564, 1.0)
     """
-    from ...model.workload import MOE_ROUTING, moe_imbalance_value
+    from ...model.workload import MOE_IMBALANCE_HINT, check_moe_imbalance, moe_imbalance_value
 
     try:
-        if isinstance(value, bool) or not isinstance(value, str | int | float | np.number):
-            raise ValueError(value)
         lam = moe_imbalance_value(value)
     except ValueError:
-        raise ServingError(f"moe_imbalance (--moe-imbalance) {value!r}: pass "
-                           f"{', '.join(MOE_ROUTING)} or a number from 1 to 1024 (the busiest "
-                           "EP rank's routed tokens over the mean)") from None
-    if lam != 1.0 and int(model.n_experts) <= 1:
-        raise ServingError(f"moe_imbalance {lam:g} (--moe-imbalance): model {model.name} is "
-                           "dense (no experts); --moe-imbalance applies to mixture-of-experts "
-                           "models")
+        raise ServingError(f"moe_imbalance (--moe-imbalance) {value!r}: "
+                           f"{MOE_IMBALANCE_HINT}") from None
+    try:
+        check_moe_imbalance(lam, model)
+    except ValueError as exc:
+        raise ServingError(f"moe_imbalance {lam:g} (--moe-imbalance): {exc}") from None
     return lam
 
 
