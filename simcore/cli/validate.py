@@ -74,6 +74,8 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                         "report, exit 0")
     p.add_argument("--no-loso", action="store_true",
                    help="skip the leave-one-source-out refits (about 15-60 s)")
+    p.add_argument("--no-mlperf", action="store_true",
+                   help="skip the MLPerf Inference Server replays (held out; about a minute)")
     p.add_argument("--unmodelled", action="store_true",
                    help="also list the measurements the cost model does not cover (not "
                         "counted in the error)")
@@ -206,6 +208,43 @@ def _print_serving(eff: Any, notes: Any) -> None:
     print("  [LambdaLabsML/vllm-benchmark results/prompt_*/1x{H100,A100}-80GB-SXM/"
           "Meta-Llama-3-8B-Instruct_tp1_len*.json; simcore/validation/serving_percentiles.json]",
           file=notes)
+
+
+def _print_mlperf(eff: Any, notes: Any) -> None:
+    """MLPerf Inference Server / Interactive runs against the request simulator
+    (:mod:`simcore.validation.serving_mlperf`), held out: percentiles at the logged rate,
+    the capacity under the run's limits, the Offline counterpart's throughput."""
+    from ..validation.serving_mlperf import METRICS, mlperf_rows, mlperf_summary
+
+    print("\nMLPerf Inference Server runs, never fitted: replaying 7 runs request by request "
+          "(about a minute; --no-mlperf skips) ...", file=notes, flush=True)
+    rows = mlperf_rows(eff)
+    s = mlperf_summary(rows)
+    per = ", ".join(f"{label} {100 * s['per_metric'][k]:.0f}%" for k, label in METRICS)
+    print(f"  {s['n']} runs at their logged Poisson rates: mean |error| {per}; p99 TTFT and p99 "
+          f"TPOT both within 15% on {s['p99_within_15']} of {s['n']}", file=notes)
+    print(f"  capacity (the highest rate meeting the run's p99 limits) vs the rate the "
+          f"submission completed: mean {100 * s['capacity_signed']:+.0f}%; the Offline "
+          f"counterparts' throughput: mean {100 * s['offline_signed']:+.0f}% "
+          f"(|error| {100 * s['offline']:.0f}%, {s['n_offline']} runs)", file=notes)
+    for r in rows:
+        cells = "  ".join(f"{label} {r.measured[k]:6.0f}->{r.predicted[k]:6.0f} "
+                          f"{100 * r.error[k]:+4.0f}%" for k, label in METRICS)
+        off = (f"  offline {r.offline_measured_rps:6.1f}->{r.offline_rps:6.1f} "
+               f"{100 * r.offline_error:+4.0f}%" if r.offline_rps == r.offline_rps else "")
+        print(f"  {r.id:<46} {cells}  capacity {r.measured_rps:6.1f}->{r.capacity_rps:6.1f} "
+              f"req/s {100 * r.capacity_error:+4.0f}%{off}", file=notes)
+    print("  [mlcommons/inference_results_v4.0, v4.1, v5.1 results/*/performance/run_1/"
+          "mlperf_log_summary.txt; simcore/validation/mlperf_server.json; why the "
+          "percentiles miss: docs/validation.md, \"7 MLPerf Inference Server runs\"]", file=notes)
+
+
+def _print_request_level(eff: Any, notes: Any, *, mlperf: bool) -> None:
+    """The request simulator's held-out sections: the vLLM benchmark runs, then (unless
+    ``--no-mlperf``) the MLPerf Server runs."""
+    _print_serving(eff, notes)
+    if mlperf:
+        _print_mlperf(eff, notes)
 
 
 def _print_held(notes: Any) -> None:
@@ -359,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
     if args.kind is None:
-        _print_serving(eff, notes)
+        _print_request_level(eff, notes, mlperf=not args.no_mlperf)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")

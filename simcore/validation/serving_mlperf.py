@@ -1,0 +1,291 @@
+"""MLPerf Inference Server / Interactive runs against the request simulator, held out
+(never fitted).
+
+``mlperf_server.json`` holds published MLPerf Inference results (repository, path and
+commit per run): LoadGen issues queries as a Poisson process at the run's rate for at
+least ``min_duration`` (600 s, 2,400 s for NVIDIA's), each one sample of the benchmark's
+dataset drawn uniformly at random, and logs the percentiles of the time to first token
+(TTFT) and of the time per output token (TPOT, ``(latency - TTFT) / (tokens - 1)`` per
+sample). The engine's settings come from the submission's own configuration (path and
+commit per run): instances, tensor parallelism, precision, the batch cap
+(``max_num_seqs`` / ``gpu_batch_size``), the token budget per step and the KV-cache
+memory fraction.
+
+The replay (:func:`mlperf_rows`): Poisson arrivals at the run's scheduled rate (LoadGen's
+"Scheduled samples per second") over :data:`REPLAY_SPAN_S`, each request one dataset
+sample (uniform, fixed seed) with its own input length; every request's output length is
+the dataset's reference length scaled so that their mean is the run's logged tokens per
+sample ("Completed tokens per second" / "Completed samples per second"), capped at the
+benchmark's 1,024 (the generated lengths of a run are not published: the accuracy logs
+are truncated); requests dealt round-robin to the instances, each scheduled as the mixed
+(chunked-prefill, continuous-batching) engines these stacks run
+(:class:`~simcore.studies.serving.simulate.Scheduler`, ``policy="mixed"``).
+
+Two comparisons per run:
+
+* the four percentiles at the logged rate;
+* the **capacity**: the highest rate at which the simulated p99 TTFT and p99 TPOT meet
+  the scenario's limits (the benchmark's own pass rule), against the rate the submission
+  completed. A submission's rate is the highest its submitter found passing, so it is the
+  measured capacity to within the step of their search.
+
+A Server run sits close to its capacity by design, where the TPOT is ``a / (1 - rho)`` of
+the step's fixed cost (``rho`` the load): there a few percent of throughput error moves the
+percentiles by tens of percent, and the capacity is the well-conditioned comparison.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["MlperfRow", "load_mlperf_runs", "mlperf_rows", "mlperf_summary", "replay_traffic"]
+
+_HERE = Path(__file__).parent
+_JSON = _HERE / "mlperf_server.json"
+#: seconds of arrivals each replay simulates (the runs last 600-2,400 s; their percentiles
+#: are steady-state ones, which 600 s of arrivals reach)
+REPLAY_SPAN_S = 600.0
+#: the seed of the replays' arrivals and sample choices
+SEED = 0
+#: the metrics compared at the logged rate: (key, label)
+METRICS: tuple[tuple[str, str], ...] = (("ttft_p50_ms", "p50 TTFT"), ("ttft_p99_ms", "p99 TTFT"),
+                                        ("tpot_p50_ms", "p50 TPOT"), ("tpot_p99_ms", "p99 TPOT"))
+#: the capacity search: rates from CAP_LO to CAP_HI times the completed rate, bisected
+#: CAP_STEPS times (the bracket's ratio 2 to within 2^(1/64), 1.1%), each rate's replay
+#: over CAP_SPAN_S seconds of arrivals
+CAP_LO, CAP_HI, CAP_STEPS, CAP_SPAN_S = 0.8, 1.6, 6, 600.0
+
+
+@lru_cache(maxsize=1)
+def _file() -> dict[str, Any]:
+    return dict(json.loads(_JSON.read_text(encoding="utf-8")))
+
+
+def load_mlperf_runs() -> tuple[dict[str, Any], ...]:
+    """The runs of ``mlperf_server.json`` (each a dict, as transcribed)."""
+    return tuple(_file()["runs"])
+
+
+@lru_cache(maxsize=4)
+def dataset_lengths(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A dataset's per-sample input and reference output lengths (tokens), in its order."""
+    spec = _file()["datasets"][name]
+    with (_HERE / spec["file"]).open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    isl = np.array([int(r["input_length"]) for r in rows], dtype=np.int64)
+    ref = np.array([int(r["output_length"]) for r in rows], dtype=np.int64)
+    return isl, ref
+
+
+def replay_traffic(run: dict[str, Any], *, rate_rps: float, span_s: float = REPLAY_SPAN_S,
+                   seed: int = SEED) -> Any:
+    """The run's queries at ``rate_rps`` over ``span_s`` seconds. The same seed gives the
+    same samples in the same order at every rate (arrivals compressed), so a higher rate
+    only loads the server more."""
+    from ..studies.serving.traffic import Traffic, _unit_arrivals
+
+    isl_all, ref = dataset_lengths(run["dataset"])
+    arrival = _unit_arrivals(rate_rps * span_s, seed, count=False) / rate_rps
+    idx = np.random.default_rng(seed + 1).integers(0, isl_all.size, arrival.size)
+    if run.get("fixed_osl"):
+        osl = np.full(idx.size, int(run["fixed_osl"]), np.int64)
+    else:
+        scale = float(run["tokens_per_sample"]) / float(ref.mean())
+        cap = run.get("max_output") or np.iinfo(np.int64).max
+        osl = np.clip(np.rint(ref[idx] * scale), 1, cap).astype(np.int64)
+    return Traffic(arrival_s=arrival, isl=isl_all[idx], osl=osl, duration_s=float(span_s),
+                   source=f"{run['id']} replay at {rate_rps:.4g} req/s")
+
+
+def _scheduler(run: dict[str, Any], offline: bool = False) -> Any:
+    from ..studies.serving.simulate import Scheduler
+
+    eng = {**run["engine"], **(run["offline"]["engine"] if offline else {})}
+    return Scheduler(token_budget=int(eng["token_budget"]), max_seqs=int(eng["max_seqs"]),
+                     kv_usable_fraction=float(eng["kv_usable_fraction"]), policy="mixed")
+
+
+def _max_tokens(run: dict[str, Any]) -> int:
+    """The longest request the replay can hold: the longest prompt plus the longest output."""
+    isl, ref = dataset_lengths(run["dataset"])
+    if run.get("fixed_osl"):
+        return int(isl.max()) + int(run["fixed_osl"]) + 1
+    longest = math.ceil(float(ref.max()) * float(run["tokens_per_sample"]) / float(ref.mean()))
+    return int(isl.max()) + min(longest, int(run.get("max_output") or longest)) + 1
+
+
+def _instance(run: dict[str, Any], sched: Any, efficiency: Any) -> Any:
+    from ..model.presets import get_family, load_model
+    from ..studies.serving.simulate import price_instances
+
+    eng = run["engine"]
+    fam = get_family(run["family"])
+    insts = price_instances(load_model(run["model"]), family=fam, hardware=fam.hardware,
+                            efficiency=efficiency, dtype=eng["dtype"], max_devices=int(eng["tp"]),
+                            max_tokens=_max_tokens(run), scheduler=sched,
+                            runtime=eng["runtime"])
+    label = f"TP{int(eng['tp'])}" if int(eng["tp"]) > 1 else "TP1"
+    return next(i for i in insts if i.label == label)
+
+
+def _percentiles(run: dict[str, Any], inst: Any, sched: Any, rate: float,
+                 span_s: float) -> dict[str, float]:
+    from ..studies.serving.simulate import serve_agg
+
+    traffic = replay_traffic(run, rate_rps=rate, span_s=span_s)
+    served = serve_agg(traffic, inst, int(run["engine"]["instances"]), sched)
+    if not served.served.all():
+        return {k: math.inf for k, _ in METRICS}
+    ttft = served.ttft_ns / 1e6
+    tpot = served.tpot_ns[traffic.osl > 1] / 1e6
+    return {"ttft_p50_ms": float(np.median(ttft)), "ttft_p99_ms": float(np.percentile(ttft, 99)),
+            "tpot_p50_ms": float(np.median(tpot)), "tpot_p99_ms": float(np.percentile(tpot, 99))}
+
+
+def _meets(run: dict[str, Any], p: dict[str, float]) -> bool:
+    lim = run["limits"]
+    return p["ttft_p99_ms"] <= float(lim["ttft_ms"]) and p["tpot_p99_ms"] <= float(lim["tpot_ms"])
+
+
+def _capacity(run: dict[str, Any], inst: Any, sched: Any, span_s: float = CAP_SPAN_S) -> float:
+    """The highest rate (req/s) whose replay meets the run's p99 limits, bisected between
+    :data:`CAP_LO` and :data:`CAP_HI` times the completed rate (an end if it is one)."""
+    done = float(run["measured"]["completed_rps"])
+    lo, hi = CAP_LO * done, CAP_HI * done
+    if not _meets(run, _percentiles(run, inst, sched, lo, span_s)):
+        return lo
+    if _meets(run, _percentiles(run, inst, sched, hi, span_s)):
+        return hi
+    for _ in range(CAP_STEPS):
+        mid = math.sqrt(lo * hi)
+        if _meets(run, _percentiles(run, inst, sched, mid, span_s)):
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
+def _offline_rps(run: dict[str, Any], sched: Any, inst: Any) -> float:
+    """The run's Offline counterpart (the same system's throughput with every sample issued
+    at once, at its Offline settings: ``sched`` and ``inst``) simulated: samples / the
+    last one's completion."""
+    from ..studies.serving.simulate import serve_agg
+    from ..studies.serving.traffic import Traffic
+
+    off = run["offline"]
+    n = int(off["issued_samples"])
+    one = replay_traffic({**run, "tokens_per_sample": off["tokens_per_sample"]},
+                         rate_rps=1.0, span_s=float(n))
+    traffic = Traffic(arrival_s=np.zeros(n), isl=_head(one.isl, n), osl=_head(one.osl, n),
+                      duration_s=1.0, source=f"{run['id']} offline")
+    served = serve_agg(traffic, inst, int(run["engine"]["instances"]), sched)
+    if not served.served.all():
+        return 0.0
+    tpot = np.nan_to_num(served.tpot_ns, nan=0.0)
+    done = served.ttft_ns + tpot * (traffic.osl - 1)
+    return n / (float(done.max()) / 1e9)
+
+
+def _head(a: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` of ``a``, repeated if it is shorter."""
+    return np.resize(a, n)
+
+
+@dataclass(frozen=True)
+class MlperfRow:
+    """One run: ``measured`` and ``predicted`` percentiles (ms) per :data:`METRICS` key at
+    the logged rate, the completed rate (``measured_rps``) and the simulated capacity
+    (``capacity_rps``) under the run's limits; the Offline counterpart's measured and
+    simulated throughput (samples/s; NaN without one)."""
+
+    id: str
+    label: str
+    measured: dict[str, float]
+    predicted: dict[str, float]
+    measured_rps: float
+    capacity_rps: float
+    offline_measured_rps: float
+    offline_rps: float
+    replay: str
+    source: str
+
+    @property
+    def error(self) -> dict[str, float]:
+        return {k: self.predicted[k] / self.measured[k] - 1.0 for k in self.measured}
+
+    @property
+    def capacity_error(self) -> float:
+        return self.capacity_rps / self.measured_rps - 1.0
+
+    @property
+    def offline_error(self) -> float:
+        """The Offline counterpart's simulated throughput against its measured one (NaN
+        where the run has none of its own, as the Interactive run sharing the Server
+        run's)."""
+        return self.offline_rps / self.offline_measured_rps - 1.0
+
+
+def _row(job: tuple[dict[str, Any], Any, Any, Any], span_s: float) -> MlperfRow:
+    """One run replayed: ``job`` is (run, scheduler, instance, the Offline (scheduler,
+    instance) or None)."""
+    run, sched, inst, offline = job
+    m = run["measured"]
+    rate = float(m["scheduled_rps"])
+    src = run["source"]
+    off = run.get("offline")
+    return MlperfRow(
+        id=run["id"], label=run["label"], measured={k: float(m[k]) for k, _ in METRICS},
+        predicted=_percentiles(run, inst, sched, rate, span_s),
+        measured_rps=float(m["completed_rps"]),
+        capacity_rps=_capacity(run, inst, sched, min(span_s, CAP_SPAN_S)),
+        offline_measured_rps=float(off["samples_per_s"]) if off else math.nan,
+        offline_rps=_offline_rps(run, *offline) if off else math.nan,
+        replay=replay_traffic(run, rate_rps=rate, span_s=span_s).describe(),
+        source=f"{src['repo']} {src['path']} @ {src['commit'][:12]}")
+
+
+def mlperf_rows(efficiency: Any = None, *, span_s: float = REPLAY_SPAN_S,
+                ids: tuple[str, ...] | None = None, workers: int | None = None) -> list[MlperfRow]:
+    """Every run (or those in ``ids``) replayed at its rate and searched for its capacity
+    (``efficiency``: the factors; None = the fitted defaults). The engines are priced one
+    after the other, the replays run on ``workers`` threads (None: one per CPU; the
+    request kernel releases the GIL)."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs: list[tuple[dict[str, Any], Any, Any, Any]] = []
+    for run in load_mlperf_runs():
+        if ids is None or run["id"] in ids:
+            sched = _scheduler(run)
+            offline: Any = None
+            if run.get("offline"):
+                off_sched = _scheduler(run, offline=True)
+                offline = (off_sched, _instance(run, off_sched, efficiency))
+            jobs.append((run, sched, _instance(run, sched, efficiency), offline))
+    n = max(1, min(len(jobs), workers or os.cpu_count() or 1))
+    if n == 1:
+        return [_row(job, span_s) for job in jobs]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(lambda job: _row(job, span_s), jobs))
+
+
+def mlperf_summary(rows: list[MlperfRow]) -> dict[str, Any]:
+    """Mean |error| per metric and of the capacity, and how many runs have p99 TTFT and
+    p99 TPOT both within 15% (issue 35's target)."""
+    per = {k: float(np.mean([abs(r.error[k]) for r in rows])) for k, _ in METRICS}
+    within = sum(abs(r.error["ttft_p99_ms"]) <= 0.15 and abs(r.error["tpot_p99_ms"]) <= 0.15
+                 for r in rows)
+    off = [r.offline_error for r in rows if np.isfinite(r.offline_error)]
+    return {"n": len(rows), "per_metric": per, "p99_within_15": within,
+            "capacity": float(np.mean([abs(r.capacity_error) for r in rows])),
+            "capacity_signed": float(np.mean([r.capacity_error for r in rows])),
+            "offline": float(np.mean(np.abs(off))) if off else math.nan,
+            "offline_signed": float(np.mean(off)) if off else math.nan, "n_offline": len(off)}
