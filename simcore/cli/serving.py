@@ -298,7 +298,7 @@ def _run_at_rate(args: argparse.Namespace) -> int:
         print("\n".join(header) + "\n")
     else:  # stdout holds JSON / CSV only
         for line in header[1:]:
-            if line.startswith(("assumed:", "note:")):
+            if line.startswith(("assumed:", "fidelity:", "note:")):
                 print(line, file=sys.stderr)
     sys.stdout.write(text)
     sys.stdout.flush()

@@ -92,6 +92,7 @@ def summary_lines(result: ServingPlan) -> list[str]:
              f"{result.osl}, {lim}: {n_lay} layouts{ep} x {batches} searched in "
              f"{result.elapsed_s:.1f} s; {len(result.candidates)} configurations",
              assumptions_line(result)]
+    lines.append(RATE_FIDELITY)
     lines += [f"note: {note}" for note in result.notes]
     for mode in ("agg", "disagg"):
         b = result.best_of(mode)
@@ -147,6 +148,14 @@ def assumptions_line(result: ServingPlan) -> str:
                         routing_text(decode, SimpleNamespace(n_experts=result.n_experts)))
 
 
+#: what the held-out checks say about a rate plan (``simcore validate``'s MLPerf section)
+RATE_FIDELITY = ("fidelity: on held-out MLPerf Server runs (TensorRT-LLM, vLLM, SGLang) the "
+                 "simulated capacity under p99 limits runs high and p99 TTFT short near "
+                 "saturation: the host work of serving (streaming, detokenising, scheduling) "
+                 "is not priced; read the GPU count as a lower bound (simcore validate; "
+                 "docs/validation.md)")
+
+
 def rate_summary_lines(result: RatePlan) -> list[str]:
     """The lines above a rate plan's table: the model and budget, the traffic and the
     limits, what the simulation assumed, what was searched, notes, each mode's smallest."""
@@ -170,6 +179,7 @@ def rate_summary_lines(result: RatePlan) -> list[str]:
         f"searched: {result.n_layouts} layouts, {len(result.candidates)} deployments "
         f"simulated in {result.elapsed_s:.1f} s",
     ]
+    lines.append(RATE_FIDELITY)
     lines += [f"note: {note}" for note in result.notes]
     for mode in ("agg", "disagg"):
         b = result.best_of(mode)
