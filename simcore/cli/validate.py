@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import SimcoreInputError
 from ..model.specs import Efficiency
 from .options import add_output_options, assignment, fraction, plot_file, positive_float, share
-from .output import Column, emit_rows, for_script, note_stream
+from .output import Column, emit_rows, for_script, note_stream, refuse_shared_paths
 
 __all__ = ["COLUMNS", "add_parser", "run"]
 
@@ -76,6 +76,9 @@ def add_parser(sub: Any, name: str, help: str) -> None:
                    help="skip the leave-one-source-out refits (about 15-60 s)")
     p.add_argument("--no-mlperf", action="store_true",
                    help="skip the MLPerf Inference Server replays (held out; about a minute)")
+    p.add_argument("--mlperf-plot", type=plot_file, default=None, metavar="FILE.png",
+                   help="save the MLPerf replays' plot: capacity and Offline throughput per "
+                        "run, measured vs simulated, and the percentiles' errors")
     p.add_argument("--unmodelled", action="store_true",
                    help="also list the measurements the cost model does not cover (not "
                         "counted in the error)")
@@ -210,7 +213,7 @@ def _print_serving(eff: Any, notes: Any) -> None:
           file=notes)
 
 
-def _print_mlperf(eff: Any, notes: Any) -> None:
+def _print_mlperf(eff: Any, notes: Any, plot: Any = None) -> None:
     """MLPerf Inference Server / Interactive runs against the request simulator
     (:mod:`simcore.validation.serving_mlperf`), held out: percentiles at the logged rate,
     the capacity under the run's limits, the Offline counterpart's throughput."""
@@ -224,7 +227,8 @@ def _print_mlperf(eff: Any, notes: Any) -> None:
     print(f"  {s['n']} runs at their logged Poisson rates: mean |error| {per}; p99 TTFT and p99 "
           f"TPOT both within 15% on {s['p99_within_15']} of {s['n']}", file=notes)
     print(f"  capacity (the highest rate meeting the run's p99 limits) vs the rate the "
-          f"submission completed: mean {100 * s['capacity_signed']:+.0f}%; the Offline "
+          f"submission completed: mean {100 * s['capacity_signed']:+.0f}% over the "
+          f"{s['n_capacity']} runs bisected (a bound, > or <, is left out); the Offline "
           f"counterparts' throughput: mean {100 * s['offline_signed']:+.0f}% "
           f"(|error| {100 * s['offline']:.0f}%, {s['n_offline']} runs)", file=notes)
     for r in rows:
@@ -232,19 +236,25 @@ def _print_mlperf(eff: Any, notes: Any) -> None:
                           f"{100 * r.error[k]:+4.0f}%" for k, label in METRICS)
         off = (f"  offline {r.offline_measured_rps:6.1f}->{r.offline_rps:6.1f} "
                f"{100 * r.offline_error:+4.0f}%" if r.offline_rps == r.offline_rps else "")
-        print(f"  {r.id:<46} {cells}  capacity {r.measured_rps:6.1f}->{r.capacity_rps:6.1f} "
-              f"req/s {100 * r.capacity_error:+4.0f}%{off}", file=notes)
+        bound = r.capacity_bound or " "
+        print(f"  {r.id:<46} {cells}  capacity {r.measured_rps:6.1f}->{bound}"
+              f"{r.capacity_rps:6.1f} req/s {bound}{100 * r.capacity_error:+4.0f}%{off}",
+              file=notes)
     print("  [mlcommons/inference_results_v4.0, v4.1, v5.1 results/*/performance/run_1/"
           "mlperf_log_summary.txt; simcore/validation/mlperf_server.json; why the "
           "percentiles miss: docs/validation.md, \"7 MLPerf Inference Server runs\"]", file=notes)
+    if plot is not None:
+        from ..studies.plot import plot_mlperf
+
+        _save_plot("--mlperf-plot", lambda path: plot_mlperf(rows, path), plot)
 
 
-def _print_request_level(eff: Any, notes: Any, *, mlperf: bool) -> None:
+def _print_request_level(eff: Any, notes: Any, *, mlperf: bool, plot: Any = None) -> None:
     """The request simulator's held-out sections: the vLLM benchmark runs, then (unless
-    ``--no-mlperf``) the MLPerf Server runs."""
+    ``--no-mlperf``) the MLPerf Server runs (``plot``: ``--mlperf-plot``'s file)."""
     _print_serving(eff, notes)
     if mlperf:
-        _print_mlperf(eff, notes)
+        _print_mlperf(eff, notes, plot)
 
 
 def _print_held(notes: Any) -> None:
@@ -302,6 +312,19 @@ def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
               file=notes)
 
 
+def _check_plots(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a plot whose section the other flags leave out, and two
+    outputs on one path."""
+    if args.holdout_plot is not None and args.kind is not None and "decode" not in args.kind:
+        raise SimcoreInputError("--holdout-plot: the held-out rows are decode steps; pass "
+                                "--kind decode (or no --kind) with it")
+    if args.mlperf_plot is not None and (args.kind is not None or args.no_mlperf):
+        raise SimcoreInputError("--mlperf-plot: the MLPerf replays run only without --kind "
+                                "and --no-mlperf; drop those flags or the plot")
+    refuse_shared_paths(out=args.out, plot=args.plot, holdout_plot=args.holdout_plot,
+                        mlperf_plot=args.mlperf_plot)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..validation import (
         FITTED_EFFICIENCY,
@@ -314,9 +337,7 @@ def run(args: argparse.Namespace) -> int:
         validate,
     )
 
-    if args.holdout_plot is not None and args.kind is not None and "decode" not in args.kind:
-        raise SimcoreInputError("--holdout-plot: the held-out rows are decode steps; pass "
-                                "--kind decode (or no --kind) with it")
+    _check_plots(args)
     try:
         eff = replace(FITTED_EFFICIENCY, **dict(args.efficiency))
     except ValueError as exc:
@@ -398,7 +419,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind is None or "train" in args.kind:
         _print_blackwell(eff, notes)
     if args.kind is None:
-        _print_request_level(eff, notes, mlperf=not args.no_mlperf)
+        _print_request_level(eff, notes, mlperf=not args.no_mlperf, plot=args.mlperf_plot)
     if gaps and not machine:
         print("\nlisted, not counted above (not covered by the cost model yet, or superseded "
               "by a later table of the same source):")

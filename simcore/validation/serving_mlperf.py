@@ -4,7 +4,7 @@
 ``mlperf_server.json`` holds published MLPerf Inference results (repository, path and
 commit per run): LoadGen issues queries as a Poisson process at the run's rate for at
 least ``min_duration`` (600 s, 2,400 s for NVIDIA's), each one sample of the benchmark's
-dataset drawn uniformly at random, and logs the percentiles of the time to first token
+dataset drawn at random, and logs the percentiles of the time to first token
 (TTFT) and of the time per output token (TPOT, ``(latency - TTFT) / (tokens - 1)`` per
 sample). The engine's settings come from the submission's own configuration (path and
 commit per run): instances, tensor parallelism, precision, the batch cap
@@ -13,7 +13,8 @@ memory fraction.
 
 The replay (:func:`mlperf_rows`): Poisson arrivals at the run's scheduled rate (LoadGen's
 "Scheduled samples per second") over :data:`REPLAY_SPAN_S`, each request one dataset
-sample (uniform, fixed seed) with its own input length; every request's output length is
+sample (uniform, fixed seed; LoadGen's v5.1 runs draw whole permutations of the set,
+the same lengths in the long run) with its own input length; every request's output length is
 the dataset's reference length scaled so that their mean is the run's logged tokens per
 sample ("Completed tokens per second" / "Completed samples per second"), capped at the
 benchmark's 1,024 (the generated lengths of a run are not published: the accuracy logs
@@ -58,10 +59,13 @@ SEED = 0
 #: the metrics compared at the logged rate: (key, label)
 METRICS: tuple[tuple[str, str], ...] = (("ttft_p50_ms", "p50 TTFT"), ("ttft_p99_ms", "p99 TTFT"),
                                         ("tpot_p50_ms", "p50 TPOT"), ("tpot_p99_ms", "p99 TPOT"))
-#: the capacity search: rates from CAP_LO to CAP_HI times the completed rate, bisected
-#: CAP_STEPS times (the bracket's ratio 2 to within 2^(1/64), 1.1%), each rate's replay
-#: over CAP_SPAN_S seconds of arrivals
+#: the capacity search: rates from CAP_LO to CAP_HI times the completed rate (widened by
+#: doubling where both meet or both miss the limits), bisected CAP_STEPS times (a bracket
+#: ratio of 2 to within 2^(1/64), 1.1%), each rate's replay over CAP_SPAN_S seconds of
+#: arrivals (the MLPerf minimum run)
 CAP_LO, CAP_HI, CAP_STEPS, CAP_SPAN_S = 0.8, 1.6, 6, 600.0
+#: most doublings of the capacity search's bracket outwards before it reports a bound
+CAP_WIDEN = 3
 
 
 @lru_cache(maxsize=1)
@@ -132,8 +136,12 @@ def _instance(run: dict[str, Any], sched: Any, efficiency: Any) -> Any:
                             efficiency=efficiency, dtype=eng["dtype"], max_devices=int(eng["tp"]),
                             max_tokens=_max_tokens(run), scheduler=sched,
                             runtime=eng["runtime"])
-    label = f"TP{int(eng['tp'])}" if int(eng["tp"]) > 1 else "TP1"
-    return next(i for i in insts if i.label == label)
+    label = f"TP{int(eng['tp'])}"
+    found = next((i for i in insts if i.label == label), None)
+    if found is None:
+        raise ValueError(f"{run['id']}: no {label} layout of {run['model']} fits one "
+                         f"{run['family']} instance at the run's settings")
+    return found
 
 
 def _percentiles(run: dict[str, Any], inst: Any, sched: Any, rate: float,
@@ -155,22 +163,39 @@ def _meets(run: dict[str, Any], p: dict[str, float]) -> bool:
     return p["ttft_p99_ms"] <= float(lim["ttft_ms"]) and p["tpot_p99_ms"] <= float(lim["tpot_ms"])
 
 
-def _capacity(run: dict[str, Any], inst: Any, sched: Any, span_s: float = CAP_SPAN_S) -> float:
-    """The highest rate (req/s) whose replay meets the run's p99 limits, bisected between
-    :data:`CAP_LO` and :data:`CAP_HI` times the completed rate (an end if it is one)."""
+def _capacity(run: dict[str, Any], inst: Any, sched: Any,
+              span_s: float = CAP_SPAN_S) -> tuple[float, str]:
+    """The highest rate (req/s) whose replay meets the run's p99 limits and how sure it is:
+    ``(rate, "")`` bisected to :data:`CAP_STEPS` halvings of the bracket's log-ratio,
+    starting from :data:`CAP_LO` and :data:`CAP_HI` times the completed rate, each end
+    moved out by doubling (at most :data:`CAP_WIDEN` times) until one rate meets the limits
+    and one does not; ``(rate, ">")`` when even the highest rate tried meets them (the
+    capacity is above it), ``(rate, "<")`` when even the lowest fails."""
     done = float(run["measured"]["completed_rps"])
     lo, hi = CAP_LO * done, CAP_HI * done
-    if not _meets(run, _percentiles(run, inst, sched, lo, span_s)):
-        return lo
-    if _meets(run, _percentiles(run, inst, sched, hi, span_s)):
-        return hi
+
+    def meets(rate: float) -> bool:
+        return _meets(run, _percentiles(run, inst, sched, rate, span_s))
+
+    for _ in range(CAP_WIDEN):
+        if meets(lo):
+            break
+        lo, hi = lo / 2.0, lo
+    else:
+        return lo, "<"
+    for _ in range(CAP_WIDEN):
+        if not meets(hi):
+            break
+        lo, hi = hi, hi * 2.0
+    else:
+        return lo, ">"
     for _ in range(CAP_STEPS):
         mid = math.sqrt(lo * hi)
-        if _meets(run, _percentiles(run, inst, sched, mid, span_s)):
+        if meets(mid):
             lo = mid
         else:
             hi = mid
-    return math.sqrt(lo * hi)
+    return math.sqrt(lo * hi), ""
 
 
 def _offline_rps(run: dict[str, Any], sched: Any, inst: Any) -> float:
@@ -182,13 +207,16 @@ def _offline_rps(run: dict[str, Any], sched: Any, inst: Any) -> float:
 
     off = run["offline"]
     n = int(off["issued_samples"])
-    one = replay_traffic({**run, "tokens_per_sample": off["tokens_per_sample"]},
-                         rate_rps=1.0, span_s=float(n))
+    as_run = {**run, "tokens_per_sample": off["tokens_per_sample"]}
+    if run.get("fixed_osl"):  # the Offline run's own output length
+        as_run["fixed_osl"] = round(float(off["tokens_per_sample"]))
+    one = replay_traffic(as_run, rate_rps=1.0, span_s=float(n))
     traffic = Traffic(arrival_s=np.zeros(n), isl=_head(one.isl, n), osl=_head(one.osl, n),
                       duration_s=1.0, source=f"{run['id']} offline")
-    served = serve_agg(traffic, inst, int(run["engine"]["instances"]), sched)
+    instances = int({**run["engine"], **off["engine"]}["instances"])
+    served = serve_agg(traffic, inst, instances, sched)
     if not served.served.all():
-        return 0.0
+        return math.nan
     tpot = np.nan_to_num(served.tpot_ns, nan=0.0)
     done = served.ttft_ns + tpot * (traffic.osl - 1)
     return n / (float(done.max()) / 1e9)
@@ -203,15 +231,16 @@ def _head(a: np.ndarray, n: int) -> np.ndarray:
 class MlperfRow:
     """One run: ``measured`` and ``predicted`` percentiles (ms) per :data:`METRICS` key at
     the logged rate, the completed rate (``measured_rps``) and the simulated capacity
-    (``capacity_rps``) under the run's limits; the Offline counterpart's measured and
-    simulated throughput (samples/s; NaN without one)."""
+    under the run's limits (``capacity``: the rate and its bound, ``capacity_rps`` /
+    ``capacity_bound``); the Offline counterpart's measured and simulated throughput
+    (samples/s; NaN without one, or where the simulation drops a request)."""
 
     id: str
     label: str
     measured: dict[str, float]
     predicted: dict[str, float]
     measured_rps: float
-    capacity_rps: float
+    capacity: tuple[float, str]
     offline_measured_rps: float
     offline_rps: float
     replay: str
@@ -220,6 +249,16 @@ class MlperfRow:
     @property
     def error(self) -> dict[str, float]:
         return {k: self.predicted[k] / self.measured[k] - 1.0 for k in self.measured}
+
+    @property
+    def capacity_rps(self) -> float:
+        return self.capacity[0]
+
+    @property
+    def capacity_bound(self) -> str:
+        """``""`` (bisected), ``">"`` (above the highest rate tried) or ``"<"`` (below the
+        lowest)."""
+        return self.capacity[1]
 
     @property
     def capacity_error(self) -> float:
@@ -245,7 +284,7 @@ def _row(job: tuple[dict[str, Any], Any, Any, Any], span_s: float) -> MlperfRow:
         id=run["id"], label=run["label"], measured={k: float(m[k]) for k, _ in METRICS},
         predicted=_percentiles(run, inst, sched, rate, span_s),
         measured_rps=float(m["completed_rps"]),
-        capacity_rps=_capacity(run, inst, sched, min(span_s, CAP_SPAN_S)),
+        capacity=_capacity(run, inst, sched, min(span_s, CAP_SPAN_S)),
         offline_measured_rps=float(off["samples_per_s"]) if off else math.nan,
         offline_rps=_offline_rps(run, *offline) if off else math.nan,
         replay=replay_traffic(run, rate_rps=rate, span_s=span_s).describe(),
@@ -278,14 +317,16 @@ def mlperf_rows(efficiency: Any = None, *, span_s: float = REPLAY_SPAN_S,
 
 
 def mlperf_summary(rows: list[MlperfRow]) -> dict[str, Any]:
-    """Mean |error| per metric and of the capacity, and how many runs have p99 TTFT and
-    p99 TPOT both within 15% (issue 35's target)."""
+    """Mean |error| per metric, of the capacity (over the runs whose capacity was bisected,
+    ``n_capacity``: a bound is no value) and of the Offline throughput, and how many runs
+    have p99 TTFT and p99 TPOT both within 15% (issue 35's target)."""
     per = {k: float(np.mean([abs(r.error[k]) for r in rows])) for k, _ in METRICS}
     within = sum(abs(r.error["ttft_p99_ms"]) <= 0.15 and abs(r.error["tpot_p99_ms"]) <= 0.15
                  for r in rows)
     off = [r.offline_error for r in rows if np.isfinite(r.offline_error)]
+    cap = [r.capacity_error for r in rows if not r.capacity_bound]
     return {"n": len(rows), "per_metric": per, "p99_within_15": within,
-            "capacity": float(np.mean([abs(r.capacity_error) for r in rows])),
-            "capacity_signed": float(np.mean([r.capacity_error for r in rows])),
+            "capacity": float(np.mean(np.abs(cap))) if cap else math.nan,
+            "capacity_signed": float(np.mean(cap)) if cap else math.nan, "n_capacity": len(cap),
             "offline": float(np.mean(np.abs(off))) if off else math.nan,
             "offline_signed": float(np.mean(off)) if off else math.nan, "n_offline": len(off)}

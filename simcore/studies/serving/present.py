@@ -92,7 +92,6 @@ def summary_lines(result: ServingPlan) -> list[str]:
              f"{result.osl}, {lim}: {n_lay} layouts{ep} x {batches} searched in "
              f"{result.elapsed_s:.1f} s; {len(result.candidates)} configurations",
              assumptions_line(result)]
-    lines.append(RATE_FIDELITY)
     lines += [f"note: {note}" for note in result.notes]
     for mode in ("agg", "disagg"):
         b = result.best_of(mode)
