@@ -207,3 +207,35 @@ def test_kv_transfer_done__matches_twin_and_bounds(rows, n_layers, layerwise):
     assert np.all(got >= ready + whole / n_layers)  # the last layer leaves after the prefill
     if not layerwise:
         assert np.all(got >= ready + whole)
+
+
+@settings(max_examples=60)
+@given(traces(), st.integers(1, 64), st.booleans(), st.integers(1, 3))
+def test_simulate__long_prefill_cap_kernel_matches_twin(case, cap, roomy, instances):
+    """vLLM V1's ``long_prefill_token_threshold`` (``prefill_cap``): a request gets at most
+    ``cap`` of its prompt tokens a step, decodes untouched; kernel == twin, bit for bit,
+    on one instance and dealt round-robin, with the drawn cache or a roomy one (where
+    the decode stretches run)."""
+    if roomy:
+        case = dict(case, n_blocks=case["n_blocks"] + 10_000)
+    got = kernel.simulate_round_robin(**case, instances=instances, prefill_cap=cap)
+    want = twin.simulate_round_robin(**case, instances=instances, prefill_cap=cap)
+    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
+                          want[:4], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), name
+    assert got[4] == want[4]
+
+
+def test_simulate_instance__long_prefill_cap_by_hand():
+    """One 1,000-token prompt at t = 0, a 4,096-token budget, a flat 1 ms step: whole it
+    is prefilled in one step (first token at 1 ms); capped at 256 tokens a step in four
+    (256 + 256 + 256 + 232: first token at 4 ms); a cap above the prompt changes nothing."""
+    tab = kernel.StepTables(np.array([1.0, 2.0]), np.array([8.0, 4096.0]), np.full((2, 2), 1e6),
+                            np.array([1.0, 2.0]), np.array([16.0, 4096.0]), np.full((2, 2), 1e6))
+    case = dict(arrival_ns=np.zeros(1), prompt=np.array([1000], np.int64),
+                cached=np.zeros(1, np.int64), max_new=np.array([3], np.int64), tables=tab,
+                token_budget=4096, max_seqs=8, n_blocks=1000, block_size=16)
+    for cap, first in ((0, 1e6), (256, 4e6), (2000, 1e6)):
+        f, last, _, _, steps = kernel.simulate_instance(**case, prefill_cap=cap)
+        assert f[0] == first and last[0] == first + 2e6, cap
+        assert twin.simulate_instance(**case, prefill_cap=cap)[0][0] == first

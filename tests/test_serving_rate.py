@@ -461,3 +461,34 @@ def test_scheduler__multi_step_and_async_output_checked_and_described():
     text = Scheduler(policy="prefill_first", multi_step=10, async_output=True).describe()
     assert "decodes in blocks of 10 steps" in text and "asynchronous output" in text
     assert Scheduler().describe() == dataclasses.replace(Scheduler(), multi_step=1).describe()
+
+
+def test_scheduler__long_prefill_threshold_checked_described_and_it_slows_first_tokens(instances):
+    """vLLM V1's --long-prefill-token-threshold: an integer >= 0, mixed scheduling only,
+    named in the header; capping each request's prompt tokens a step never shortens a
+    p99 TTFT, and the CLI flag reaches the scheduler."""
+    for bad in (-1, 1.5, True, "256", 1 << 25):
+        with pytest.raises(ServingError, match=r"long_prefill_threshold \(--long-prefill"):
+            Scheduler(long_prefill_threshold=bad)
+    with pytest.raises(ServingError, match="pass --schedule mixed"):
+        Scheduler(policy="prefill_first", long_prefill_threshold=256)
+    assert "at most 256 prompt tokens of a request a step" in \
+        Scheduler(long_prefill_threshold=256).describe()
+    traffic = _traffic(4.0, duration_s=30)
+    inst = instances["TP1"]
+    whole = outcome(serve_agg(traffic, inst, 1, Scheduler()), traffic, max_ttft_ms=None,
+                    max_tpot_ms=None)
+    capped = outcome(serve_agg(traffic, inst, 1, Scheduler(long_prefill_threshold=128)),
+                     traffic, max_ttft_ms=None, max_tpot_ms=None)
+    assert capped["ttft_p99_ms"] > whole["ttft_p99_ms"]  # 1024-token prompts: 8 steps each
+
+
+def test_main__long_prefill_threshold_flag(capsys):
+    code = main([*SMALL, "--gpus", "1", "--rate", "2", "--duration-s", "10",
+                 "--max-ttft-ms", "5000", "--long-prefill-token-threshold", "256"])
+    out = capsys.readouterr().out
+    assert code == 0 and "at most 256 prompt tokens of a request a step" in out
+    assert main([*SMALL, "--gpus", "1", "--rate", "2", "--max-ttft-ms", "500",
+                 "--long-prefill-token-threshold", "256", "--schedule", "prefill-first"]) == 2
+    err = capsys.readouterr().err
+    assert "pass --schedule mixed" in err and "Traceback" not in err

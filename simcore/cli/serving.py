@@ -87,6 +87,10 @@ def _seed(text: str) -> int:
     return v
 
 
+#: ``--long-prefill-token-threshold``: an integer >= 0 (0: off)
+_nonneg_int = _seed
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``simcore serving`` (see :func:`run`)."""
     from ..studies.serving import DEFAULT_BATCHES, DEFAULT_PREFILL_BATCHES, DTYPES
@@ -178,6 +182,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="mixed: decodes first, prompts chunked into the rest of the "
                               "budget (vLLM V1, SGLang, TensorRT-LLM; default); prefill-first: "
                               "waiting prompts whole, in steps of their own (vLLM V0)")
+    traffic.add_argument("--long-prefill-token-threshold", type=_nonneg_int, default=0,
+                         metavar="N",
+                         help="a request gets at most N of its prompt tokens a step (vLLM V1's "
+                              "flag; default 0: off; with --schedule mixed)")
     traffic.add_argument("--kv-overlap", choices=list(KV_OVERLAPS), default=sched.kv_overlap,
                          help="disaggregated KV transfer: sent layer by layer while the "
                               "prefill runs (default) or after it")
@@ -279,7 +287,8 @@ def _run_at_rate(args: argparse.Namespace) -> int:
     sched = Scheduler(token_budget=args.max_num_batched_tokens, max_seqs=args.max_num_seqs,
                       kv_usable_fraction=args.kv_usable_fraction, kv_overlap=args.kv_overlap,
                       prefix_hit_rate=args.prefix_hit_rate, speculative=_speculative(args),
-                      policy=args.schedule.replace("-", "_"))
+                      policy=args.schedule.replace("-", "_"),
+                      long_prefill_threshold=args.long_prefill_token_threshold)
     try:
         result = plan_at_rate(args.model, family=args.family, gpus=args.gpus, rate_rps=args.rate,
                               trace=args.trace, duration_s=args.duration_s, isl=args.isl,

@@ -132,13 +132,17 @@ def blocks_for(tokens, block_size):
 
 @jit()
 def head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed, tokens, free,
-                    block_size):
+                    block_size, cap=0):
     """Whether the first waiting request could be admitted now: a sequence slot, ``room``
-    tokens of the step's budget, and the free blocks for what it would compute."""
+    tokens of the step's budget, and the free blocks for what it would compute (at most
+    ``cap`` tokens where ``cap`` > 0, :func:`take`)."""
     if q_len == 0 or n_run >= max_seqs or room <= 0:
         return False
     head = queue[q_head]
-    want = min(tokens[head] - computed[head], room)
+    left = tokens[head] - computed[head]
+    if 0 < cap < left:
+        left = cap
+    want = min(left, room)
     return blocks_for(computed[head] + want, block_size) <= free
 
 
@@ -157,25 +161,29 @@ def spec_emit(done_steps, gain, left):
 
 
 @jit()
-def take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new, spec_steps):
+def take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new, spec_steps, cap=0):
     """What request ``r`` gets this step: ``(m, cost, decode)``, ``m`` tokens whose KV the
     step computes, ``cost`` tokens of the budget, ``decode`` whether it is priced as a
     decode. Without speculation (``spec_k`` 0) ``m = cost = min(tokens left, budget)``, a
-    decode when that is one token of a started sequence. With it a started sequence with
-    one token left verifies ``spec_k + 1`` queries (``cost``; 0 when the budget left is
-    smaller: not scheduled) and keeps the KV of the tokens it emits (:func:`spec_emit`)."""
+    decode when that is one token of a started sequence; ``cap`` > 0 (vLLM V1's
+    ``long_prefill_token_threshold``): a request with more tokens left gets ``cap`` of
+    them. With speculation a started sequence with one token left verifies ``spec_k + 1``
+    queries (``cost``; 0 when the budget left is smaller: not scheduled) and keeps the KV
+    of the tokens it emits (:func:`spec_emit`)."""
     left = tokens[r] - computed[r]
     if spec_k > 0 and left == 1 and computed[r] >= 1:
         if budget < spec_k + 1:
             return 0, 0, True
         return spec_emit(spec_steps[r], spec_gain, max_new[r] - sampled[r]), spec_k + 1, True
+    if 0 < cap < left:
+        left = cap
     m = min(left, budget)
     return m, m, m == 1 and computed[r] >= 1
 
 
 @jit()
 def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, token_budget,
-                   max_seqs, block_size, prefill_first=False):
+                   max_seqs, block_size, prefill_first=False, cap=0):
     """Steps from now in which, the running requests all decoding (each has sampled its
     first token), only time changes: none finishes (``left``: steps before the first
     does), no block runs out (``n_run · ceil(k / block_size) <= free`` new blocks at most:
@@ -189,7 +197,7 @@ def decode_stretch(left, free, n_run, queue, q_head, q_len, computed, tokens, to
         k = by_blocks
     room = token_budget if prefill_first else token_budget - n_run
     if k > 0 and head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed, tokens,
-                                 free, block_size):
+                                 free, block_size, cap):
         return 0  # it could be admitted at the next step
     return k
 
@@ -312,7 +320,7 @@ def count_scheduled(r, m, dec, computed, spec_k, spec_steps, n_dec, ctx_sum, pre
 @jit()
 def schedule_running(running, n_run, tokens, computed, held, sched, preemptions, queue, q_head,
                      q_len, free, budget, block_size, spec_k, spec_gain, sampled, max_new,
-                     spec_steps):
+                     spec_steps, cap=0):
     """The running requests' share of the step's token budget, in admission order; when
     the cache runs short the newest running request is preempted (recompute) back to the
     queue's head. Returns ``(n_run, q_head, q_len, free, budget, n_dec, ctx_sum,
@@ -327,7 +335,7 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
     while k < n_run and budget > 0:  # running requests first, in admission order
         r = running[k]
         m, cost, dec = take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new,
-                            spec_steps)
+                            spec_steps, cap)
         if cost == 0:
             break  # a verify needs more of the budget than is left
         need = blocks_for(computed[r] + m, block_size) - held[r]
@@ -361,7 +369,7 @@ def schedule_running(running, n_run, tokens, computed, held, sched, preemptions,
 @jit()
 def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, computed, held,
                      sched, start_ns, free, budget, block_size, t, n_dec, ctx_sum, pre_tokens,
-                     pairs, spec_k, spec_gain, sampled, max_new, spec_steps, whole=False):
+                     pairs, spec_k, spec_gain, sampled, max_new, spec_steps, whole=False, cap=0):
     """Admit waiting requests, first come first served, while the budget, the sequence
     cap and free KV blocks allow (``whole``: a prompt only whole, unless it is the step's
     first and larger than the whole budget, then in chunks). Returns ``(q_head, q_len, n_run, free, budget, n_dec,
@@ -370,7 +378,7 @@ def schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens, com
     while q_len > 0 and budget > 0 and n_run < max_seqs:
         r = queue[q_head]  # waiting requests, first come first served
         m, cost, dec = take(r, budget, spec_k, spec_gain, tokens, computed, sampled, max_new,
-                            spec_steps)
+                            spec_steps, cap)
         need = blocks_for(computed[r] + m, block_size)
         if cost == 0 or need > free:
             break
@@ -482,7 +490,7 @@ def release_pending(pend, pend_first, n_pend, rel, first_ns, last_ns):
 @jit()
 def stretch(tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fast_left,
             fast_ctx, n_run, running, queue, q_head, q_len, computed, tokens, sampled, max_new,
-            spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free):
+            spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free, cap=0):
     """The decode-only stretch the state allows, stepped at once: speculative steps
     (:func:`spec_stretch`) while the head of the queue cannot be admitted, or ``k``
     plain decode steps (:func:`decode_stretch`, :func:`step_stretch`). Returns ``(t,
@@ -491,7 +499,7 @@ def stretch(tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fa
         if 0 < n_run and n_run * (spec_k + 1) <= token_budget:
             room = token_budget if prefill_first else token_budget - n_run * (spec_k + 1)
             if not head_admissible(queue, q_head, q_len, n_run, max_seqs, room, computed,
-                                   tokens, free, block_size):
+                                   tokens, free, block_size, cap):
                 t, done_steps, free = spec_stretch(
                     tables, n_run, fast_ctx, running, computed, tokens, sampled, max_new,
                     spec_steps, spec_gain, emitted, last_ns, held, block_size, arrival_ns,
@@ -500,7 +508,7 @@ def stretch(tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fa
         return t, 0, free, False
     if 0 < n_run <= token_budget:
         k = decode_stretch(fast_left, free, n_run, queue, q_head, q_len, computed, tokens,
-                           token_budget, max_seqs, block_size, prefill_first)
+                           token_budget, max_seqs, block_size, prefill_first, cap)
         if k > 0:
             t, done_steps, free = step_stretch(k, tables, n_run, fast_ctx, running, computed,
                                                tokens, sampled, last_ns, held, block_size,
@@ -552,7 +560,7 @@ def run_step(tables, m, n_dec, ctx_sum, pre_tokens, pairs, collect, running, n_r
 @jit()
 def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
                       n_blocks, block_size, spec_k=0, spec_gain=1.0, prefill_first=False,
-                      multi_step=1, async_output=False):
+                      multi_step=1, async_output=False, prefill_cap=0):
     """Step one instance's scheduler until every request finished or was dropped.
 
     Per request (sorted by ``arrival_ns``): ``prompt`` tokens known at arrival, of which
@@ -570,7 +578,9 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     decode-only step runs as a block of that many sub-steps of the same sequences, the
     scheduler and the client seeing only its end (:func:`run_step`); ``async_output``: a
     single step's tokens reach the client at the next step's end (or at once when idle).
-    Either turns the decode stretches off.
+    Either turns the decode stretches off. ``prefill_cap`` > 0 (vLLM V1's
+    ``--long-prefill-token-threshold``; with ``prefill_first`` 0): a request gets at most
+    that many of its prompt tokens a step (:func:`take`).
 
     Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
     that sampled its first and its last token, the start of the first step that scheduled
@@ -627,7 +637,8 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
             t, done_steps, free, ran = stretch(
                 tables, spec_k, spec_gain, token_budget, max_seqs, prefill_first, fast_left,
                 fast_ctx, n_run, running, queue, q_head, q_len, computed, tokens, sampled,
-                max_new, spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free)
+                max_new, spec_steps, emitted, last_ns, held, block_size, arrival_ns, nxt, t, free,
+                prefill_cap)
             steps += done_steps
             if ran:
                 fast_ok = False
@@ -640,20 +651,21 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
              pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs, tokens,
                                        computed, held, sched, start_ns, free, token_budget,
                                        block_size, t, n_dec, ctx_sum, pre_tokens, pairs,
-                                       spec_k, spec_gain, sampled, max_new, spec_steps, True)
+                                       spec_k, spec_gain, sampled, max_new, spec_steps, True,
+                                       prefill_cap)
         if n_run == before:  # nothing admitted: the running requests' step
             (n_run, q_head, q_len, free, budget, n_dec, ctx_sum, pre_tokens, pairs,
              preempted) = schedule_running(running, n_run, tokens, computed, held, sched,
                                            preemptions, queue, q_head, q_len, free,
                                            token_budget, block_size, spec_k, spec_gain,
-                                           sampled, max_new, spec_steps)
+                                           sampled, max_new, spec_steps, prefill_cap)
             if not preempted and not prefill_first:
                 (q_head, q_len, n_run, free, budget, n_dec, ctx_sum, pre_tokens,
                  pairs) = schedule_waiting(queue, q_head, q_len, running, n_run, max_seqs,
                                            tokens, computed, held, sched, start_ns, free,
                                            budget, block_size, t, n_dec, ctx_sum, pre_tokens,
                                            pairs, spec_k, spec_gain, sampled, max_new,
-                                           spec_steps)
+                                           spec_steps, False, prefill_cap)
         if n_dec == 0 and pre_tokens == 0:
             continue  # everything running was preempted: admit again next pass
         m = 1
@@ -673,7 +685,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
 @jit()
 def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budget, max_seqs,
                          n_blocks, block_size, instances, spec_k=0, spec_gain=1.0,
-                         prefill_first=False, multi_step=1, async_output=False):
+                         prefill_first=False, multi_step=1, async_output=False, prefill_cap=0):
     """:func:`simulate_instance` on ``instances`` alike instances, request ``i`` (sorted by
     arrival) dealt to instance ``i % instances``; per-request results in the input order,
     preemptions and steps summed over the instances."""
@@ -690,7 +702,8 @@ def simulate_round_robin(arrival_ns, prompt, cached, max_new, tables, token_budg
         f, la, s0, p, st = simulate_instance(arrival_ns[idx], prompt[idx], cached[idx],
                                              max_new[idx], tables, token_budget, max_seqs,
                                              n_blocks, block_size, spec_k, spec_gain,
-                                             prefill_first, multi_step, async_output)
+                                             prefill_first, multi_step, async_output,
+                                             prefill_cap)
         first_ns[idx] = f
         last_ns[idx] = la
         start_ns[idx] = s0

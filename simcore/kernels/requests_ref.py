@@ -80,10 +80,10 @@ class _Step:
     ``schedule_waiting``) over its running list and waiting queue."""
 
     def __init__(self, running: list[_Request], waiting: deque[_Request], spec_k: int,
-                 spec_gain: float, block_size: int, max_seqs: int) -> None:
+                 spec_gain: float, block_size: int, max_seqs: int, cap: int = 0) -> None:
         self.running, self.waiting = running, waiting
         self.spec_k, self.spec_gain = spec_k, spec_gain
-        self.block_size, self.max_seqs = block_size, max_seqs
+        self.block_size, self.max_seqs, self.cap = block_size, max_seqs, cap
 
     def take(self, r: _Request, budget: int) -> tuple[int, int, bool]:
         left = r.tokens - r.computed
@@ -92,6 +92,8 @@ class _Step:
             if budget < k + 1:
                 return 0, 0, True
             return spec_emit(r.spec_steps, self.spec_gain, r.max_new - r.sampled), k + 1, True
+        if 0 < self.cap < left:  # vLLM V1's long_prefill_token_threshold
+            left = self.cap
         m = min(left, budget)
         return m, m, m == 1 and r.computed >= 1
 
@@ -170,8 +172,9 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
                       n_blocks: int, block_size: int, spec_k: int = 0,
                       spec_gain: float = 1.0,
                       prefill_first: bool = False, multi_step: int = 1,
-                      async_output: bool = False) -> tuple[list[float], list[float],
-                                                           list[float], list[int], int]:
+                      async_output: bool = False,
+                      prefill_cap: int = 0) -> tuple[list[float], list[float],
+                                                     list[float], list[int], int]:
     spec_k = min(spec_k, token_budget - 1)  # a verify never outgrows the step's budget
     spec_gain = min(spec_gain, spec_k + 1.0)
     if spec_k > 0 or multi_step < 1:  # no multi-step blocks with speculation
@@ -185,7 +188,7 @@ def simulate_instance(arrival_ns: Sequence[float], prompt: Sequence[int], cached
     waiting: deque[_Request] = deque()
     running: list[_Request] = []
     free, t, steps, left = n_blocks, 0.0, 0, len(reqs)
-    step = _Step(running, waiting, spec_k, spec_gain, block_size, max_seqs)
+    step = _Step(running, waiting, spec_k, spec_gain, block_size, max_seqs, prefill_cap)
 
     while left:
         if not running and not waiting:
@@ -267,8 +270,9 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
                          token_budget: int, max_seqs: int, n_blocks: int, block_size: int,
                          instances: int, spec_k: int = 0, spec_gain: float = 1.0,
                          prefill_first: bool = False, multi_step: int = 1,
-                         async_output: bool = False) -> tuple[list[float], list[float],
-                                                              list[float], list[int], int]:
+                         async_output: bool = False,
+                         prefill_cap: int = 0) -> tuple[list[float], list[float],
+                                                        list[float], list[int], int]:
     n = len(arrival_ns)
     first, last, start, pre, steps = [-1.0] * n, [-1.0] * n, [-1.0] * n, [0] * n, 0
     for w in range(instances):
@@ -279,7 +283,7 @@ def simulate_round_robin(arrival_ns: Sequence[float], prompt: Sequence[int],
                                              [cached[i] for i in idx], [max_new[i] for i in idx],
                                              tables, token_budget, max_seqs, n_blocks, block_size,
                                              spec_k, spec_gain, prefill_first, multi_step,
-                                             async_output)
+                                             async_output, prefill_cap)
         for k, i in enumerate(idx):
             first[i], last[i], start[i], pre[i] = f[k], la[k], s0[k], p[k]
         steps += st

@@ -114,7 +114,8 @@ def _scheduler(run: dict[str, Any], offline: bool = False) -> Any:
 
     eng = {**run["engine"], **(run["offline"]["engine"] if offline else {})}
     return Scheduler(token_budget=int(eng["token_budget"]), max_seqs=int(eng["max_seqs"]),
-                     kv_usable_fraction=float(eng["kv_usable_fraction"]), policy="mixed")
+                     kv_usable_fraction=float(eng["kv_usable_fraction"]), policy="mixed",
+                     long_prefill_threshold=int(eng.get("long_prefill_threshold", 0)))
 
 
 def _max_tokens(run: dict[str, Any]) -> int:

@@ -86,7 +86,10 @@ class Scheduler:
     same batch, the scheduler (admission, retirement) running again only at its end and
     the block's tokens reaching the client at its end, prompt steps running singly;
     ``async_output``: vLLM's asynchronous output processing, a single step's tokens
-    reaching the client when the next step ends (vLLM 0.6's default; off: at once).
+    reaching the client when the next step ends (vLLM 0.6's default; off: at once);
+    ``long_prefill_threshold``: vLLM V1's ``--long-prefill-token-threshold``, a request
+    gets at most that many of its prompt tokens a step (0: off, vLLM's default with one
+    partial prefill; mixed policy only).
     """
 
     token_budget: int = 8192
@@ -99,6 +102,7 @@ class Scheduler:
     policy: str = "mixed"
     multi_step: int = 1
     async_output: bool = False
+    long_prefill_threshold: int = 0
 
     def __post_init__(self) -> None:
         for name, lo in (("token_budget", 1), ("max_seqs", 1), ("block_size", 1)):
@@ -139,6 +143,14 @@ class Scheduler:
         if self.kv_overlap not in KV_OVERLAPS:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
+        cap = self.long_prefill_threshold
+        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not 0 <= cap <= 1 << 24:
+            raise ServingError(f"long_prefill_threshold (--long-prefill-token-threshold) must be "
+                               f"an integer in [0, {1 << 24}] (0: off), got {cap!r}")
+        if cap and self.policy == "prefill_first":
+            raise ServingError("long_prefill_threshold (--long-prefill-token-threshold) chunks "
+                               "prompts, which prefill-first scheduling runs whole; pass "
+                               "--schedule mixed with it (vLLM V1 has both)")
 
     def describe(self) -> str:
         hit = (f", {self.prefix_hit_rate:g} of each prompt from the prefix cache"
@@ -150,6 +162,8 @@ class Scheduler:
             how += f", decodes in blocks of {self.multi_step} steps"
         if self.async_output:
             how += ", asynchronous output processing"
+        if self.long_prefill_threshold:
+            how += f", at most {self.long_prefill_threshold} prompt tokens of a request a step"
         return (f"token budget {self.token_budget} per step ({how}), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
                 f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}{spec}")
@@ -424,7 +438,7 @@ def _deal(arrival_ns: np.ndarray, prompt: np.ndarray, cached: np.ndarray,
         np.ascontiguousarray(max_new, dtype=np.int64), inst.tables,
         int(sched.token_budget), int(sched.max_seqs), int(inst.kv_blocks),
         int(sched.block_size), int(instances), spec_k, gain, sched.policy == "prefill_first",
-        steps, bool(sched.async_output) and decode)
+        steps, bool(sched.async_output) and decode, int(sched.long_prefill_threshold))
 
 
 def _tpot(first: np.ndarray, last: np.ndarray, osl: np.ndarray) -> np.ndarray:
