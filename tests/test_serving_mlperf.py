@@ -175,3 +175,17 @@ def test_validate__mlperf_plot_refused_up_front(argv, match, capsys, tmp_path, m
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "m.png").exists()
+
+
+def test_validate__an_unwritable_plot_loses_nothing_else(capsys, tmp_path):
+    """A plot that cannot be written after the work (a path the up-front check passes):
+    one line, the rest of the report and the rows still out, exit 2."""
+    from simcore.cli import main
+
+    out = tmp_path / "rows.json"
+    code = main(["validate", "--kind", "decode", "--no-loso", "--plot", "/proc/p.png",
+                 "--out", str(out), "--format", "json"])
+    err = capsys.readouterr().err
+    assert code == 2 and out.stat().st_size > 1000
+    assert "--plot: cannot write '/proc/p.png'" in err and "Traceback" not in err
+    assert "sources:" in err and ("FAIL: mean" in err or "PASS: mean" in err)

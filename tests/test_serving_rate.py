@@ -467,9 +467,13 @@ def test_scheduler__long_prefill_threshold_checked_described_and_it_slows_first_
     """vLLM V1's --long-prefill-token-threshold: an integer >= 0, mixed scheduling only,
     named in the header; capping each request's prompt tokens a step never shortens a
     p99 TTFT, and the CLI flag reaches the scheduler."""
-    for bad in (-1, 1.5, True, "256", 1 << 25):
+    for bad in (-1, 1, 15, 1.5, True, "256", 1 << 25):
         with pytest.raises(ServingError, match=r"long_prefill_threshold \(--long-prefill"):
             Scheduler(long_prefill_threshold=bad)
+    # the rows' chunk is what a prompt gets a step; a cap above the budget changes nothing
+    assert Scheduler(long_prefill_threshold=256).chunk_tokens == 256
+    above = Scheduler(token_budget=256, long_prefill_threshold=512)
+    assert above.chunk_tokens == 256 and "prompt tokens of a request" not in above.describe()
     with pytest.raises(ServingError, match="pass --schedule mixed"):
         Scheduler(policy="prefill_first", long_prefill_threshold=256)
     assert "at most 256 prompt tokens of a request a step" in \
@@ -492,3 +496,15 @@ def test_main__long_prefill_threshold_flag(capsys):
                  "--long-prefill-token-threshold", "256", "--schedule", "prefill-first"]) == 2
     err = capsys.readouterr().err
     assert "pass --schedule mixed" in err and "Traceback" not in err
+    # a cap of a few tokens would only multiply the steps: refused, as is the flag without
+    # a rate (the steady-state planner has no scheduler to cap)
+    assert main([*SMALL, "--gpus", "1", "--rate", "2", "--max-ttft-ms", "500",
+                 "--long-prefill-token-threshold", "1"]) == 2
+    assert "expected 0 (off) or an integer in [16," in capsys.readouterr().err
+    assert main([*SMALL, "--gpus", "1", "--long-prefill-token-threshold", "256"]) == 2
+    assert "belongs to the request simulation" in capsys.readouterr().err
+    # nothing meets: the closest, and the cap named as the floor more GPUs cannot lower
+    assert main([*SMALL, "--gpus", "1", "--rate", "2", "--duration-s", "10",
+                 "--max-ttft-ms", "1", "--long-prefill-token-threshold", "16"]) == 1
+    err = capsys.readouterr().err
+    assert "raise --long-prefill-token-threshold 16" in err and "at least 64 steps" in err

@@ -87,8 +87,18 @@ def _seed(text: str) -> int:
     return v
 
 
-#: ``--long-prefill-token-threshold``: an integer >= 0 (0: off)
-_nonneg_int = _seed
+def _prefill_cap(text: str) -> int:
+    """``--long-prefill-token-threshold``: 0 (off) or an integer in [16, 2^24]."""
+    from ..studies.serving.simulate import MIN_PREFILL_CAP
+
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not (v == 0 or MIN_PREFILL_CAP <= v <= 1 << 24):
+        raise OptionError(f"expected 0 (off) or an integer in [{MIN_PREFILL_CAP}, {1 << 24}], "
+                          f"got {text!r}")
+    return v
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -182,7 +192,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="mixed: decodes first, prompts chunked into the rest of the "
                               "budget (vLLM V1, SGLang, TensorRT-LLM; default); prefill-first: "
                               "waiting prompts whole, in steps of their own (vLLM V0)")
-    traffic.add_argument("--long-prefill-token-threshold", type=_nonneg_int, default=0,
+    traffic.add_argument("--long-prefill-token-threshold", type=_prefill_cap, default=0,
                          metavar="N",
                          help="a request gets at most N of its prompt tokens a step (vLLM V1's "
                               "flag; default 0: off; with --schedule mixed)")
@@ -242,6 +252,9 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus == "auto":
         raise SimcoreInputError("--gpus auto searches the smallest deployment for a request "
                                 "rate: pass --rate R (or --trace FILE), or a number of GPUs")
+    if args.long_prefill_token_threshold:
+        raise SimcoreInputError("--long-prefill-token-threshold belongs to the request "
+                                "simulation: pass --rate R (or --trace FILE) with it, or drop it")
     try:
         result = _plan(args)
     except serving.InfeasibleError as exc:  # a result, not bad input

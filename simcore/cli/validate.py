@@ -95,13 +95,21 @@ def _rows(rows: list[Any], refs: dict[str, str], *, modelled: bool) -> list[dict
     return [{**asdict(r), "ref": refs[r.id], "modelled": modelled} for r in rows]
 
 
+#: the plots a run could not write (one line each): the report goes on, the exit code is 2
+_PLOT_FAILURES: list[str] = []
+
+
 def _save_plot(option: str, draw: Any, path: Any) -> None:
-    """Draw a figure to ``path`` (written atomically); a failed write is one line, exit 2."""
+    """Draw a figure to ``path`` (written atomically). A failed write is one line on
+    stderr and exit code 2 at the end: the rest of the report still prints."""
     try:
         draw(path)
     except OSError as exc:
-        raise SimcoreInputError(f"{option}: cannot write {str(path)!r} "
-                                f"({exc.strerror or exc}); pass another path") from None
+        line = (f"simcore validate: {option}: cannot write {str(path)!r} "
+                f"({exc.strerror or exc}); pass another path")
+        _PLOT_FAILURES.append(line)
+        print(line, file=sys.stderr)
+        return
     print(f"saved {option.removeprefix('--')} to {path}", file=sys.stderr)
 
 
@@ -312,6 +320,18 @@ def _print_ranking(title: str, points: Any, predicted: Any, notes: Any) -> None:
               file=notes)
 
 
+def _print_sources(rows: list[Any], measurements: Any, every: bool, notes: Any) -> None:
+    """The sources of the points printed (``every``: of every measurement listed)."""
+    print("\nsources:", file=notes)
+    used = {r.id for r in rows}
+    seen: dict[str, str] = {}
+    for m in measurements:
+        if (m.id in used or every) and m.ref not in seen:
+            seen[m.ref] = m.source
+    for ref, src in seen.items():
+        print(f"  [{ref}] {src}", file=notes)
+
+
 def _check_plots(args: argparse.Namespace) -> None:
     """Refuse, before any work, a plot whose section the other flags leave out, and two
     outputs on one path."""
@@ -338,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     _check_plots(args)
+    _PLOT_FAILURES.clear()
     try:
         eff = replace(FITTED_EFFICIENCY, **dict(args.efficiency))
     except ValueError as exc:
@@ -428,18 +449,13 @@ def run(args: argparse.Namespace) -> int:
         for m in UNMODELLED:
             if m.id in gap_ids:
                 print(f"  {m.id}: {m.notes}")
-    print("\nsources:", file=notes)
-    used = {r.id for r in rows}
-    seen: dict[str, str] = {}
-    for m in (*MEASUREMENTS, *UNMODELLED):
-        if (m.id in used or args.unmodelled) and m.ref not in seen:
-            seen[m.ref] = m.source
-    for ref, src in seen.items():
-        print(f"  [{ref}] {src}", file=notes)
+    _print_sources(rows, (*MEASUREMENTS, *UNMODELLED), args.unmodelled, notes)
     ok = mean <= MEAN_ERROR_THRESHOLD and worst <= POINT_ERROR_THRESHOLD
     verdict = "PASS" if ok else "FAIL"
     print(f"{verdict}: mean {100 * mean:.1f}% (limit {100 * MEAN_ERROR_THRESHOLD:.0f}%), "
           f"worst {100 * worst:.1f}% (limit {100 * POINT_ERROR_THRESHOLD:.0f}%)"
           + ("" if ok or args.strict else "; a report (exit 0): --strict exits 1 on this"),
           file=notes)
+    if _PLOT_FAILURES:  # the report is out; a plot is not
+        return 2
     return 1 if args.strict and not ok else 0

@@ -578,9 +578,7 @@ def simulate_instance(arrival_ns, prompt, cached, max_new, tables, token_budget,
     decode-only step runs as a block of that many sub-steps of the same sequences, the
     scheduler and the client seeing only its end (:func:`run_step`); ``async_output``: a
     single step's tokens reach the client at the next step's end (or at once when idle).
-    Either turns the decode stretches off. ``prefill_cap`` > 0 (vLLM V1's
-    ``--long-prefill-token-threshold``; with ``prefill_first`` 0): a request gets at most
-    that many of its prompt tokens a step (:func:`take`).
+    Either turns the decode stretches off. ``prefill_cap``: :func:`take`'s ``cap``.
 
     Returns ``(first_ns, last_ns, start_ns, preemptions, steps)``: the end of the step
     that sampled its first and its last token, the start of the first step that scheduled

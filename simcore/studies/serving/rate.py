@@ -579,7 +579,7 @@ def _agg_row(req: _RateRequest, inst: Instance, r: int, res: dict[str, Any]) -> 
     return RateConfig(
         mode="agg", layout=f"{r}×{inst.label}", prefill_layout=inst.label,
         decode_layout=inst.label, replicas=r, prefill_workers=None, decode_workers=None,
-        prefill_chunk_tokens=req.sched.token_budget, ttft_p50_ms=res["ttft_p50_ms"],
+        prefill_chunk_tokens=req.sched.chunk_tokens, ttft_p50_ms=res["ttft_p50_ms"],
         ttft_p99_ms=res["ttft_p99_ms"], tpot_p50_ms=res["tpot_p50_ms"],
         tpot_p99_ms=res["tpot_p99_ms"], rate_rps=res["rate_rps"],
         goodput_rps=res["goodput_rps"], kv_transfer_ms=0.0, kv_link="",
@@ -695,7 +695,7 @@ def _disagg_search(req: _RateRequest, pres: Sequence[Instance], decs: Sequence[I
             mode="disagg", layout=f"{x}×{pre.label} prefill + {y}×{dec.label} decode",
             prefill_layout=pre.label, decode_layout=dec.label, replicas=None,
             prefill_workers=x, decode_workers=y,
-            prefill_chunk_tokens=req.sched.token_budget, ttft_p50_ms=res["ttft_p50_ms"],
+            prefill_chunk_tokens=req.sched.chunk_tokens, ttft_p50_ms=res["ttft_p50_ms"],
             ttft_p99_ms=res["ttft_p99_ms"], tpot_p50_ms=res["tpot_p50_ms"],
             tpot_p99_ms=res["tpot_p99_ms"], rate_rps=res["rate_rps"],
             goodput_rps=res["goodput_rps"], kv_transfer_ms=res["kv_transfer_ms"],
@@ -724,6 +724,18 @@ def _closeness(req: _RateRequest, c: RateConfig) -> tuple[float, ...]:
     return (-c.goodput_rps, max(over, default=0.0), c.n_devices)
 
 
+def _cap_hint(req: _RateRequest) -> str:
+    """With a long-prefill threshold below the budget, what it costs a prompt (it sets a
+    TTFT floor more GPUs cannot lower)."""
+    cap = int(req.sched.long_prefill_threshold)
+    if not cap or cap >= req.sched.token_budget:
+        return ""
+    longest = int(req.traffic.isl.max())
+    return (f" (or raise --long-prefill-token-threshold {cap}: it prefills a "
+            f"{longest}-token prompt in at least {math.ceil(longest / cap)} steps, whatever "
+            "the GPU count)")
+
+
 def _gpus(n: int) -> str:
     return f"{n} GPU{'s' if n != 1 else ''}"
 
@@ -750,5 +762,5 @@ def _choose_at_rate(req: _RateRequest, cands: Sequence[RateConfig]) -> list[Rate
     raise RateInfeasibleError(
         f"no deployment on {req.where()} meets {lim} at {req.rate:.4g} req/s; closest: "
         f"{c.layout} ({_gpus(c.n_devices)}): p99 TTFT {c.ttft_p99_ms:.0f} ms{tpot}, goodput "
-        f"{c.goodput_rps:.3g} req/s; add GPUs, lower the rate or raise the limits",
-        closest=c, binding=binding)
+        f"{c.goodput_rps:.3g} req/s; add GPUs, lower the rate or raise the limits"
+        + _cap_hint(req), closest=c, binding=binding)

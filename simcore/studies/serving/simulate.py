@@ -61,6 +61,11 @@ KV_OVERLAPS = ("layerwise", "none")
 POLICIES = ("mixed", "prefill_first")
 
 
+#: the smallest non-zero long-prefill threshold: a chunk of at least one default KV block
+#: (smaller caps only multiply the steps a prompt takes)
+MIN_PREFILL_CAP = 16
+
+
 @dataclass(frozen=True)
 class Scheduler:
     """How every instance schedules (vLLM V1's knobs and defaults).
@@ -144,9 +149,11 @@ class Scheduler:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
         cap = self.long_prefill_threshold
-        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not 0 <= cap <= 1 << 24:
+        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not (
+                cap == 0 or MIN_PREFILL_CAP <= cap <= 1 << 24):
             raise ServingError(f"long_prefill_threshold (--long-prefill-token-threshold) must be "
-                               f"an integer in [0, {1 << 24}] (0: off), got {cap!r}")
+                               f"0 (off) or an integer in [{MIN_PREFILL_CAP}, {1 << 24}], got "
+                               f"{cap!r}")
         if cap and self.policy == "prefill_first":
             raise ServingError("long_prefill_threshold (--long-prefill-token-threshold) chunks "
                                "prompts, which prefill-first scheduling runs whole; pass "
@@ -162,11 +169,18 @@ class Scheduler:
             how += f", decodes in blocks of {self.multi_step} steps"
         if self.async_output:
             how += ", asynchronous output processing"
-        if self.long_prefill_threshold:
+        if self.chunk_tokens < self.token_budget:
             how += f", at most {self.long_prefill_threshold} prompt tokens of a request a step"
         return (f"token budget {self.token_budget} per step ({how}), "
                 f"at most {self.max_seqs} sequences, KV blocks of {self.block_size} tokens in "
                 f"{self.kv_usable_fraction:g} of HBM less weights and activations{hit}{spec}")
+
+    @property
+    def chunk_tokens(self) -> int:
+        """The most prompt tokens one request gets a step: the token budget, or the
+        long-prefill threshold below it."""
+        cap = int(self.long_prefill_threshold)
+        return min(int(self.token_budget), cap) if cap else int(self.token_budget)
 
     @property
     def spec_args(self) -> tuple[int, float]:
