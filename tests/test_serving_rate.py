@@ -262,7 +262,7 @@ def test_main__auto_at_a_rate_prints_percentiles(capsys):
         assert key in rows[0], key
     assert rows[0]["meets_limits"] and "token budget 8192" in err
     # what the held-out MLPerf replays say about a rate plan travels with it, on stderr
-    assert "fidelity: on held-out MLPerf Server runs" in err and "lower bound" in err
+    assert "fidelity: on 23 held-out MLPerf runs" in err and "check your stack's rows" in err
 
 
 def test_main__the_shipped_trace_as_a_table(capsys):

@@ -607,13 +607,14 @@ def plot_mlperf(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
     import numpy as np
 
     plt = _plt()
-    fig, (ax, ax_p) = plt.subplots(1, 2, figsize=(13, 5.2), layout="constrained")
+    fig, (ax, ax_p) = plt.subplots(1, 2, figsize=(14, max(5.2, 1.8 + 0.42 * len(rows))),
+                                   layout="constrained")
     if not rows:
         ax.text(0.5, 0.5, "no MLPerf runs replayed", ha="center", va="center",
                 transform=ax.transAxes)
         return _finish(fig, path)
     y = np.arange(len(rows))
-    names = [r.id.replace("-llama", "\nllama") for r in rows]
+    names = [r.id for r in rows]
     h = 0.2
     ax.barh(y - 1.5 * h, [r.measured_rps for r in rows], h, color="C0",
             label="Server: rate the submission completed (measured)")
@@ -626,23 +627,29 @@ def plot_mlperf(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
     for i, r in enumerate(rows):
         ax.text(max(r.capacity_rps, r.measured_rps) * 1.02, i - h,
                 f"{r.capacity_bound}{100 * r.capacity_error:+.0f}%", va="center", fontsize=7)
-    ax.set_yticks(y, names, fontsize=7)
+    ax.set_yticks(y, names, fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("requests (samples) per second")
-    ax.set_title("MLPerf Server runs, held out: capacity and Offline throughput", fontsize=10)
+    ax.set_title("MLPerf runs, held out: capacity and Offline throughput", fontsize=10)
     ax.set_xlim(0, 1.12 * max(max(r.capacity_rps, r.measured_rps) for r in rows))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
     keys = (("ttft_p50_ms", "p50 TTFT"), ("ttft_p99_ms", "p99 TTFT"),
             ("tpot_p50_ms", "p50 TPOT"), ("tpot_p99_ms", "p99 TPOT"))
+    lo, hi = -100.0, 150.0  # the axis; a bar beyond it is clipped and labelled
     for j, (k, label) in enumerate(keys):
-        ax_p.barh(y + (j - 1.5) * h, [100 * r.error[k] for r in rows], h, color=f"C{j + 2}",
-                  label=label)
+        err = [100 * r.error[k] for r in rows]
+        ax_p.barh(y + (j - 1.5) * h, np.clip(err, lo, hi), h, color=f"C{j + 2}", label=label)
+        for i, e in enumerate(err):
+            if e > hi:
+                ax_p.text(hi, i + (j - 1.5) * h, f" {e:+.0f}%", va="center", fontsize=6)
     ax_p.axvline(0, color="k", lw=1)
     ax_p.axvspan(-15, 15, color="0.9", zorder=0)
+    ax_p.set_xlim(lo, hi + 40)
     ax_p.set_yticks(y, [""] * len(rows))
     ax_p.invert_yaxis()
     ax_p.set_xlabel("signed error at the logged rate (%): - = predicted faster")
-    ax_p.set_title("percentiles at the logged rate (band: ±15%)", fontsize=10)
+    ax_p.set_title(f"percentiles at the logged rate (band: ±15%; clipped at {hi:+.0f}%)",
+                   fontsize=10)
     ax_p.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=4)
     return _finish(fig, path)
 
