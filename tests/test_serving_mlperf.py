@@ -132,11 +132,13 @@ def test_print_mlperf__the_section_prints_each_run_and_the_summary(monkeypatch, 
     from simcore.cli.validate import _print_mlperf
 
     real = M.mlperf_rows
-    monkeypatch.setattr(M, "mlperf_rows", lambda eff: real(eff, span_s=60.0, ids=(ONE_GPU,)))
+    monkeypatch.setattr(M, "mlperf_rows", lambda eff, progress=None: real(
+        eff, span_s=60.0, ids=(ONE_GPU,), progress=progress))
     _print_mlperf(None, sys.stdout)
-    out = capsys.readouterr().out
-    assert "MLPerf Inference Server runs, never fitted" in out and ONE_GPU in out
-    assert "capacity" in out and "offline" in out
+    cap = capsys.readouterr()
+    assert "MLPerf Inference Server runs, never fitted" in cap.out and ONE_GPU in cap.out
+    assert "capacity" in cap.out and "offline" in cap.out
+    assert f"[1/1] {ONE_GPU}: capacity" in cap.err  # progress, as each run finishes
     rows = real(None, span_s=60.0, ids=(ONE_GPU,))
     s = M.mlperf_summary(rows)
     assert s["n"] == 1 and s["n_offline"] == 1

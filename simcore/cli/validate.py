@@ -225,14 +225,21 @@ def _print_mlperf(eff: Any, notes: Any, plot: Any = None) -> None:
     """MLPerf Inference Server / Interactive runs against the request simulator
     (:mod:`simcore.validation.serving_mlperf`), held out: percentiles at the logged rate,
     the capacity under the run's limits, the Offline counterpart's throughput."""
-    from ..validation.serving_mlperf import METRICS, mlperf_rows, mlperf_summary
-
-    from ..validation.serving_mlperf import load_mlperf_runs
+    from ..validation.serving_mlperf import (
+        METRICS,
+        load_mlperf_runs,
+        mlperf_rows,
+        mlperf_summary,
+    )
 
     print(f"\nMLPerf Inference Server runs, never fitted: replaying {len(load_mlperf_runs())} "
           "runs request by request (about two minutes; --no-mlperf skips) ...", file=notes,
           flush=True)
-    rows = mlperf_rows(eff)
+    def tick(done: int, total: int, row: Any) -> None:
+        print(f"  [{done}/{total}] {row.id}: capacity {100 * row.capacity_error:+.0f}%",
+              file=sys.stderr, flush=True)
+
+    rows = mlperf_rows(eff, progress=tick)
     s = mlperf_summary(rows)
     per = ", ".join(f"{label} {100 * s['per_metric'][k]:.0f}%" for k, label in METRICS)
     print(f"  {s['n']} runs at their logged Poisson rates: mean |error| {per}; p99 TTFT and p99 "

@@ -294,13 +294,15 @@ def _row(job: tuple[dict[str, Any], Any, Any, Any], span_s: float) -> MlperfRow:
 
 
 def mlperf_rows(efficiency: Any = None, *, span_s: float = REPLAY_SPAN_S,
-                ids: tuple[str, ...] | None = None, workers: int | None = None) -> list[MlperfRow]:
+                ids: tuple[str, ...] | None = None, workers: int | None = None,
+                progress: Any = None) -> list[MlperfRow]:
     """Every run (or those in ``ids``) replayed at its rate and searched for its capacity
     (``efficiency``: the factors; None = the fitted defaults). The engines are priced one
     after the other, the replays run on ``workers`` threads (None: one per CPU; the
-    request kernel releases the GIL)."""
+    request kernel releases the GIL); ``progress(done, total, row)`` is called as each run
+    finishes. Rows in the file's order."""
     import os
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     jobs: list[tuple[dict[str, Any], Any, Any, Any]] = []
     for run in load_mlperf_runs():
@@ -312,10 +314,15 @@ def mlperf_rows(efficiency: Any = None, *, span_s: float = REPLAY_SPAN_S,
                 offline = (off_sched, _instance(run, off_sched, efficiency))
             jobs.append((run, sched, _instance(run, sched, efficiency), offline))
     n = max(1, min(len(jobs), workers or os.cpu_count() or 1))
-    if n == 1:
-        return [_row(job, span_s) for job in jobs]
+    rows: list[MlperfRow | None] = [None] * len(jobs)
     with ThreadPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(lambda job: _row(job, span_s), jobs))
+        futures = {pool.submit(_row, job, span_s): i for i, job in enumerate(jobs)}
+        for done, fut in enumerate(as_completed(futures), 1):
+            row = fut.result()
+            rows[futures[fut]] = row
+            if progress is not None:
+                progress(done, len(jobs), row)
+    return [r for r in rows if r is not None]
 
 
 def mlperf_summary(rows: list[MlperfRow]) -> dict[str, Any]:
