@@ -191,3 +191,4 @@ def test_validate__an_unwritable_plot_loses_nothing_else(capsys, tmp_path):
     assert code == 2 and out.stat().st_size > 1000
     assert "--plot: cannot write '/proc/p.png'" in err and "Traceback" not in err
     assert "sources:" in err and ("FAIL: mean" in err or "PASS: mean" in err)
+    assert "exit 2: 1 plot(s) not written (above)" in err and "a report (exit 0)" not in err

@@ -465,8 +465,10 @@ def run(args: argparse.Namespace) -> int:
     verdict = "PASS" if ok else "FAIL"
     print(f"{verdict}: mean {100 * mean:.1f}% (limit {100 * MEAN_ERROR_THRESHOLD:.0f}%), "
           f"worst {100 * worst:.1f}% (limit {100 * POINT_ERROR_THRESHOLD:.0f}%)"
-          + ("" if ok or args.strict else "; a report (exit 0): --strict exits 1 on this"),
-          file=notes)
+          + ("" if ok or args.strict or _PLOT_FAILURES else
+             "; a report (exit 0): --strict exits 1 on this")
+          + (f"; exit 2: {len(_PLOT_FAILURES)} plot(s) not written (above)"
+             if _PLOT_FAILURES else ""), file=notes)
     if _PLOT_FAILURES:  # the report is out; a plot is not
         return 2
     return 1 if args.strict and not ok else 0
