@@ -50,6 +50,15 @@ def traces(draw) -> dict:
                 block_size=draw(st.sampled_from([1, 2, 4, 16])))
 
 
+def assert_same_runs(got, want) -> None:
+    """A kernel driver's and its twin's results are the same, bit for bit: per request
+    the first and last token's time, the start and the preemptions, and the steps run."""
+    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
+                          want[:4], strict=True):
+        assert np.array_equal(np.asarray(a), np.asarray(b)), name
+    assert got[4] == want[4]
+
+
 def test_pieces__every_jitted_function_has_a_twin():
     for name in PIECES:
         assert callable(getattr(kernel, name)) and callable(getattr(twin, name)), name
@@ -76,10 +85,7 @@ def test_step_ns__matches_twin(tab, n_dec, ctx, tokens, prefix):
 def test_simulate_instance__kernel_matches_discrete_event_twin(case):
     got = kernel.simulate_instance(**case)
     want = twin.simulate_instance(**case)
-    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
-                          want[:4], strict=True):
-        assert np.array_equal(np.asarray(a), np.asarray(b)), name
-    assert got[4] == want[4]
+    assert_same_runs(got, want)
 
 
 @settings(max_examples=40)
@@ -95,10 +101,7 @@ def test_simulate_instance__multi_step_and_async_output_kernel_matches_twin(case
     kw = dict(prefill_first=first, multi_step=multi_step, async_output=async_output)
     got = kernel.simulate_instance(**case, **kw)
     want = twin.simulate_instance(**case, **kw)
-    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
-                          want[:4], strict=True):
-        assert np.array_equal(np.asarray(a), np.asarray(b)), name
-    assert got[4] == want[4]
+    assert_same_runs(got, want)
     fits = kernel.blocks_for(case["prompt"] + case["max_new"] - 1, case["block_size"]) \
         <= case["n_blocks"]
     assert np.array_equal(got[0] >= 0, fits)  # every request that can fit is served
@@ -140,9 +143,7 @@ def test_simulate_instance__multi_step_and_async_output_by_hand():
 def test_simulate_round_robin__kernel_matches_twin(case, instances):
     got = kernel.simulate_round_robin(**case, instances=instances)
     want = twin.simulate_round_robin(**case, instances=instances)
-    for a, b in zip(got[:4], want[:4], strict=True):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
-    assert got[4] == want[4]
+    assert_same_runs(got, want)
 
 
 @given(traces(), st.integers(100, 10_000))
@@ -220,10 +221,7 @@ def test_simulate__long_prefill_cap_kernel_matches_twin(case, cap, roomy, instan
         case = dict(case, n_blocks=case["n_blocks"] + 10_000)
     got = kernel.simulate_round_robin(**case, instances=instances, prefill_cap=cap)
     want = twin.simulate_round_robin(**case, instances=instances, prefill_cap=cap)
-    for name, a, b in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
-                          want[:4], strict=True):
-        assert np.array_equal(np.asarray(a), np.asarray(b)), name
-    assert got[4] == want[4]
+    assert_same_runs(got, want)
 
 
 def test_simulate_instance__long_prefill_cap_by_hand():

@@ -87,7 +87,7 @@ def test_replay__higher_rate_never_lowers_p99_ttft_and_percentiles_in_order(one_
     prev = 0.0
     for rate in (5.0, 20.0, 40.0):
         p = M._percentiles(run, inst, sched, rate, 60.0)
-        assert all(np.isfinite(v) and v > 0 for v in p.values())
+        assert all(np.isfinite(p[k]) and p[k] > 0 for k, _ in M.METRICS)
         assert p["ttft_p50_ms"] <= p["ttft_p99_ms"] and p["tpot_p50_ms"] <= p["tpot_p99_ms"]
         assert p["ttft_p99_ms"] >= prev
         prev = p["ttft_p99_ms"]
@@ -98,8 +98,8 @@ def test_capacity__brackets_the_limits_and_a_slower_gpu_serves_less(one_gpu):
     cap, bound = M._capacity(run, inst, sched, 120.0)
     assert bound == "" and cap > 0
     # bisected: just below meets the run's p99 limits, just above does not
-    assert M._meets(run, M._percentiles(run, inst, sched, cap * 0.97, 120.0))
-    assert not M._meets(run, M._percentiles(run, inst, sched, cap * 1.05, 120.0))
+    assert M._percentiles(run, inst, sched, cap * 0.97, 120.0)["meets_limits"]
+    assert not M._percentiles(run, inst, sched, cap * 1.05, 120.0)["meets_limits"]
     # the run's FP8 matmuls run at lowp_compute: halving it serves less, Offline too
     slow_eff = replace(FITTED_EFFICIENCY, lowp_compute=FITTED_EFFICIENCY.lowp_compute / 2)
     slow = M._instance(run, sched, slow_eff)
@@ -121,7 +121,7 @@ def test_capacity__a_bound_is_reported_as_one_and_left_out_of_the_mean(one_gpu):
     row = M.MlperfRow(id="x", label="x", measured={k: 1.0 for k, _ in M.METRICS},
                       predicted={k: 1.0 for k, _ in M.METRICS}, measured_rps=1.0,
                       capacity=(2.0, ">"), offline_measured_rps=math.nan,
-                      offline_rps=math.nan, replay="", source="")
+                      offline_rps=math.nan, source="")
     ok = replace(row, id="y", capacity=(1.5, ""))
     s = M.mlperf_summary([row, ok])
     assert s["n_capacity"] == 1 and s["capacity_signed"] == pytest.approx(0.5)

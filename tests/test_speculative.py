@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_requests import tables, traces
+from test_requests import assert_same_runs, tables, traces
 
 from simcore.cli import main
 from simcore.kernels import requests as kernel
@@ -62,10 +62,7 @@ def test_simulate_instance__speculating_kernel_matches_twin(case, k, a):
     gain = expected_tokens(k, a)
     got = kernel.simulate_instance(**case, spec_k=k, spec_gain=gain)
     want = twin.simulate_instance(**case, spec_k=k, spec_gain=gain)
-    for name, x, y in zip(("first_ns", "last_ns", "start_ns", "preemptions"), got[:4],
-                          want[:4], strict=True):
-        assert np.array_equal(np.asarray(x), np.asarray(y)), name
-    assert got[4] == want[4]
+    assert_same_runs(got, want)
 
 
 @given(tables(), st.integers(2, 300), st.integers(2, 200), st.integers(1, 4),

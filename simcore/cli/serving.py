@@ -89,15 +89,15 @@ def _seed(text: str) -> int:
 
 def _prefill_cap(text: str) -> int:
     """``--long-prefill-token-threshold``: 0 (off) or an integer in [16, 2^24]."""
-    from ..studies.serving.simulate import MIN_PREFILL_CAP
+    from ..studies.serving.simulate import MAX_PREFILL_CAP, MIN_PREFILL_CAP, prefill_cap_ok
 
     try:
         v = int(text)
     except ValueError:
         v = -1
-    if not (v == 0 or MIN_PREFILL_CAP <= v <= 1 << 24):
-        raise OptionError(f"expected 0 (off) or an integer in [{MIN_PREFILL_CAP}, {1 << 24}], "
-                          f"got {text!r}")
+    if not prefill_cap_ok(v):
+        raise OptionError(f"expected 0 (off) or an integer in [{MIN_PREFILL_CAP}, "
+                          f"{MAX_PREFILL_CAP}], got {text!r}")
     return v
 
 

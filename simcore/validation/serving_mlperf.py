@@ -100,14 +100,19 @@ def replay_traffic(run: dict[str, Any], *, rate_rps: float, span_s: float = REPL
     isl_all, ref = dataset_lengths(run["dataset"])
     arrival = _unit_arrivals(rate_rps * span_s, seed, count=False) / rate_rps
     idx = np.random.default_rng(seed + 1).integers(0, isl_all.size, arrival.size)
+    return Traffic(arrival_s=arrival, isl=isl_all[idx], osl=_output_lengths(run, ref[idx]),
+                   duration_s=float(span_s), source=f"{run['id']} replay at {rate_rps:.4g} req/s")
+
+
+def _output_lengths(run: dict[str, Any], ref: np.ndarray) -> np.ndarray:
+    """The run's output lengths for samples of reference lengths ``ref``: its
+    ``fixed_osl``, or the reference scaled so that the dataset's mean is the run's logged
+    tokens per sample, at least 1 and at most its ``max_output``."""
     if run.get("fixed_osl"):
-        osl = np.full(idx.size, int(run["fixed_osl"]), np.int64)
-    else:
-        scale = float(run["tokens_per_sample"]) / float(ref.mean())
-        cap = run.get("max_output") or np.iinfo(np.int64).max
-        osl = np.clip(np.rint(ref[idx] * scale), 1, cap).astype(np.int64)
-    return Traffic(arrival_s=arrival, isl=isl_all[idx], osl=osl, duration_s=float(span_s),
-                   source=f"{run['id']} replay at {rate_rps:.4g} req/s")
+        return np.full(ref.shape, int(run["fixed_osl"]), np.int64)
+    scale = float(run["tokens_per_sample"]) / float(dataset_lengths(run["dataset"])[1].mean())
+    cap = run.get("max_output") or np.iinfo(np.int64).max
+    return np.clip(np.rint(ref * scale), 1, cap).astype(np.int64)
 
 
 def _scheduler(run: dict[str, Any], offline: bool = False) -> Any:
@@ -122,10 +127,7 @@ def _scheduler(run: dict[str, Any], offline: bool = False) -> Any:
 def _max_tokens(run: dict[str, Any]) -> int:
     """The longest request the replay can hold: the longest prompt plus the longest output."""
     isl, ref = dataset_lengths(run["dataset"])
-    if run.get("fixed_osl"):
-        return int(isl.max()) + int(run["fixed_osl"]) + 1
-    longest = math.ceil(float(ref.max()) * float(run["tokens_per_sample"]) / float(ref.mean()))
-    return int(isl.max()) + min(longest, int(run.get("max_output") or longest)) + 1
+    return int(isl.max()) + int(_output_lengths(run, ref).max()) + 1
 
 
 def _instance(run: dict[str, Any], sched: Any, efficiency: Any) -> Any:
@@ -147,22 +149,21 @@ def _instance(run: dict[str, Any], sched: Any, efficiency: Any) -> Any:
 
 
 def _percentiles(run: dict[str, Any], inst: Any, sched: Any, rate: float,
-                 span_s: float) -> dict[str, float]:
-    from ..studies.serving.simulate import serve_agg
+                 span_s: float) -> dict[str, Any]:
+    """The replay at ``rate`` as the rate planner scores a deployment
+    (:func:`~simcore.studies.serving.simulate.outcome` at the run's p99 limits: the
+    :data:`METRICS` percentiles and ``meets_limits``); a dropped request makes every
+    percentile infinite."""
+    from ..studies.serving.simulate import outcome, serve_agg
 
     traffic = replay_traffic(run, rate_rps=rate, span_s=span_s)
     served = serve_agg(traffic, inst, int(run["engine"]["instances"]), sched)
-    if not served.served.all():
-        return {k: math.inf for k, _ in METRICS}
-    ttft = served.ttft_ns / 1e6
-    tpot = served.tpot_ns[traffic.osl > 1] / 1e6
-    return {"ttft_p50_ms": float(np.median(ttft)), "ttft_p99_ms": float(np.percentile(ttft, 99)),
-            "tpot_p50_ms": float(np.median(tpot)), "tpot_p99_ms": float(np.percentile(tpot, 99))}
-
-
-def _meets(run: dict[str, Any], p: dict[str, float]) -> bool:
     lim = run["limits"]
-    return p["ttft_p99_ms"] <= float(lim["ttft_ms"]) and p["tpot_p99_ms"] <= float(lim["tpot_ms"])
+    res = outcome(served, traffic, max_ttft_ms=float(lim["ttft_ms"]),
+                  max_tpot_ms=float(lim["tpot_ms"]))
+    if not served.served.all():
+        res.update({k: math.inf for k, _ in METRICS})
+    return res
 
 
 def _capacity(run: dict[str, Any], inst: Any, sched: Any,
@@ -177,7 +178,7 @@ def _capacity(run: dict[str, Any], inst: Any, sched: Any,
     lo, hi = CAP_LO * done, CAP_HI * done
 
     def meets(rate: float) -> bool:
-        return _meets(run, _percentiles(run, inst, sched, rate, span_s))
+        return bool(_percentiles(run, inst, sched, rate, span_s)["meets_limits"])
 
     for _ in range(CAP_WIDEN):
         if meets(lo):
@@ -245,7 +246,6 @@ class MlperfRow:
     capacity: tuple[float, str]
     offline_measured_rps: float
     offline_rps: float
-    replay: str
     source: str
 
     @property
@@ -279,17 +279,16 @@ def _row(job: tuple[dict[str, Any], Any, Any, Any], span_s: float) -> MlperfRow:
     instance) or None)."""
     run, sched, inst, offline = job
     m = run["measured"]
-    rate = float(m["scheduled_rps"])
+    at_rate = _percentiles(run, inst, sched, float(m["scheduled_rps"]), span_s)
     src = run["source"]
     off = run.get("offline")
     return MlperfRow(
         id=run["id"], label=run["label"], measured={k: float(m[k]) for k, _ in METRICS},
-        predicted=_percentiles(run, inst, sched, rate, span_s),
+        predicted={k: at_rate[k] for k, _ in METRICS},
         measured_rps=float(m["completed_rps"]),
         capacity=_capacity(run, inst, sched, min(span_s, CAP_SPAN_S)),
         offline_measured_rps=float(off["samples_per_s"]) if off else math.nan,
         offline_rps=_offline_rps(run, *offline) if off else math.nan,
-        replay=replay_traffic(run, rate_rps=rate, span_s=span_s).describe(),
         source=f"{src['repo']} {src['path']} @ {src['commit'][:12]}")
 
 

@@ -727,8 +727,8 @@ def _closeness(req: _RateRequest, c: RateConfig) -> tuple[float, ...]:
 def _cap_hint(req: _RateRequest) -> str:
     """With a long-prefill threshold below the budget, what it costs a prompt (it sets a
     TTFT floor more GPUs cannot lower)."""
-    cap = int(req.sched.long_prefill_threshold)
-    if not cap or cap >= req.sched.token_budget:
+    cap = req.sched.chunk_tokens
+    if cap >= req.sched.token_budget:
         return ""
     longest = int(req.traffic.isl.max())
     return (f" (or raise --long-prefill-token-threshold {cap}: it prefills a "

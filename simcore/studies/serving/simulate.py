@@ -64,6 +64,14 @@ POLICIES = ("mixed", "prefill_first")
 #: the smallest non-zero long-prefill threshold: a chunk of at least one default KV block
 #: (smaller caps only multiply the steps a prompt takes)
 MIN_PREFILL_CAP = 16
+#: the largest long-prefill threshold (the token budget's bound)
+MAX_PREFILL_CAP = 1 << 24
+
+
+def prefill_cap_ok(cap: int) -> bool:
+    """Whether ``cap`` is a long-prefill threshold: 0 (off) or in [:data:`MIN_PREFILL_CAP`,
+    :data:`MAX_PREFILL_CAP`]."""
+    return cap == 0 or MIN_PREFILL_CAP <= cap <= MAX_PREFILL_CAP
 
 
 @dataclass(frozen=True)
@@ -149,11 +157,11 @@ class Scheduler:
             raise ServingError(f"kv_overlap must be one of {KV_OVERLAPS}, got "
                                f"{self.kv_overlap!r}")
         cap = self.long_prefill_threshold
-        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or not (
-                cap == 0 or MIN_PREFILL_CAP <= cap <= 1 << 24):
+        if isinstance(cap, bool) or not isinstance(cap, int | np.integer) or \
+                not prefill_cap_ok(cap):
             raise ServingError(f"long_prefill_threshold (--long-prefill-token-threshold) must be "
-                               f"0 (off) or an integer in [{MIN_PREFILL_CAP}, {1 << 24}], got "
-                               f"{cap!r}")
+                               f"0 (off) or an integer in [{MIN_PREFILL_CAP}, {MAX_PREFILL_CAP}], "
+                               f"got {cap!r}")
         if cap and self.policy == "prefill_first":
             raise ServingError("long_prefill_threshold (--long-prefill-token-threshold) chunks "
                                "prompts, which prefill-first scheduling runs whole; pass "
