@@ -84,9 +84,10 @@ MODE = {"attention_core_prefill": "prefill", "attention_core_decode": "decode",
 
 #: the runtime settings and the weight-only formats the pieces read, beyond test_kernels'
 #: workloads and topologies (weight-only GEMM rates, a FlashAttention-2-class core, the
-#: serving loop's host time per step, group sizes and zero points)
+#: serving loop's host time per step and per sequence, group sizes and zero points)
 _RUNTIME = dict(attention=st.sampled_from(["flash", "flash", "flash2", "unfused"]),
                 host_step_ns=st.sampled_from([0.0, 0.0, 4e6]) | st.floats(0.0, 1e7),
+                host_seq_ns=st.sampled_from([0.0, 0.0, 12_800.0]) | st.floats(0.0, 1e5),
                 quant_group=st.sampled_from([128, 128, 32, 64, 0, 1]),
                 quant_zeros=st.sampled_from(["none", "packed", "fp16"]))
 _WO_RATES = dict(wo_int4_bw_ratio=st.sampled_from([1.0, 4.98 / 2.30 * 0.5 / 2.0]) | st.floats(0.01, 1.0),
@@ -136,6 +137,7 @@ def _twin_env(model, workload, hw, topo, eff, lay, tier) -> dict:
     put("act_bytes", env["tokens"][4] * model.d_model * env["bytes_per_msg"])
     put("layers_per_stage layer_mult micro", *_call(ref.pipeline_layers, env))
     put("n_ops", ref.layer_launches(model) + 2)
+    put("seqs", env["tokens"][0])
     return env
 
 

@@ -144,6 +144,20 @@ def test_host_step_ns_adds_to_every_step(mode):
     assert slow.overhead_ns - base.overhead_ns == pytest.approx(4e6, rel=1e-9)
 
 
+@pytest.mark.parametrize("mode,batch,dp", [("decode", 96, 1), ("decode", 96, 4),
+                                           ("decode", 7, 2), ("prefill", 3, 1)])
+def test_host_seq_ns_adds_per_scheduled_sequence(mode, batch, dp):
+    """A synchronous scheduler's host time per sequence is paid once per step for each of
+    the replica's sequences (ceil(batch / dp)), on top of the device's step."""
+    lay = {"tp": 1, "dp": dp}
+    w = Workload(mode, s_kv=2048, batch=batch, cuda_graphs=True)
+    base = simcore.predict(LLAMA, w, lay, family="H100-SXM")
+    slow = simcore.predict(LLAMA, replace(w, host_seq_ns=12_800.0), lay, family="H100-SXM")
+    seqs = -(-batch // dp)
+    assert slow.latency_ns - base.latency_ns == pytest.approx(12_800.0 * seqs, rel=1e-9)
+    assert slow.overhead_ns - base.overhead_ns == pytest.approx(12_800.0 * seqs, rel=1e-9)
+
+
 def test_defaults_keep_the_old_coefficients():
     """The defaults (no weight-only format, the native attention kernel, no host time per
     step) leave every coefficient of a point bit for bit where the explicit settings put
@@ -151,7 +165,7 @@ def test_defaults_keep_the_old_coefficients():
     for w in (Workload("decode", s_kv=4096, batch=16, weight_dtype="fp8", act_dtype="fp8"),
               Workload("prefill", s_kv=8192), Workload("decode", s_kv=999, cuda_graphs=True)):
         a = _coeffs(w)
-        b = _coeffs(replace(w, attention="flash", host_step_ns=0.0, quant_group=64,
+        b = _coeffs(replace(w, attention="flash", host_step_ns=0.0, host_seq_ns=0.0, quant_group=64,
                             quant_zeros="fp16"))
         assert np.array_equal(np.array(a.tolist()), np.array(b.tolist()))
 
@@ -163,6 +177,8 @@ def test_bad_runtime_settings_are_one_line_errors():
         Workload("decode", quant_group=-1)
     with pytest.raises(SpecError, match="host_step_ns"):
         Workload("decode", host_step_ns=-5.0)
+    with pytest.raises(SpecError, match="host_seq_ns"):
+        Workload("decode", host_seq_ns=-1.0)
 
 
 def test_family_constants_are_cited():

@@ -711,7 +711,7 @@ def layer_launches(mp):
 
 
 @jit()
-def step_overheads(wp, pp, layer_mult, n_ops):
+def step_overheads(wp, pp, layer_mult, n_ops, seqs):
     """``(step_ops, step_count, launch_ns)``: launches once per step (embedding, final norm,
     LM head, sampling, two per pipeline send), the share of the framework's per-step floor
     paid (a quarter when decode replays CUDA graphs), and the host time to launch the
@@ -719,7 +719,9 @@ def step_overheads(wp, pp, layer_mult, n_ops):
     replays a graph; then the share of served steps that admit a prompt, which run
     eagerly: prompts admitted per step, at most 1), plus the serving loop's host time
     per step that does not overlap the device (``Workload.host_step_ns``: a Python
-    engine loop between steps; 0 where it overlaps)."""
+    engine loop between steps; 0 where it overlaps) and a synchronous scheduler's host
+    time per scheduled sequence times the replica's ``seqs`` (``Workload.host_seq_ns``;
+    0 where the scheduler runs a step ahead)."""
     graphs = wp.mode == 1.0 and wp.cuda_graphs == 1.0
     step_ops = _OPS_STEP + 2.0 * (float(pp) - 1.0)
     step_count = _GRAPH_FLOOR if graphs else 1.0
@@ -729,7 +731,8 @@ def step_overheads(wp, pp, layer_mult, n_ops):
         if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
             eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
     return (step_ops, step_count,
-            eager * LAUNCH_NS * (layer_mult * n_ops + step_ops) + wp.host_step_ns)
+            eager * LAUNCH_NS * (layer_mult * n_ops + step_ops) + wp.host_step_ns
+            + wp.host_seq_ns * seqs)
 
 
 # --- the row: the pieces summed by name -----------------------------------------------------
@@ -830,7 +833,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.tokens = wp.batch if decode else wp.batch * wp.s_q
     out.model_flops = model_flops(mp, wp, causal, pair_frac, ctx_mix)
     out.n_ops = n_ops
-    out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops)
+    out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops,
+                                                                 seqs_replica)
     out.launch_ns += layer_mult * (expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp,
                                                    ep) + mla_decode_floor(mp, wp))
     out.step_seqs = seqs_replica  # the replica's sequences (decode with PP: every micro-batch's)

@@ -476,19 +476,21 @@ def layer_launches(model) -> float:
             + (3 if model.is_mla else 0))
 
 
-def step_overheads(workload, pp, layer_mult, n_ops) -> tuple:
+def step_overheads(workload, pp, layer_mult, n_ops, seqs) -> tuple:
     """(launches per step, share of the framework floor, host launch ns): embedding, final
     norm, head, sampling and the pipeline sends; a quarter of the floor with CUDA graphs;
     5 us per launch from the host unless decode replays a graph, where served steps that
     admit a prompt (the mixed tokens over twice the mean context, at most 1) run eagerly;
-    plus the serving loop's host time per step (``host_step_ns``)."""
+    plus the serving loop's host time per step (``host_step_ns``) and a synchronous
+    scheduler's per scheduled sequence (``host_seq_ns`` times the replica's ``seqs``)."""
     graphs = workload.mode == "decode" and workload.cuda_graphs
     step_ops = 4 + 2 * (pp - 1)
     eager = 1.0
     if graphs:
         p, ctx = workload.prefill_tokens, workload.prefill_context
         eager = min(p / (2 * ctx), 1.0) if (p > 0 and ctx > 0) else 0.0
-    host = _HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops) + workload.host_step_ns
+    host = (_HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops) + workload.host_step_ns
+            + workload.host_seq_ns * seqs)
     return step_ops, 0.25 if graphs else 1.0, host
 
 
@@ -585,7 +587,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     t_pp = pp_bytes / links[tier_pp][0] + pp_alpha
     head_fb = lm_head(model, tokens, tp, mm_rate, wb)
     t_head, head_kind = roofline(*head_fb)
-    step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches)
+    step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches,
+                                                  tokens[0])
     overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
                 + floor * efficiency.step_overhead_ns + path_layers * (expert_slice_ns(
                     model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep)

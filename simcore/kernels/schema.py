@@ -96,7 +96,8 @@ COEFFICIENTS: tuple[Field, ...] = (
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("launch_ns", "ns", "host time per step to launch the kernels that are not replayed "
           "from a CUDA graph (inference.LAUNCH_NS each), and the serving loop's host time "
-          "per step (Workload.host_step_ns); decode of an MLA model: the stack's MLA attention "
+          "per step (Workload.host_step_ns) and per scheduled sequence "
+          "(Workload.host_seq_ns); decode of an MLA model: the stack's MLA attention "
           "op's extra device time per layer (Workload.mla_decode_ns), and FP8 expert slices"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
@@ -267,6 +268,8 @@ class WorkloadParams(NamedTuple):
     quant_group: float = 128.0  #: inference, weight-only: weights per scale group (0: per channel)
     quant_zeros: float = 0.0  #: inference, weight-only: :data:`QUANT_ZERO_CODES`
     host_step_ns: float = 0.0  #: inference: the serving loop's host time per step (ns)
+    #: inference: a synchronous scheduler's host time per scheduled sequence per step (ns)
+    host_seq_ns: float = 0.0
     mla_decode_ns: float = 0.0  #: decode: an MLA attention op's extra device time per layer (ns)
 
 
@@ -419,6 +422,7 @@ def pack_workload(workload) -> WorkloadParams:
         quant_group=float(workload.quant_group),
         quant_zeros=float(QUANT_ZERO_CODES[workload.quant_zeros]),
         host_step_ns=0.0 if train else float(workload.host_step_ns),
+        host_seq_ns=0.0 if train else float(workload.host_seq_ns),
         mla_decode_ns=float(workload.mla_decode_ns) if workload.mode == "decode" else 0.0,
     )
 

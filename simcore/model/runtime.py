@@ -50,8 +50,8 @@ DEFAULT_RUNTIME = ""
 
 #: Workload fields a runtime profile sets (where the caller leaves them unset).
 PROFILE_FIELDS: tuple[str, ...] = (
-    "cuda_graphs", "host_step_ns", "mla_decode_ns", "attention", "eager_elementwise", "eager_loss", "framework", "zero_stage",
-    "overlap_grad_reduce", "grad_bytes", "moe_dispatch", "moe_routing", "moe_a2a_overlap",
+    "cuda_graphs", "host_step_ns", "host_seq_ns", "mla_decode_ns", "attention",
+    "eager_elementwise", "eager_loss", "framework", "zero_stage", "overlap_grad_reduce", "grad_bytes", "moe_dispatch", "moe_routing", "moe_a2a_overlap",
     "tp_comm_overlap")
 
 #: Every inference matmul-input dtype simcore models (``Workload.act_dtype``).
@@ -84,6 +84,12 @@ class Runtime:
         Inference: the serving loop's host time per step that does not overlap the
         device (``Workload.host_step_ns``); 0 where the stack overlaps it or no
         measurement is cited.
+    host_seq_ns : float
+        Inference: the engine's host time per scheduled sequence per step that does not
+        overlap the device (``Workload.host_seq_ns``): a synchronous scheduler that
+        schedules, prepares the inputs and processes the outputs between steps; 0 where
+        the stack schedules one step ahead (its per-sequence host work then runs under
+        the device's step: ``Efficiency.seq_overhead_ns``) or no measurement is cited.
     mla_decode_ns : float
         Decode: device time per layer the stack's MLA attention op (DeepSeek-V2/V3) takes
         beyond a GQA decode attention op at small batch (``Workload.mla_decode_ns``); 0
@@ -117,6 +123,7 @@ class Runtime:
     cuda_graphs: bool = False
     graph_max_ctx: int = 0
     host_step_ns: float = 0.0
+    host_seq_ns: float = 0.0
     mla_decode_ns: float = 0.0
     attention: str = "flash"
     eager_elementwise: bool = False
@@ -142,6 +149,8 @@ class Runtime:
                     and (not self.graph_max_ctx or s_kv <= self.graph_max_ctx))
         if field == "host_step_ns":
             return 0.0 if mode == "train" else self.host_step_ns
+        if field == "host_seq_ns":
+            return 0.0 if mode == "train" else self.host_seq_ns
         if field == "mla_decode_ns":
             return self.mla_decode_ns if mode == "decode" else 0.0
         return getattr(self, field)
@@ -159,6 +168,8 @@ class Runtime:
                       if self.cuda_graphs else "eager decode")
             host = (f", {self.host_step_ns / 1e6:g} ms of host time per step"
                     if self.host_step_ns else "")
+            host += (f", {self.host_seq_ns / 1e3:g} us of host time per sequence per step"
+                     if self.host_seq_ns else "")
             mla = (f", MLA decode attention +{self.mla_decode_ns / 1e3:g} us per layer"
                    if self.mla_decode_ns else "")
             parts.append(graphs + host + mla)
@@ -201,6 +212,19 @@ _ALL: tuple[Runtime, ...] = (
              "vllm-project/vllm vllm/engine/arg_utils.py @99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b: "
              "EngineArgs.enforce_eager = False (decode steps replay captured CUDA graphs)",
              graphs=True),
+    _serving("vllm-0.10", "vLLM 0.9-0.10 (V1 engine, synchronous scheduling)",
+             "the vllm 0.10.0 wheel on PyPI (sha256 8ca37559d82b43b5e8c8248d2e4a1ecb51d6d4e5"
+             "d517491d656df6491ed93dab): vllm/config.py SchedulerConfig.async_scheduling = "
+             "False ('EXPERIMENTAL', since vllm-project/vllm PR #19970), so "
+             "vllm/v1/engine/core.py EngineCore.step schedules, executes and updates from "
+             "the outputs in turn, the host's work between the device's steps; that host "
+             "time, as what overlapping it hides on vLLM V1 (vllm-project/vllm PR #23914, "
+             "A100, TP 2, offline, 512 output tokens; tokens/s synchronous / overlapped "
+             "1014 / 1025, 1853 / 1896, 3048 / 3177, 4039 / 4258 at 32, 64, 128, 256 "
+             "sequences): 0.34, 0.78, 1.71, 3.26 ms a step (B / tokens/s), 12.8 us per "
+             "sequence by least squares through the origin, a lower bound (that overlap "
+             "was partial); CUDA graphs as 'vllm'",
+             graphs=True, host_seq_ns=12_800.0),
     _serving("vllm-0.6", "vLLM 0.6 (the Qwen2.5 speed benchmark's vLLM 0.6.2 / 0.6.3)",
              "vllm-project/vllm vllm/entrypoints/llm.py @0012cf691b7e69423244d2b1405f4b6832156e19: "
              "enforce_eager = False, max_seq_len_to_capture = 8192 (longer decode steps run "

@@ -69,6 +69,8 @@ _WORKLOAD_RANGES: dict[str, Range] = {
     "moe_load_imbalance": Range(1, 1024, "(busiest EP rank's routed tokens / the mean)",
                                 integer=False),
     "host_step_ns": Range(0, 1e10, "ns (serving loop's host time per step)", integer=False),
+    "host_seq_ns": Range(0, 1e8, "ns (serving loop's host time per sequence per step)",
+                         integer=False),
     "mla_decode_ns": Range(0, 1e7, "ns (MLA decode attention's extra time per layer)", integer=False),
     "quant_group": Range(0, 1e6, "(weights per scale group; 0 = one per output channel)"),
 }
@@ -264,7 +266,7 @@ class Workload:
         The software stack the step runs under, one of
         :data:`simcore.model.runtime.RUNTIMES` (``"vllm"``, ``"trtllm"``, ``"megatron"``,
         ``"torchtitan"``, ``"hf-eager"``, ...). Its profile sets the stack settings the
-        caller leaves unset: ``cuda_graphs``, ``host_step_ns``, ``attention``,
+        caller leaves unset: ``cuda_graphs``, ``host_step_ns``, ``host_seq_ns``, ``attention``,
         ``eager_elementwise``,
         ``eager_loss``, ``framework``, ``zero_stage``, ``overlap_grad_reduce``,
         ``grad_bytes``, ``moe_dispatch``, ``moe_routing``, ``moe_a2a_overlap``,
@@ -289,6 +291,15 @@ class Workload:
         A runtime profile sets it (None, the default: the runtime's, 0 for the library
         default): ``runtime="vllm-0.5"`` adds the 4 ms per decode step that
         vllm-project/vllm issue #6854 measures in vLLM 0.5.
+    host_seq_ns : float
+        Inference: host time per scheduled sequence per step of an engine that schedules
+        synchronously (between the device's steps), added to every step times the
+        replica's sequences (``kernels.inference.step_overheads``); where the engine
+        schedules one step ahead its per-sequence work runs under the device's step
+        instead (``Efficiency.seq_overhead_ns``). A runtime profile sets it (None, the
+        default: the runtime's, 0 for the library default): ``runtime="vllm-0.10"`` adds
+        the 12.8 us per sequence that vLLM V1's synchronous scheduling exposes (vLLM PR
+        #23914).
     mla_decode_ns : float
         Decode of an MLA model: device time per layer the stack's MLA attention op takes
         beyond a GQA decode attention op (``kernels.inference.mla_decode_floor``). A
@@ -346,6 +357,7 @@ class Workload:
     eager_elementwise: bool = None  # type: ignore[assignment]
     eager_loss: bool = None  # type: ignore[assignment]
     host_step_ns: float = None  # type: ignore[assignment]  # None: the runtime's
+    host_seq_ns: float = None  # type: ignore[assignment]  # None: the runtime's
     mla_decode_ns: float = None  # type: ignore[assignment]  # None: the runtime's
     quant_group: int = 128
     quant_zeros: str = "none"
