@@ -38,6 +38,8 @@ def test_transcription__every_run_cited_ordered_and_self_consistent():
         assert m["ttft_p99_ms"] <= r["limits"]["ttft_ms"] and m["tpot_p99_ms"] <= r["limits"]["tpot_ms"]
         # LoadGen completes a little below the rate it schedules
         assert 0.9 * m["scheduled_rps"] < m["completed_rps"] <= m["scheduled_rps"]
+        # the capacity search replays LoadGen's minimum run, no more than the run lasted
+        assert M.CAP_SPAN_S == 600.0 <= m["min_duration_s"]
         assert r["tokens_per_sample"] == pytest.approx(
             m["completed_tokens_per_s"] / m["completed_rps"], abs=0.01)
         eng = r["engine"]
@@ -115,7 +117,7 @@ def test_capacity__a_bound_is_reported_as_one_and_left_out_of_the_mean(one_gpu):
     """A run whose every rate tried meets the limits reports '>' at the highest rate tried
     (not a capped value passed off as the capacity), and the summary leaves it out."""
     run, sched, inst = one_gpu
-    tiny = {**run, "measured": {**run["measured"], "completed_rps": 0.5}}
+    tiny = {**run, "measured": {**run["measured"], "scheduled_rps": 0.5}}
     rate, bound = M._capacity(tiny, inst, sched, 60.0)
     assert bound == ">" and rate == pytest.approx(M.CAP_HI * 0.5 * 2 ** (M.CAP_WIDEN - 1))
     row = M.MlperfRow(id="x", label="x", measured={k: 1.0 for k, _ in M.METRICS},

@@ -600,7 +600,7 @@ def plot_holdout(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
 
 def plot_mlperf(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
     """The MLPerf Server replays (:func:`simcore.validation.serving_mlperf.mlperf_rows`) in
-    two panels: per run, the rate the submission completed and simcore's capacity under the
+    two panels: per run, the rate the submission ran at (scheduled) and simcore's capacity under the
     run's p99 limits, with the Offline counterpart measured and simulated (samples/s); and
     the signed error of the four percentiles at the logged rate (the ±15% band is issue
     35's target)."""
@@ -617,7 +617,7 @@ def plot_mlperf(rows: Any, path: str | os.PathLike[str] | None = None) -> Any:
     names = [r.id for r in rows]
     h = 0.2
     ax.barh(y - 1.5 * h, [r.measured_rps for r in rows], h, color="C0",
-            label="Server: rate the submission completed (measured)")
+            label="Server: rate the submission ran at and passed (scheduled)")
     ax.barh(y - 0.5 * h, [r.capacity_rps for r in rows], h, color="C0", alpha=0.45,
             label="Server: simcore's capacity under the run's p99 limits")
     ax.barh(y + 0.5 * h, [r.offline_measured_rps for r in rows], h, color="C1",

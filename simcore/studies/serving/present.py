@@ -150,7 +150,7 @@ def assumptions_line(result: ServingPlan) -> str:
 #: what the held-out checks say about a rate plan (``simcore validate``'s MLPerf section)
 RATE_FIDELITY = ("fidelity: on 23 held-out MLPerf runs the simulated capacity under p99 limits "
                  "is within 3% of 2025 TensorRT-LLM Server runs, 20-32% low at its Interactive "
-                 "limits and 13-46% high for vLLM, SGLang and 2024 TensorRT-LLM (their serving "
+                 "limits and 7-46% high for vLLM, SGLang and 2024 TensorRT-LLM (their serving "
                  "host work is priced only for vLLM 0.9-0.10's synchronous scheduler, "
                  "--runtime vllm-0.10); p99 TTFT is the least reliable figure: check your "
                  "stack's rows (simcore validate; docs/validation.md)")
