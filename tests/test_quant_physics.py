@@ -32,6 +32,7 @@ from simcore.hardware.families import get_family, provenance
 from simcore.kernels import inference as ki
 from simcore.kernels import inference_ref as ref
 from simcore.kernels import schema
+from simcore.validation import FITTED_EFFICIENCY
 
 REL = 1e-9
 H100 = get_family("H100-SXM")
@@ -156,6 +157,20 @@ def test_host_seq_ns_adds_per_scheduled_sequence(mode, batch, dp):
     seqs = -(-batch // dp)
     assert slow.latency_ns - base.latency_ns == pytest.approx(12_800.0 * seqs, rel=1e-9)
     assert slow.overhead_ns - base.overhead_ns == pytest.approx(12_800.0 * seqs, rel=1e-9)
+
+
+def test_host_time_the_device_waits_for_survives_a_host_bound_step():
+    """A step bound by the overlapped per-sequence host work (the fitted seq_overhead_ns,
+    here 1,024 short sequences of an 8B model) still pays a synchronous loop's host time on
+    top: the device waits for it either way."""
+    w = Workload("decode", s_kv=128, batch=1024, cuda_graphs=True)
+    lay = {"tp": 2}
+    base = simcore.predict(LLAMA, w, lay, family="H100-SXM")
+    host_bound = 1024 * FITTED_EFFICIENCY.seq_overhead_ns
+    assert base.latency_ns == pytest.approx(host_bound, rel=1e-9)  # the premise
+    slow = simcore.predict(LLAMA, replace(w, host_seq_ns=12_800.0, host_step_ns=1e6), lay,
+                           family="H100-SXM")
+    assert slow.latency_ns - base.latency_ns == pytest.approx(12_800.0 * 1024 + 1e6, rel=1e-9)
 
 
 def test_defaults_keep_the_old_coefficients():

@@ -84,6 +84,14 @@ def test_profile__host_time_per_step_and_attention_class_of_the_vllm_versions():
     assert Workload("decode", runtime="vllm").host_seq_ns == 0.0
     assert Workload("decode").host_seq_ns == 0.0
     assert RUNTIMES["vllm-0.10"].setting("host_seq_ns", "train", 1024) == 0.0
+    # every output says it: the evaluate header and the rate planner's steps line
+    from simcore.studies.assumptions import runtime_text
+    from simcore.studies.serving.present import _steps_text
+
+    wait = "the device waits for the host's 12.8 us per scheduled sequence a step"
+    assert wait in runtime_text(Workload("decode", runtime="vllm-0.10"))
+    assert _steps_text("vllm-0.10").endswith(f"on every step {wait}")
+    assert "the device waits" not in runtime_text(Workload("decode", runtime="vllm"))
     # the FlashAttention-2 kernels of vLLM 0.5 / 0.6 and of SDPA
     for name in ("vllm-0.5", "vllm-0.6", "hf-eager"):
         assert Workload("prefill", runtime=name).attention == "flash2"

@@ -206,3 +206,21 @@ def test_mtp__attention_dp_layouts_stay_in_the_plan():
              attn_dp=[8], ep=[16], batch=[64, 128], speculative=Speculative(1, 0.8))
     assert r.best and all(c.attn_dp == 8 and c.ep == 16 for c in r.best)
     assert all(np.isfinite(c.tpot_ms) for c in r.best)
+
+
+def test_plan__a_synchronous_loop_charges_its_host_time_once_per_speculative_step():
+    """The proposer's passes run inside the engine's step: vLLM 0.10's host time per
+    scheduled sequence (runtime vllm-0.10) lengthens a speculative step by the same amount
+    as a plain decode step, not K + 1 times."""
+    def step_ms(runtime, spec):
+        p = plan("Llama 3.1 8B", family="H100-SXM", gpus=1, isl=1000, osl=200, batch=[8],
+                 modes=("agg",), speculative=spec, runtime=runtime)
+        return float(p.dataset.sel(batch=8, **LAYOUT_TP1).decode_step_ms)
+
+    spec = Speculative(3, 0.6)
+    plain = step_ms("vllm-0.10", None) - step_ms("vllm", None)
+    assert plain == pytest.approx(8 * 12.8e-3, rel=1e-6)  # 8 sequences x 12.8 us, in ms
+    # the speculative row is per output token: one step's host time over its tokens
+    per_token = plain / spec.tokens_per_step
+    assert step_ms("vllm-0.10", spec) - step_ms("vllm", spec) == pytest.approx(per_token,
+                                                                              rel=1e-6)

@@ -311,7 +311,8 @@ _ROLES: dict[str, str] = {
                      "comm_alpha_ns", "ring_alpha_ns", "pp_alpha_ns", "layer_mult",
                      "tail0_bytes", "tail1_bytes", "tail2_bytes", "tail_alpha_ns",
                      "tail_mem_bytes", "ovl0_bytes", "ovl1_bytes", "ovl2_bytes",
-                     "ovl_alpha_ns", "fixed_ns", "launch_ns", "n_ops", "step_ops", "step_count", "step_seqs"),
+                     "ovl_alpha_ns", "fixed_ns", "launch_ns", "host_block_ns", "n_ops", "step_ops",
+                     "step_count", "step_seqs"),
                     "cost"),
     # bytes on the tier named by the paired coefficient: a cost per tier
     "ring_bytes": "tiered:ring_tier", "pp_bytes": "tiered:pp_tier",

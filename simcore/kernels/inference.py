@@ -712,16 +712,16 @@ def layer_launches(mp):
 
 @jit()
 def step_overheads(wp, pp, layer_mult, n_ops, seqs):
-    """``(step_ops, step_count, launch_ns)``: launches once per step (embedding, final norm,
-    LM head, sampling, two per pipeline send), the share of the framework's per-step floor
-    paid (a quarter when decode replays CUDA graphs), and the host time to launch the
-    kernels not replayed from a graph (``LAUNCH_NS`` each: every kernel, unless decode
-    replays a graph; then the share of served steps that admit a prompt, which run
-    eagerly: prompts admitted per step, at most 1), plus the serving loop's host time
-    per step that does not overlap the device (``Workload.host_step_ns``: a Python
-    engine loop between steps; 0 where it overlaps) and a synchronous scheduler's host
-    time per scheduled sequence times the replica's ``seqs`` (``Workload.host_seq_ns``;
-    0 where the scheduler runs a step ahead)."""
+    """``(step_ops, step_count, launch_ns, host_block_ns)``: launches once per step
+    (embedding, final norm, LM head, sampling, two per pipeline send), the share of the
+    framework's per-step floor paid (a quarter when decode replays CUDA graphs), the host
+    time to launch the kernels not replayed from a graph (``LAUNCH_NS`` each: every
+    kernel, unless decode replays a graph; then the share of served steps that admit a
+    prompt, which run eagerly: prompts admitted per step, at most 1), and the serving
+    loop's host time the device waits for: per step (``Workload.host_step_ns``: a Python
+    engine loop between steps; 0 where it overlaps) and a synchronous scheduler's per
+    scheduled sequence times the replica's ``seqs`` (``Workload.host_seq_ns``; 0 where the
+    scheduler runs a step ahead)."""
     graphs = wp.mode == 1.0 and wp.cuda_graphs == 1.0
     step_ops = _OPS_STEP + 2.0 * (float(pp) - 1.0)
     step_count = _GRAPH_FLOOR if graphs else 1.0
@@ -730,9 +730,8 @@ def step_overheads(wp, pp, layer_mult, n_ops, seqs):
         eager = 0.0
         if wp.mix_tokens > 0.0 and wp.mix_ctx > 0.0:
             eager = min(wp.mix_tokens / (2.0 * wp.mix_ctx), 1.0)
-    return (step_ops, step_count,
-            eager * LAUNCH_NS * (layer_mult * n_ops + step_ops) + wp.host_step_ns
-            + wp.host_seq_ns * seqs)
+    return (step_ops, step_count, eager * LAUNCH_NS * (layer_mult * n_ops + step_ops),
+            wp.host_step_ns + wp.host_seq_ns * seqs)
 
 
 # --- the row: the pieces summed by name -----------------------------------------------------
@@ -833,8 +832,8 @@ def _coeff_row(lay, mp, wp, topo, out, acc):
     out.tokens = wp.batch if decode else wp.batch * wp.s_q
     out.model_flops = model_flops(mp, wp, causal, pair_frac, ctx_mix)
     out.n_ops = n_ops
-    out.step_ops, out.step_count, out.launch_ns = step_overheads(wp, pp, layer_mult, n_ops,
-                                                                 seqs_replica)
+    out.step_ops, out.step_count, out.launch_ns, out.host_block_ns = step_overheads(
+        wp, pp, layer_mult, n_ops, seqs_replica)
     out.launch_ns += layer_mult * (expert_slice_ns(mp, wp, tokens, ffn_ranks, ffn_tokens, tp, dp,
                                                    ep) + mla_decode_floor(mp, wp))
     out.step_seqs = seqs_replica  # the replica's sequences (decode with PP: every micro-batch's)
@@ -1031,6 +1030,9 @@ def point(c, k, eff):
     if t_seq > latency:  # host-bound: the device waits for the scheduler
         t_ops += t_seq - latency
         latency = t_seq
+    # a synchronous loop's host time: the device waits for it, host-bound or not
+    t_ops += c.host_block_ns
+    latency += c.host_block_ns
     compute = mult * (cl + cc + cf) + ch
     memory = mult * (ml + mc + mf) + mh + t_tail_mem + mult * t_elem
     # each side alone (not the roofline's attribution): every op's FLOPs at its peak, every

@@ -477,21 +477,22 @@ def layer_launches(model) -> float:
 
 
 def step_overheads(workload, pp, layer_mult, n_ops, seqs) -> tuple:
-    """(launches per step, share of the framework floor, host launch ns): embedding, final
-    norm, head, sampling and the pipeline sends; a quarter of the floor with CUDA graphs;
-    5 us per launch from the host unless decode replays a graph, where served steps that
-    admit a prompt (the mixed tokens over twice the mean context, at most 1) run eagerly;
-    plus the serving loop's host time per step (``host_step_ns``) and a synchronous
-    scheduler's per scheduled sequence (``host_seq_ns`` times the replica's ``seqs``)."""
+    """(launches per step, share of the framework floor, host launch ns, host ns the device
+    waits for): embedding, final norm, head, sampling and the pipeline sends; a quarter of
+    the floor with CUDA graphs; 5 us per launch from the host unless decode replays a
+    graph, where served steps that admit a prompt (the mixed tokens over twice the mean
+    context, at most 1) run eagerly; the serving loop's host time per step
+    (``host_step_ns``) and a synchronous scheduler's per scheduled sequence
+    (``host_seq_ns`` times the replica's ``seqs``)."""
     graphs = workload.mode == "decode" and workload.cuda_graphs
     step_ops = 4 + 2 * (pp - 1)
     eager = 1.0
     if graphs:
         p, ctx = workload.prefill_tokens, workload.prefill_context
         eager = min(p / (2 * ctx), 1.0) if (p > 0 and ctx > 0) else 0.0
-    host = (_HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops) + workload.host_step_ns
-            + workload.host_seq_ns * seqs)
-    return step_ops, 0.25 if graphs else 1.0, host
+    launch = _HOST_LAUNCH_NS * eager * (layer_mult * n_ops + step_ops)
+    return (step_ops, 0.25 if graphs else 1.0, launch,
+            workload.host_step_ns + workload.host_seq_ns * seqs)
 
 
 # --- the point: the pieces summed by name ---------------------------------------------------
@@ -587,8 +588,8 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     t_pp = pp_bytes / links[tier_pp][0] + pp_alpha
     head_fb = lm_head(model, tokens, tp, mm_rate, wb)
     t_head, head_kind = roofline(*head_fb)
-    step_ops, floor, host_launch = step_overheads(workload, pp, path_layers, launches,
-                                                  tokens[0])
+    step_ops, floor, host_launch, host_block = step_overheads(workload, pp, path_layers,
+                                                              launches, tokens[0])
     overhead = ((path_layers * launches + step_ops) * efficiency.op_latency_ns + host_launch
                 + floor * efficiency.step_overhead_ns + path_layers * (expert_slice_ns(
                     model, workload, tokens, ffn_ranks, ffn_tokens, tp, dp, ep)
@@ -601,6 +602,9 @@ def evaluate_point(model, workload, hardware, topology, efficiency, lay: Layout)
     if host > latency:
         overhead += host - latency
         latency = host
+    # a synchronous loop's host time: the device waits for it, host-bound or not
+    overhead += host_block
+    latency += host_block
     bound = {kind: sum(t for t, k in times.values() if k == kind) for kind in ("compute", "memory")}
     head = {"compute": 0.0, "memory": 0.0, head_kind: t_head}
     # each side alone: all FLOPs at their peak, all bytes at the HBM bandwidth

@@ -95,10 +95,12 @@ COEFFICIENTS: tuple[Field, ...] = (
           "per-sequence host cost runs under the device's step; the step takes the longer)"),
     Field("fixed_ns", "ns", "hardware-knob-independent time per step (host transfers over PCIe)"),
     Field("launch_ns", "ns", "host time per step to launch the kernels that are not replayed "
-          "from a CUDA graph (inference.LAUNCH_NS each), and the serving loop's host time "
-          "per step (Workload.host_step_ns) and per scheduled sequence "
-          "(Workload.host_seq_ns); decode of an MLA model: the stack's MLA attention "
-          "op's extra device time per layer (Workload.mla_decode_ns), and FP8 expert slices"),
+          "from a CUDA graph (inference.LAUNCH_NS each); decode of an MLA model: the stack's "
+          "MLA attention op's extra device time per layer (Workload.mla_decode_ns), and FP8 "
+          "expert slices"),
+    Field("host_block_ns", "ns", "host time per step the device waits for, after the step "
+          "(a synchronous serving loop): Workload.host_step_ns, and Workload.host_seq_ns per "
+          "scheduled sequence of the replica; added after the overlapped host work's max"),
     Field("lowp_mm", "1", "1 if the projection and FFN matmuls run at a low-precision (FP8 / INT8) rate"),
     Field("lowp_head", "1", "1 if the LM head matmul runs at a low-precision (FP8 / INT8) rate"),
     Field("core_gemm", "1", "share of the attention core's FLOPs that run at the matmul rate "

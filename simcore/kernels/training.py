@@ -1077,6 +1077,7 @@ def _write_comm(out, acc, ovl, tail, step, layer_mult):
     out.step_count = 0.0
     out.step_seqs = 0.0
     out.launch_ns = 0.0
+    out.host_block_ns = 0.0
 
 
 def layout_coeffs(layouts, mp, wp, topo):

@@ -42,7 +42,8 @@ from ..errors import SpecError
 from .checks import did_you_mean
 
 __all__ = ["DEFAULT_RUNTIME", "PROFILE_FIELDS", "RUNTIMES", "Runtime", "check_family",
-           "get_runtime", "resolve", "runtime_help", "runtime_names", "unknown_runtime"]
+           "get_runtime", "host_wait_text", "resolve", "runtime_help", "runtime_names",
+           "unknown_runtime"]
 
 #: The library's default runtime: today's Workload defaults (the validation's and the
 #: golden numbers' reference).
@@ -166,10 +167,8 @@ class Runtime:
             graphs = ("CUDA graphs in decode" + (f" up to {self.graph_max_ctx} tokens of "
                                                  "context" if self.graph_max_ctx else "")
                       if self.cuda_graphs else "eager decode")
-            host = (f", {self.host_step_ns / 1e6:g} ms of host time per step"
-                    if self.host_step_ns else "")
-            host += (f", {self.host_seq_ns / 1e3:g} us of host time per sequence per step"
-                     if self.host_seq_ns else "")
+            wait = host_wait_text(self.host_step_ns, self.host_seq_ns)
+            host = f", {wait}" if wait else ""
             mla = (f", MLA decode attention +{self.mla_decode_ns / 1e3:g} us per layer"
                    if self.mla_decode_ns else "")
             parts.append(graphs + host + mla)
@@ -181,6 +180,14 @@ class Runtime:
                          + ("eager fp32 loss, " if self.eager_loss else "")
                          + f"{self.attention} attention")
         return "; ".join(parts)
+
+
+def host_wait_text(host_step_ns: float, host_seq_ns: float) -> str:
+    """The serving loop's host time the device waits for on every step, in words (``""``
+    when there is none): ``Workload.host_step_ns`` and ``host_seq_ns``."""
+    parts = ([f"{host_step_ns / 1e6:g} ms a step"] if host_step_ns else []) + (
+        [f"{host_seq_ns / 1e3:g} us per scheduled sequence a step"] if host_seq_ns else [])
+    return f"the device waits for the host's {' + '.join(parts)}" if parts else ""
 
 
 _HF = "huggingface/transformers"

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.presets import get_family
-from ..model.runtime import RUNTIMES
+from ..model.runtime import RUNTIMES, host_wait_text
 
 __all__ = ["SYSTEM_FAMILIES", "Budget", "assumed_line", "budgets_text", "decode_graphs",
            "default_gpus", "dtypes_text", "precision_text", "routing_text", "runtime_text"]
@@ -187,6 +187,11 @@ def runtime_text(*workloads: Any) -> str:
             parts.append(part)
     train = [wl for wl in workloads if wl.mode == "train"]
     attention = f"{train[0].attention} attention" if train else "fused attention"
+    for wl in workloads:  # a synchronous serving loop's host time (runtime.host_wait_text)
+        wait = host_wait_text(getattr(wl, "host_step_ns", 0.0) or 0.0,
+                              getattr(wl, "host_seq_ns", 0.0) or 0.0)
+        if wait and wait not in parts:
+            parts.append(wait)
     text = ", ".join([*parts, attention])
     names = list(dict.fromkeys(getattr(wl, "runtime", "") for wl in workloads))
     if names == [""]:

@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -207,11 +208,14 @@ def _steps_text(runtime: str) -> str:
     """How a rate plan's steps run: simcore's default stack, or ``runtime``'s profile."""
     if not runtime:
         return "decode-only steps replay CUDA graphs, prefill and mixed steps launch every kernel"
-    from ...model.runtime import get_runtime
+    from ...model.runtime import get_runtime, host_wait_text
 
     rt = get_runtime(runtime)
-    return (f"runtime --runtime {rt.name} ({rt.stack}): {rt.describe()} (decode-only "
-            "steps), prefill and mixed steps launch every kernel")
+    wait = host_wait_text(rt.host_step_ns, rt.host_seq_ns)
+    graphs = replace(rt, host_step_ns=0.0, host_seq_ns=0.0).describe()
+    return (f"runtime --runtime {rt.name} ({rt.stack}): {graphs} (decode-only steps), "
+            "prefill and mixed steps launch every kernel" + (f"; on every step {wait}"
+                                                            if wait else ""))
 
 
 # --- files ------------------------------------------------------------------------------------

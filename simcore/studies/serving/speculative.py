@@ -135,6 +135,11 @@ def draft_model(target: Model | None, spec: Speculative) -> tuple[Model, Model |
                     n_local_layers=0, sliding_window=0))
 
 
+#: the proposer's passes run inside the engine's step, so they pay none of a synchronous
+#: serving loop's host time (the step's, charged once on the verify or the prefill)
+_IN_STEP: dict[str, Any] = {"host_step_ns": 0.0, "host_seq_ns": 0.0}
+
+
 def _stack(common: dict[str, Any], dtype: str) -> tuple[dict[str, Any], Callable[..., Any]]:
     """``common`` less the serving stack (``dtype``, ``runtime``, ``moe_imbalance``): the
     keyword arguments of :func:`simcore.evaluate`; and the workload builder of that stack."""
@@ -204,7 +209,9 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
         rows.append(xr.concat(cols, dim="s_kv"))
     verify = xr.concat(rows, dim="batch").assign_coords(batch=p.batch, s_kv=p.s_kv)
     try:
-        dr = evaluate(drafter, wl("decode"), batch=batches, s_kv=ctxs, **ekw)
+        # the proposer's passes run inside the engine's step: a synchronous loop's host
+        # time (host_step_ns, host_seq_ns) is the step's, charged once, on the verify
+        dr = evaluate(drafter, wl("decode", **_IN_STEP), batch=batches, s_kv=ctxs, **ekw)
     except ValueError as exc:
         raise ServingError(f"spec_draft (--spec-draft) {spec.draft!r} cannot run on these "
                            f"layouts: {exc}") from None
@@ -249,7 +256,7 @@ def spec_prefill(model: Model, spec: Speculative, pre: xr.Dataset, *, common: di
     ekw, wl = _stack(common, dtype)
     batch, s_kv = ([int(v) for v in pre[d].values] for d in ("batch", "s_kv"))
     try:
-        dr = evaluate(drafter, wl("prefill"), batch=batch, s_kv=s_kv, **ekw)
+        dr = evaluate(drafter, wl("prefill", **_IN_STEP), batch=batch, s_kv=s_kv, **ekw)
     except ValueError as exc:
         raise ServingError(f"spec_draft (--spec-draft) {spec.draft!r} cannot run on these "
                            f"layouts: {exc}") from None
