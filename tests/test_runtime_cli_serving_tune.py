@@ -69,7 +69,7 @@ def test_serving_runtime__at_a_rate(capsys):
     old, err_o = _serve([*rate, "--runtime", "vllm-0.5"], capsys)
     assert old["tpot_p99_ms"] > new["tpot_p99_ms"] + 3.9
     assert "runtime --runtime vllm-0.5 (vLLM 0.5" in err_o
-    assert "4 ms of host time per step" in err_o
+    assert "the device waits for the host's 4 ms a step" in err_o
     assert "runtime --runtime vllm (vLLM (V1 engine)): CUDA graphs in decode" in err_n
 
 
