@@ -52,8 +52,8 @@ DEFAULT_RUNTIME = ""
 #: Workload fields a runtime profile sets (where the caller leaves them unset).
 PROFILE_FIELDS: tuple[str, ...] = (
     "cuda_graphs", "host_step_ns", "host_seq_ns", "mla_decode_ns", "attention",
-    "eager_elementwise", "eager_loss", "framework", "zero_stage", "overlap_grad_reduce", "grad_bytes", "moe_dispatch", "moe_routing", "moe_a2a_overlap",
-    "tp_comm_overlap")
+    "eager_elementwise", "eager_loss", "framework", "zero_stage", "overlap_grad_reduce",
+    "grad_bytes", "moe_dispatch", "moe_routing", "moe_a2a_overlap", "tp_comm_overlap")
 
 #: Every inference matmul-input dtype simcore models (``Workload.act_dtype``).
 _ALL_ACT = ("bf16", "fp16", "fp8", "int8", "fp4", "mxfp4")
@@ -160,18 +160,19 @@ class Runtime:
         return " and ".join(filter(None, ["inference" if self.serves else "",
                                           "training" if self.trains else ""]))
 
-    def describe(self) -> str:
-        """The profile in one line: what it fixes (the header's words)."""
+    def describe(self, host: bool = True) -> str:
+        """The profile in one line: what it fixes (the header's words); ``host=False``
+        leaves out the serving loop's host time (:func:`host_wait_text`), for a caller that
+        places it itself."""
         parts = []
         if self.serves:
             graphs = ("CUDA graphs in decode" + (f" up to {self.graph_max_ctx} tokens of "
                                                  "context" if self.graph_max_ctx else "")
                       if self.cuda_graphs else "eager decode")
-            wait = host_wait_text(self.host_step_ns, self.host_seq_ns)
-            host = f", {wait}" if wait else ""
+            wait = host_wait_text(self.host_step_ns, self.host_seq_ns) if host else ""
             mla = (f", MLA decode attention +{self.mla_decode_ns / 1e3:g} us per layer"
                    if self.mla_decode_ns else "")
-            parts.append(graphs + host + mla)
+            parts.append(graphs + (f", {wait}" if wait else "") + mla)
         if self.trains:
             parts.append(f"{self.framework} model states"
                          + (f" ZeRO-{self.zero_stage}" if self.zero_stage else "")

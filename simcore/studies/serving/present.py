@@ -12,7 +12,6 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -212,10 +211,9 @@ def _steps_text(runtime: str) -> str:
 
     rt = get_runtime(runtime)
     wait = host_wait_text(rt.host_step_ns, rt.host_seq_ns)
-    graphs = replace(rt, host_step_ns=0.0, host_seq_ns=0.0).describe()
-    return (f"runtime --runtime {rt.name} ({rt.stack}): {graphs} (decode-only steps), "
-            "prefill and mixed steps launch every kernel" + (f"; on every step {wait}"
-                                                            if wait else ""))
+    return (f"runtime --runtime {rt.name} ({rt.stack}): {rt.describe(host=False)} "
+            "(decode-only steps), prefill and mixed steps launch every kernel"
+            + (f"; on every step {wait}" if wait else ""))
 
 
 # --- files ------------------------------------------------------------------------------------

@@ -209,8 +209,6 @@ def spec_decode(model: Model, spec: Speculative, plain: xr.Dataset, *,
         rows.append(xr.concat(cols, dim="s_kv"))
     verify = xr.concat(rows, dim="batch").assign_coords(batch=p.batch, s_kv=p.s_kv)
     try:
-        # the proposer's passes run inside the engine's step: a synchronous loop's host
-        # time (host_step_ns, host_seq_ns) is the step's, charged once, on the verify
         dr = evaluate(drafter, wl("decode", **_IN_STEP), batch=batches, s_kv=ctxs, **ekw)
     except ValueError as exc:
         raise ServingError(f"spec_draft (--spec-draft) {spec.draft!r} cannot run on these "
